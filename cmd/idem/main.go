@@ -1,0 +1,81 @@
+// Command idem is the command-line face of idem: canonical forms and
+// fingerprints of requests today; the reference service, migrations,
+// operations tools and the verification harness as they land.
+//
+// Usage:
+//
+//	idem <command> [flags]
+//
+// Run "idem help" for the list of commands. Exit codes: 0 success, 1 the
+// input was refused or the operation failed, 2 bad usage.
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], stdio{in: os.Stdin, out: os.Stdout, err: os.Stderr})
+	stop()
+	os.Exit(code)
+}
+
+// stdio is where a command reads and writes, so tests can run commands in
+// process.
+type stdio struct {
+	in  io.Reader
+	out io.Writer
+	err io.Writer
+}
+
+// command is one subcommand; each lives in its own file.
+type command struct {
+	name    string
+	summary string
+	run     func(ctx context.Context, args []string, std stdio) int
+}
+
+// Exit codes.
+const (
+	exitOK      = 0
+	exitRefused = 1
+	exitUsage   = 2
+)
+
+func commands() []command {
+	return []command{
+		{"canon", "print the canonical form of a payload read from stdin", runCanon},
+		{"fingerprint", "print a request's fingerprint and the parts it hashes", runFingerprint},
+	}
+}
+
+func run(ctx context.Context, args []string, std stdio) int {
+	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
+		usage(std.err)
+		if len(args) == 0 {
+			return exitUsage
+		}
+		return exitOK
+	}
+	for _, c := range commands() {
+		if c.name == args[0] {
+			return c.run(ctx, args[1:], std)
+		}
+	}
+	fmt.Fprintf(std.err, "idem: unknown command %q\n", args[0])
+	usage(std.err)
+	return exitUsage
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "usage: idem <command> [flags]\n\ncommands:")
+	for _, c := range commands() {
+		fmt.Fprintf(w, "  %-12s %s\n", c.name, c.summary)
+	}
+}

@@ -1,0 +1,191 @@
+package idem
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+
+	"github.com/idemkit/idem/canon"
+)
+
+// Binding says which parts of a request an operation binds into its
+// fingerprint and how its payload is canonicalised. The zero value binds
+// the path, no query parameters, no headers, and reads the payload in
+// canon.ModeJSON with the default limits. A Binding is a plain value, safe
+// for concurrent use once built; do not change it while in use.
+type Binding struct {
+	// Canon is the payload canonicalisation (mode, schema, limits).
+	Canon canon.Options
+	// Query lists the query parameters that change the business effect;
+	// all others are ignored. Names are case-sensitive.
+	Query []string
+	// Headers lists business headers (for example X-Api-Version) whose
+	// values are bound. Names are case-insensitive.
+	Headers []string
+}
+
+// Fingerprint is the hash of the business-relevant parts of a request:
+// SHA-256 over the length-prefixed fields (method, canonical target, bound
+// headers, media type, mode, schema revision, SHA-256 of the canonical
+// payload) under the domain tag "http.idempotency.v1/fingerprint". The
+// exact encoding is in docs/contract.md.
+type Fingerprint [32]byte
+
+// String returns the fingerprint in lower-case hex.
+func (f Fingerprint) String() string { return hex.EncodeToString(f[:]) }
+
+// FingerprintParts are the values a fingerprint was computed from, so a
+// user can see why two requests differ. Payload is the canonical payload;
+// it is never stored.
+type FingerprintParts struct {
+	Method         string   `json:"method"`
+	Target         string   `json:"target"`
+	Headers        []string `json:"headers"`
+	MediaType      string   `json:"media_type"`
+	Mode           string   `json:"mode"`
+	SchemaRevision string   `json:"schema_revision"`
+	PayloadSHA256  string   `json:"payload_sha256"`
+	Payload        []byte   `json:"-"`
+}
+
+// Fingerprint canonicalises a request and returns its fingerprint and
+// parts. u is the request URL whose path already holds the route's path
+// parameters; h holds the request headers; body is the whole body (the
+// caller reads it under b.Canon.MaxBytes). Payload refusals are *canon.Error (see
+// CodeOf); a path with malformed percent-encoding (which net/http never
+// delivers) is a plain error.
+func (b Binding) Fingerprint(method string, u *url.URL, h http.Header, body []byte) (Fingerprint, FingerprintParts, error) {
+	res, err := canon.Canonicalize(h.Get("Content-Type"), body, b.Canon)
+	if err != nil {
+		return Fingerprint{}, FingerprintParts{}, err
+	}
+	target, err := CanonicalTarget(u, b.Query)
+	if err != nil {
+		return Fingerprint{}, FingerprintParts{}, err
+	}
+	p := FingerprintParts{
+		Method:    method,
+		Target:    target,
+		Headers:   boundHeaders(h, b.Headers),
+		MediaType: res.MediaType,
+		Mode:      string(b.mode()),
+		Payload:   res.Payload,
+	}
+	if p.Mode == string(canon.ModeSchema) {
+		p.SchemaRevision = b.Canon.Schema.Revision
+	}
+	sum := sha256.Sum256(res.Payload)
+	p.PayloadSHA256 = hex.EncodeToString(sum[:])
+	return p.fingerprint(sum), p, nil
+}
+
+func (b Binding) mode() canon.Mode {
+	if b.Canon.Mode == "" {
+		return canon.ModeJSON
+	}
+	return b.Canon.Mode
+}
+
+func (p FingerprintParts) fingerprint(payloadSum [32]byte) Fingerprint {
+	h := newFieldHash(ContractVersion + "/fingerprint")
+	h.string(p.Method)
+	h.string(p.Target)
+	h.count(len(p.Headers))
+	for _, hv := range p.Headers {
+		h.string(hv)
+	}
+	h.string(p.MediaType)
+	h.string(p.Mode)
+	h.string(p.SchemaRevision)
+	h.bytes(payloadSum[:])
+	return Fingerprint(h.sum())
+}
+
+// boundHeaders returns "name: value" for each declared header, in the
+// order of the lower-cased names; a header sent on several field lines is
+// joined with ", ", and an absent header is written as "name" alone, so
+// absent and empty differ.
+func boundHeaders(h http.Header, names []string) []string {
+	if len(names) == 0 {
+		return nil
+	}
+	out := make([]string, 0, len(names))
+	for _, n := range names {
+		vs, ok := h[http.CanonicalHeaderKey(n)]
+		line := strings.ToLower(n)
+		if ok {
+			trimmed := make([]string, len(vs))
+			for i, v := range vs {
+				trimmed[i] = strings.Trim(v, " \t")
+			}
+			line += ": " + strings.Join(trimmed, ", ")
+		}
+		out = append(out, line)
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// CanonicalTarget returns the normalised path of u followed by the kept
+// query parameters. The path is normalised as RFC 3986 section 6.2.2
+// describes: percent-encodings decoded where they stand for unreserved
+// characters and written in upper-case hex otherwise, dot segments removed,
+// an empty path written as "/". Only the query parameters named in keep
+// survive, sorted by name, each name's values in the order sent, encoded
+// with url.QueryEscape.
+func CanonicalTarget(u *url.URL, keep []string) (string, error) {
+	raw := u.EscapedPath()
+	segs := strings.Split(raw, "/")
+	out := make([]string, 0, len(segs))
+	for i, s := range segs {
+		dec, err := url.PathUnescape(s)
+		if err != nil {
+			return "", fmt.Errorf("idem: malformed percent-encoding in the path: %w", err)
+		}
+		switch dec {
+		case ".":
+			if i == len(segs)-1 {
+				out = append(out, "")
+			}
+			continue
+		case "..":
+			if len(out) > 1 {
+				out = out[:len(out)-1]
+			}
+			if i == len(segs)-1 {
+				out = append(out, "")
+			}
+			continue
+		}
+		out = append(out, url.PathEscape(dec))
+	}
+	path := strings.Join(out, "/")
+	if !strings.HasPrefix(path, "/") {
+		path = "/" + path
+	}
+	if len(keep) == 0 {
+		return path, nil
+	}
+	q := u.Query()
+	names := slices.Clone(keep)
+	slices.Sort(names)
+	names = slices.Compact(names)
+	var b strings.Builder
+	for _, n := range names {
+		for _, v := range q[n] {
+			if b.Len() == 0 {
+				b.WriteByte('?')
+			} else {
+				b.WriteByte('&')
+			}
+			b.WriteString(url.QueryEscape(n))
+			b.WriteByte('=')
+			b.WriteString(url.QueryEscape(v))
+		}
+	}
+	return path + b.String(), nil
+}

@@ -1,0 +1,228 @@
+package pgtest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// errNoBinaries reports that initdb, pg_ctl or postgres is missing from PATH.
+var errNoBinaries = errors.New("pgtest: PostgreSQL binaries (initdb, pg_ctl, postgres) not found on PATH; install PostgreSQL 15 to run these tests")
+
+const (
+	startAttempts = 3                 // pg_ctl start attempts, each on a fresh port
+	cmdTimeout    = 2 * time.Minute   // upper bound for any single helper command
+	logTailBytes  = 4096              // how much of the server log goes into errors
+	startWaitSecs = "60"              // pg_ctl -t: seconds to wait for start/stop
+	serverConfig  = "postgresql.conf" // writeConfig appends its settings here
+)
+
+// cluster is one running PostgreSQL server in a private temporary directory.
+type cluster struct {
+	bin  string              // directory holding initdb, pg_ctl, createdb, ...
+	dir  string              // temp root: data dir, log file and unix socket
+	data string              // PGDATA
+	log  string              // server log file
+	port int                 // TCP port on 127.0.0.1
+	cred *syscall.Credential // non-nil when server binaries must drop root
+}
+
+// binDir returns the directory of the PostgreSQL installation that provides
+// initdb on PATH, after resolving symlinks, so that every helper binary comes
+// from the same installation. It returns errNoBinaries if initdb, pg_ctl or
+// postgres cannot be found.
+func binDir() (string, error) {
+	for _, name := range []string{"initdb", "pg_ctl", "postgres"} {
+		if _, err := exec.LookPath(name); err != nil {
+			return "", errNoBinaries
+		}
+	}
+	p, _ := exec.LookPath("initdb")
+	real, err := filepath.EvalSymlinks(p)
+	if err != nil {
+		return "", fmt.Errorf("pgtest: resolving %s: %w", p, err)
+	}
+	return filepath.Dir(real), nil
+}
+
+// startCluster initialises and starts a new cluster. On failure nothing is
+// left behind.
+func startCluster() (_ *cluster, err error) {
+	bin, err := binDir()
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "idem-pgtest-")
+	if err != nil {
+		return nil, fmt.Errorf("pgtest: %w", err)
+	}
+	c := &cluster{bin: bin, dir: dir, data: filepath.Join(dir, "data"), log: filepath.Join(dir, "postgres.log")}
+	defer func() {
+		if err != nil {
+			os.RemoveAll(dir)
+		}
+	}()
+	if os.Geteuid() == 0 {
+		// initdb and postgres refuse to run as root.
+		if c.cred, err = postgresCredential(); err != nil {
+			return nil, err
+		}
+		if err := os.Chown(dir, int(c.cred.Uid), int(c.cred.Gid)); err != nil {
+			return nil, fmt.Errorf("pgtest: %w", err)
+		}
+	}
+	// --no-sync only skips initdb's own final fsync of the fresh files; the
+	// server itself runs with fsync=on.
+	if err := c.run(true, "initdb", "-D", c.data, "-U", "postgres", "--auth=trust",
+		"--encoding=UTF8", "--locale=C", "--no-sync"); err != nil {
+		return nil, err
+	}
+	if err := c.writeConfig(); err != nil {
+		return nil, err
+	}
+	for i := 0; i < startAttempts; i++ {
+		if c.port, err = freePort(); err != nil {
+			return nil, err
+		}
+		err = c.run(true, "pg_ctl", "-w", "-t", startWaitSecs, "-D", c.data, "-l", c.log,
+			"-o", "-p "+strconv.Itoa(c.port), "start")
+		if err == nil {
+			return c, nil
+		}
+		// The port may have been taken between freePort and the bind; make
+		// sure no half-started server survives, then retry on a new port.
+		_ = c.run(true, "pg_ctl", "-m", "immediate", "-w", "-D", c.data, "stop")
+	}
+	return nil, fmt.Errorf("%w\n--- server log tail (%s) ---\n%s", err, c.log, c.logTail())
+}
+
+// writeConfig appends the pgtest settings to postgresql.conf. The port is
+// passed on the command line instead because it changes between attempts.
+func (c *cluster) writeConfig() error {
+	conf := fmt.Sprintf(`
+# added by pgtest
+listen_addresses = '127.0.0.1'
+unix_socket_directories = '%s'
+max_connections = 200
+shared_buffers = 128MB
+fsync = on
+synchronous_commit = on
+`, strings.ReplaceAll(c.dir, "'", "''"))
+	f, err := os.OpenFile(filepath.Join(c.data, serverConfig), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		return fmt.Errorf("pgtest: %w", err)
+	}
+	if _, err := f.WriteString(conf); err != nil {
+		f.Close()
+		return fmt.Errorf("pgtest: %w", err)
+	}
+	return f.Close()
+}
+
+// stop shuts the server down and deletes its directory.
+func (c *cluster) stop() error {
+	err := c.run(true, "pg_ctl", "-m", "fast", "-w", "-t", startWaitSecs, "-D", c.data, "stop")
+	if err != nil {
+		err = fmt.Errorf("%w\n--- server log tail (%s) ---\n%s", err, c.log, c.logTail())
+		// Keep the directory so the leaked server can be inspected.
+		return err
+	}
+	if err := os.RemoveAll(c.dir); err != nil {
+		return fmt.Errorf("pgtest: %w", err)
+	}
+	return nil
+}
+
+// client runs a client binary (createdb, dropdb, ...) against the cluster
+// over TCP as the postgres superuser.
+func (c *cluster) client(name string, args ...string) error {
+	base := []string{"-h", "127.0.0.1", "-p", strconv.Itoa(c.port), "-U", "postgres", "-w"}
+	return c.run(false, name, append(base, args...)...)
+}
+
+// run executes a binary from c.bin. Server binaries (asServer) run in c.dir
+// with the dropped credentials, if any. Output is included in the error.
+func (c *cluster) run(asServer bool, name string, args ...string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), cmdTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, filepath.Join(c.bin, name), args...)
+	cmd.Env = cleanEnv()
+	if asServer {
+		cmd.Dir = c.dir
+		if c.cred != nil {
+			cmd.SysProcAttr = &syscall.SysProcAttr{Credential: c.cred}
+		}
+	}
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	// pg_ctl start leaves the server holding no pipe of ours (it redirects
+	// to the log file), but bound the wait for output anyway.
+	cmd.WaitDelay = 10 * time.Second
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("pgtest: %s %s: %w\n%s", name, strings.Join(args, " "), err, strings.TrimSpace(out.String()))
+	}
+	return nil
+}
+
+// logTail returns the end of the server log.
+func (c *cluster) logTail() string {
+	b, err := os.ReadFile(c.log)
+	if err != nil {
+		return fmt.Sprintf("(cannot read log: %v)", err)
+	}
+	if len(b) > logTailBytes {
+		b = b[len(b)-logTailBytes:]
+	}
+	return string(b)
+}
+
+// cleanEnv returns the environment without PG* variables, so that a
+// developer's PGDATABASE, PGPORT, PGSERVICE, ... cannot redirect the helpers.
+func cleanEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "PG") {
+			env = append(env, kv)
+		}
+	}
+	return env
+}
+
+// postgresCredential looks up the postgres OS user for dropping root.
+func postgresCredential() (*syscall.Credential, error) {
+	u, err := user.Lookup("postgres")
+	if err != nil {
+		return nil, fmt.Errorf("pgtest: running as root needs a 'postgres' OS user to run the server as: %w", err)
+	}
+	uid, err := strconv.ParseUint(u.Uid, 10, 32)
+	if err != nil {
+		return nil, fmt.Errorf("pgtest: uid of postgres: %w", err)
+	}
+	gid, err := strconv.ParseUint(u.Gid, 10, 32)
+	if err != nil {
+		return nil, fmt.Errorf("pgtest: gid of postgres: %w", err)
+	}
+	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, nil
+}
+
+// freePort asks the kernel for an unused TCP port on 127.0.0.1. The port is
+// released before the server binds it, so another process may grab it in
+// between; startCluster retries on a new port when that happens.
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("pgtest: finding a free port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}

@@ -1,0 +1,33 @@
+package idem
+
+import "encoding/hex"
+
+// Identity is the authenticated caller: it comes from the application's
+// authentication, never from the request body or a client header.
+type Identity struct {
+	Tenant    string
+	Principal string
+}
+
+// ScopeHash identifies one idempotent operation attempt: SHA-256 over the
+// length-prefixed fields (tenant, principal, operation, API revision, key)
+// under the domain tag "http.idempotency.v1/scope". Two requests share a
+// ScopeHash only if all five are equal, so no hit crosses tenants,
+// principals, operations or API revisions.
+type ScopeHash [32]byte
+
+// ScopeOf computes the scope hash. operation names the business operation
+// (for example "payments.create"); apiRevision is the API major revision
+// the request was served under.
+func ScopeOf(id Identity, operation, apiRevision string, k Key) ScopeHash {
+	h := newFieldHash(ContractVersion + "/scope")
+	h.string(id.Tenant)
+	h.string(id.Principal)
+	h.string(operation)
+	h.string(apiRevision)
+	h.string(k.v)
+	return ScopeHash(h.sum())
+}
+
+// String returns the hash in lower-case hex.
+func (s ScopeHash) String() string { return hex.EncodeToString(s[:]) }
