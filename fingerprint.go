@@ -113,10 +113,16 @@ func boundHeaders(h http.Header, names []string) []string {
 	if len(names) == 0 {
 		return nil
 	}
-	out := make([]string, 0, len(names))
-	for _, n := range names {
+	lower := make([]string, len(names))
+	for i, n := range names {
+		lower[i] = strings.ToLower(n)
+	}
+	slices.Sort(lower)
+	lower = slices.Compact(lower)
+	out := make([]string, 0, len(lower))
+	for _, n := range lower {
 		vs, ok := h[http.CanonicalHeaderKey(n)]
-		line := strings.ToLower(n)
+		line := n
 		if ok {
 			trimmed := make([]string, len(vs))
 			for i, v := range vs {
@@ -126,19 +132,22 @@ func boundHeaders(h http.Header, names []string) []string {
 		}
 		out = append(out, line)
 	}
-	slices.Sort(out)
-	return slices.Compact(out)
+	return out
 }
 
 // CanonicalTarget returns the normalised path of u followed by the kept
-// query parameters. The path is normalised as RFC 3986 section 6.2.2
-// describes: percent-encodings decoded where they stand for unreserved
-// characters and written in upper-case hex otherwise, dot segments removed,
-// an empty path written as "/". Only the query parameters named in keep
+// query parameters. Each path segment is percent-decoded and re-encoded
+// with url.PathEscape, so two spellings of one decoded segment ("~" and
+// "%7E", ";" and "%3B") are one target, as they are to net/http's router,
+// while "%2F" inside a segment stays distinct from "/"; dot segments are
+// removed and an empty path is written as "/". Only the query parameters named in keep
 // survive, sorted by name, each name's values in the order sent, encoded
 // with url.QueryEscape.
 func CanonicalTarget(u *url.URL, keep []string) (string, error) {
 	raw := u.EscapedPath()
+	if !strings.HasPrefix(raw, "/") {
+		raw = "/" + raw // so that ".." cannot remove a relative path's first segment
+	}
 	segs := strings.Split(raw, "/")
 	out := make([]string, 0, len(segs))
 	for i, s := range segs {

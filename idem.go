@@ -2,7 +2,9 @@ package idem
 
 import (
 	"errors"
+	"maps"
 	"net/http"
+	"slices"
 )
 
 // ContractVersion names the contract this package implements. It is echoed
@@ -54,13 +56,9 @@ var codeStatus = map[Code]int{
 	CodeAmountLimit:          http.StatusUnprocessableEntity,
 }
 
-// Codes returns every code of the contract.
+// Codes returns every code of the contract, sorted.
 func Codes() []Code {
-	out := make([]Code, 0, len(codeStatus))
-	for c := range codeStatus {
-		out = append(out, c)
-	}
-	return out
+	return slices.Sorted(maps.Keys(codeStatus))
 }
 
 // Status is the HTTP status the contract gives c, or 500 for a code it

@@ -1,6 +1,8 @@
 package idem
 
 import (
+	"fmt"
+	"io"
 	"strconv"
 	"strings"
 )
@@ -44,6 +46,10 @@ type Key struct {
 
 // String returns a redacted form that is safe to log.
 func (k Key) String() string { return "Key(" + strconv.Itoa(len(k.v)) + " chars)" }
+
+// Format writes the redacted form for every verb, so that no fmt verb
+// (%#v, %d, ...) prints the key.
+func (k Key) Format(f fmt.State, verb rune) { io.WriteString(f, k.String()) }
 
 // ParseKey reads the Idempotency-Key field lines of a request (as returned
 // by http.Header.Values) under policy p. Exactly one field line is required.

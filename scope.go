@@ -31,3 +31,14 @@ func ScopeOf(id Identity, operation, apiRevision string, k Key) ScopeHash {
 
 // String returns the hash in lower-case hex.
 func (s ScopeHash) String() string { return hex.EncodeToString(s[:]) }
+
+// Hash returns SHA-256 over the length-prefixed tenant and principal under
+// the domain tag "http.idempotency.v1/identity": the stored form of an
+// operation's owner, so operation status is shown to its owner only
+// without storing who that is.
+func (id Identity) Hash() [32]byte {
+	h := newFieldHash(ContractVersion + "/identity")
+	h.string(id.Tenant)
+	h.string(id.Principal)
+	return h.sum()
+}

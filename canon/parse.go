@@ -62,7 +62,10 @@ var docPool = sync.Pool{New: func() any { return new(doc) }}
 func getDoc() *doc { return docPool.Get().(*doc) }
 
 func putDoc(d *doc) {
-	if cap(d.nodes) > 1<<16 || cap(d.arena) > 1<<20 {
+	// 1<<18 nodes (6 MiB) cover a DefaultMaxBytes body of API-like density
+	// (about 10 bytes a node), so bodies up to the default limit reuse
+	// their tape instead of growing a new one on every call.
+	if cap(d.nodes) > 1<<18 || cap(d.arena) > 1<<20 {
 		return // do not keep huge buffers alive
 	}
 	d.src = nil

@@ -175,10 +175,30 @@ func pattern(p string) (*regexp.Regexp, error) {
 }
 
 func (s *Schema) append(dst []byte, d *doc) ([]byte, error) {
+	// Strict parsing comes before the schema: duplicate names anywhere are
+	// INVALID_JSON, even where the schema would refuse something first.
+	if err := d.checkNames(); err != nil {
+		return dst, err
+	}
 	if d.nodes[0].kind != kindObject {
 		return dst, schemaErr("", "the payload must be a JSON object")
 	}
 	return appendObject(dst, d, 0, s.Fields, "$")
+}
+
+// checkNames refuses duplicate member names, also case-only ones, in every
+// object of the document.
+func (d *doc) checkNames() error {
+	for i := range d.nodes {
+		if d.nodes[i].kind == kindObject {
+			base, err := d.collectMembers(i, false)
+			d.members = d.members[:base]
+			if err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 func appendObject(dst []byte, d *doc, i int, fields map[string]*Field, path string) ([]byte, error) {

@@ -1,0 +1,241 @@
+package registry
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"time"
+
+	"github.com/idemkit/idem"
+)
+
+// Defaults for Claim fields left at zero.
+const (
+	DefaultLease     = 30 * time.Second
+	DefaultRetention = 24 * time.Hour
+)
+
+// Errors returned by every Store. Drivers translate their database's
+// errors into these at the driver boundary; any other error is a storage
+// failure, which callers must treat as "nothing is known" (fail closed).
+var (
+	// ErrNotFound: no record with that scope or operation ID.
+	ErrNotFound = errors.New("registry: record not found")
+	// ErrFenced: the caller's owner generation or expected state is no
+	// longer current — another owner took over, or the record moved on.
+	// Nothing was written.
+	ErrFenced = errors.New("registry: owner generation or state is stale")
+	// ErrUnavailable wraps errors that mean the database could not be
+	// reached or did not answer in time.
+	ErrUnavailable = errors.New("registry: store unavailable")
+)
+
+// Claim is what a request asks of the registry.
+type Claim struct {
+	Scope       idem.ScopeHash
+	Fingerprint idem.Fingerprint
+	// Operation names the business operation, for listing and metrics.
+	Operation string
+	// Owner identifies the authenticated principal (OwnerOf); it lets the
+	// operation status be shown to its owner only.
+	Owner [32]byte
+	// Lease is how long the claimant owns the operation before recovery
+	// may take it over; 0 means DefaultLease.
+	Lease time.Duration
+	// Retention is how long the record is kept; 0 means DefaultRetention.
+	Retention time.Duration
+	// WriterEpoch is the epoch of the writer making the claim.
+	WriterEpoch int64
+}
+
+// LeaseOrDefault returns c.Lease, or DefaultLease when it is zero.
+func (c Claim) LeaseOrDefault() time.Duration {
+	if c.Lease <= 0 {
+		return DefaultLease
+	}
+	return c.Lease
+}
+
+// RetentionOrDefault returns c.Retention, or DefaultRetention when zero.
+func (c Claim) RetentionOrDefault() time.Duration {
+	if c.Retention <= 0 {
+		return DefaultRetention
+	}
+	return c.Retention
+}
+
+// OwnerOf hashes an identity for Claim.Owner.
+func OwnerOf(id idem.Identity) [32]byte {
+	return id.Hash()
+}
+
+// Record is one operation record as stored.
+type Record struct {
+	Scope       idem.ScopeHash
+	OperationID string
+	Operation   string
+	Owner       [32]byte
+	Fingerprint idem.Fingerprint
+	Contract    string
+	State       idem.State
+	// OwnerGen is the owner generation; it rises by one at every takeover.
+	OwnerGen    int64
+	WriterEpoch int64
+	LeaseUntil  time.Time
+	ExpiresAt   time.Time
+	CreatedAt   time.Time
+	UpdatedAt   time.Time
+	// Response is the stored snapshot of a terminal record, nil otherwise.
+	// Drivers verify it against its stored digest before returning it and
+	// return idem.ErrDigestMismatch if it does not match.
+	Response *idem.Response
+}
+
+// Outcome is what a business function decided: the terminal state, the
+// response to store and replay, and the outbox messages to publish.
+type Outcome struct {
+	// State is idem.StateSucceeded, idem.StateFailedFinal or
+	// idem.StateRejected.
+	State    idem.State
+	Response idem.Response
+	Outbox   []Message
+}
+
+// Message is an outbox message. Its ID is derived from the operation ID
+// and its position in Outcome.Outbox ("<operationID>/<n>"), so it is the
+// same every time the same outcome is recorded and consumers can dedupe on
+// it.
+type Message struct {
+	Topic   string
+	Payload []byte
+}
+
+// OutboxMessage is a message as stored, with its stable ID.
+type OutboxMessage struct {
+	Seq         int64 // storage order
+	ID          string
+	OperationID string
+	Topic       string
+	Payload     []byte
+	CreatedAt   time.Time
+}
+
+// Tx is the business transaction handed to business functions. Queries
+// use $1, $2 … placeholders on every driver. Native returns the driver's
+// own transaction (pgx.Tx, *sql.Tx) for code that needs it.
+type Tx interface {
+	Exec(ctx context.Context, sql string, args ...any) (rowsAffected int64, err error)
+	QueryRow(ctx context.Context, sql string, args ...any) Row
+	Native() any
+}
+
+// Row is one result row.
+type Row interface {
+	Scan(dest ...any) error
+}
+
+// BusinessFunc performs the business writes in tx and returns the outcome
+// to record. Returning an error rolls everything back, the claim included
+// in the in-transaction style.
+type BusinessFunc func(ctx context.Context, tx Tx, rec Record) (Outcome, error)
+
+// Store is implemented by every driver. All methods are safe for
+// concurrent use; ctx governs only the call it is passed to.
+type Store interface {
+	// Reserve is the two-phase acceptance point. It inserts a RESERVED
+	// record for c, owned by generation 1, and commits — or, when the scope
+	// exists, returns the existing record with created false. It never
+	// reports a conflict as an error.
+	Reserve(ctx context.Context, c Claim) (rec Record, created bool, err error)
+	// Complete runs fn in a new transaction and, in that same transaction,
+	// moves the record from RESERVED or EXECUTING to the outcome's state,
+	// stores the response and its digest and inserts the outbox rows —
+	// only if rec.OwnerGen is still the record's generation (else
+	// ErrFenced, all rolled back). The commit is durable before Complete
+	// returns.
+	Complete(ctx context.Context, rec Record, fn BusinessFunc) (Record, error)
+	// Release deletes a RESERVED record still owned by rec.OwnerGen, so a
+	// retry can run; ErrFenced if it is no longer so.
+	Release(ctx context.Context, rec Record) error
+	// TakeOver gives the record to a new owner generation if it is in
+	// flight, still at rec.OwnerGen, and its lease has expired; the state
+	// is kept and a new lease starts. ErrFenced otherwise.
+	TakeOver(ctx context.Context, rec Record, lease time.Duration) (Record, error)
+	// Get returns the record with that scope, or ErrNotFound.
+	Get(ctx context.Context, scope idem.ScopeHash) (Record, error)
+	// GetByID returns the record with that operation ID, or ErrNotFound.
+	GetByID(ctx context.Context, operationID string) (Record, error)
+	// ClaimOutbox claims up to limit unpublished messages, oldest first,
+	// that no other relay holds, for lease; several relays may call it at
+	// once and never get the same message while its claim lasts.
+	ClaimOutbox(ctx context.Context, limit int, lease time.Duration) ([]OutboxMessage, error)
+	// MarkPublished records that the messages were published.
+	MarkPublished(ctx context.Context, ids []string) error
+	// Close releases the store's connections.
+	Close()
+}
+
+// Verdict is what a request may do given the record for its scope.
+type Verdict int
+
+const (
+	// Execute: the request owns the operation and runs it.
+	Execute Verdict = iota + 1
+	// Replay: the operation is terminal; return its stored response.
+	Replay
+	// Conflict: the scope was used with a different fingerprint.
+	Conflict
+	// InProgress: the operation is in flight under another owner.
+	InProgress
+	// Unknown: the operation's outcome is unknown and awaits
+	// reconciliation; nothing may re-run it.
+	Unknown
+)
+
+func (v Verdict) String() string {
+	switch v {
+	case Execute:
+		return "execute"
+	case Replay:
+		return "replay"
+	case Conflict:
+		return "conflict"
+	case InProgress:
+		return "in_progress"
+	case Unknown:
+		return "unknown"
+	}
+	return "invalid"
+}
+
+// Decide returns the verdict for a request with fingerprint fp, given the
+// record for its scope and whether this request just created it. A
+// different fingerprint is a conflict whatever the state, so a conflict
+// never reveals how far the first request got.
+func Decide(rec Record, created bool, fp idem.Fingerprint) Verdict {
+	switch {
+	case rec.Fingerprint != fp:
+		return Conflict
+	case created:
+		return Execute
+	case rec.State.Terminal():
+		return Replay
+	case rec.State == idem.StateUnknown:
+		return Unknown
+	default:
+		return InProgress
+	}
+}
+
+// Result is what an in-transaction claim ended with: the verdict and the
+// record it was decided on (the committed record when this call executed).
+type Result struct {
+	Verdict Verdict
+	Record  Record
+}
+
+// MessageID returns the stable ID of the n-th outbox message of an
+// operation.
+func MessageID(operationID string, n int) string {
+	return operationID + "/" + strconv.Itoa(n)
+}
