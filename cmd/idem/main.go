@@ -41,6 +41,9 @@ type command struct {
 	run     func(ctx context.Context, args []string, std stdio) int
 }
 
+// defaultDB is the embedded default database of every command with --db.
+const defaultDB = "sqlite:idem.db"
+
 // Exit codes.
 const (
 	exitOK      = 0
@@ -52,6 +55,7 @@ func commands() []command {
 	return []command{
 		{"canon", "print the canonical form of a payload read from stdin", runCanon},
 		{"fingerprint", "print a request's fingerprint and the parts it hashes", runFingerprint},
+		{"migrate", "apply the registry's migrations to a database", runMigrate},
 	}
 }
 

@@ -1,0 +1,26 @@
+// Package idempg is the PostgreSQL driver of idem's registry: a
+// [registry.Store] on a pgx connection pool, plus the in-transaction style
+// [Store.ClaimAndExecute] on a caller's pgx.Tx.
+//
+// Open connects, applies the embedded migrations (migrations/*.sql, tracked
+// in idem_schema_migrations) and returns a Store:
+//
+//	st, err := idempg.Open(ctx, "postgres://app@db/payments", idempg.Options{})
+//	if err != nil { … }
+//	defer st.Close()
+//
+// Every state change is one compare-and-set statement on (scope, owner
+// generation, expected states); the migration installs a trigger that
+// refuses any transition idem.CanTransition does not list. Times are
+// database time (statement_timestamp()) unless Options.Now is set.
+//
+// Errors are translated at the driver boundary (errors.go): a missing
+// record is registry.ErrNotFound, a stale owner generation or state is
+// registry.ErrFenced, and connection failures, timeouts, cancelled
+// statements, serialization failures and deadlocks wrap
+// registry.ErrUnavailable. Unique violations are never turned into key
+// conflicts: Reserve returns the existing record instead, and a lost
+// in-transaction claim re-reads the record before deciding.
+//
+// SQL lives in queries.sql and migrations/*.sql, not in Go strings.
+package idempg

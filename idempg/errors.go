@@ -1,0 +1,90 @@
+package idempg
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"syscall"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/puddle/v2"
+
+	"github.com/idemkit/idem/registry"
+)
+
+// SQLSTATE codes the driver branches on.
+const (
+	codeQueryCanceled        = "57014" // statement_timeout or a cancel request
+	codeSerializationFailure = "40001"
+	codeDeadlockDetected     = "40P01"
+	codeLockNotAvailable     = "55P03" // lock_timeout
+	codeAdminShutdown        = "57P01"
+	codeCrashShutdown        = "57P02"
+	codeCannotConnectNow     = "57P03"
+	codeTooManyConnections   = "53300"
+	classConnectionException = "08"
+)
+
+// translate turns a pgx or PostgreSQL error into the registry's errors; it
+// is the one place where database errors cross the driver boundary:
+//
+//   - pgx.ErrNoRows → registry.ErrNotFound;
+//   - errors that mean the database could not be reached or did not answer
+//     in time (see unavailable) → registry.ErrUnavailable wrapping err;
+//   - registry errors pass unchanged; everything else is returned as is,
+//     still inspectable with errors.As(*pgconn.PgError). A unique violation
+//     in particular stays a plain database error: it is never reported as a
+//     key conflict.
+func translate(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, registry.ErrNotFound), errors.Is(err, registry.ErrFenced),
+		errors.Is(err, registry.ErrUnavailable):
+		return err
+	case errors.Is(err, pgx.ErrNoRows):
+		return registry.ErrNotFound
+	case unavailable(err):
+		return fmt.Errorf("%w: %w", registry.ErrUnavailable, err)
+	}
+	return err
+}
+
+// unavailable reports whether err means the database could not be reached,
+// lost the connection or did not answer in time — cases where the caller
+// cannot know more and may retry later — or that the Store was closed.
+// Serialization failures and deadlocks count too: the statement was rolled
+// back and a retry may pass. A caller's own cancellation (context.Canceled)
+// does not.
+func unavailable(err error) bool {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch pgErr.Code {
+		case codeQueryCanceled, codeSerializationFailure, codeDeadlockDetected,
+			codeLockNotAvailable, codeAdminShutdown, codeCrashShutdown,
+			codeCannotConnectNow, codeTooManyConnections:
+			return true
+		}
+		return strings.HasPrefix(pgErr.Code, classConnectionException)
+	}
+	if errors.Is(err, context.Canceled) && !pgconn.Timeout(err) {
+		return false
+	}
+	var connectErr *pgconn.ConnectError
+	var netErr net.Error
+	switch {
+	case errors.Is(err, context.DeadlineExceeded), pgconn.Timeout(err),
+		pgconn.SafeToRetry(err), errors.As(err, &connectErr), errors.As(err, &netErr),
+		errors.Is(err, pgconn.ErrConnClosed), errors.Is(err, net.ErrClosed),
+		errors.Is(err, puddle.ErrClosedPool), // the Store was closed
+		errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF),
+		errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET),
+		errors.Is(err, syscall.EPIPE):
+		return true
+	}
+	return false
+}

@@ -1,0 +1,154 @@
+package idempg
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/registry"
+)
+
+// Complete runs fn in a new transaction and, in that same transaction,
+// moves rec's record to the outcome's terminal state with its response
+// snapshot and digest and inserts its outbox messages, if the record is
+// still RESERVED or EXECUTING at rec.OwnerGen; else it rolls back and
+// returns registry.ErrFenced. An error from fn is returned unchanged
+// after rolling back; so is an outcome that is not terminal or not a legal
+// transition from rec.State. The commit is durable (synchronous) before
+// Complete returns the updated record. ctx governs the whole transaction,
+// fn included.
+func (s *Store) Complete(ctx context.Context, rec registry.Record, fn registry.BusinessFunc) (registry.Record, error) {
+	now, _ := s.clock()
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return registry.Record{}, fmt.Errorf("idempg: complete: %w", translate(err))
+	}
+	defer tx.Rollback(ctx) // no-op after Commit
+	out, err := fn(ctx, txAdapter{tx}, rec)
+	if err != nil {
+		return registry.Record{}, err
+	}
+	done, err := finish(ctx, tx, rec, out, now)
+	if err != nil {
+		return registry.Record{}, err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return registry.Record{}, fmt.Errorf("idempg: complete: commit: %w", translate(err))
+	}
+	return done, nil
+}
+
+// ClaimAndExecute is the in-transaction style: the caller owns tx and
+// commits it. In tx it inserts the claim for c as RESERVED at owner
+// generation 1 — a plain insert, so a concurrent claim for the same scope
+// waits for this transaction to end — then calls fn, then records fn's
+// outcome exactly as Complete does, and returns Result{registry.Execute,
+// the record as it will be committed}. An error from fn (or from recording
+// the outcome) is returned as is and the caller must roll tx back; the
+// claim disappears with it.
+//
+// If the claim insert fails, for whatever reason, tx is rolled back and is
+// unusable afterwards (for a pseudo-nested pgx.Tx, only its savepoint is
+// rolled back). The record for c.Scope is then read with a fresh
+// connection from the Store's pool: if it exists, the result is
+// registry.Decide's verdict on it (Replay, Conflict, InProgress or
+// Unknown) with a nil error; if not, the insert's own error is returned
+// (wrapping registry.ErrUnavailable for timeouts and lost connections) —
+// never a conflict. ctx governs every statement, fn and the re-read.
+func (s *Store) ClaimAndExecute(ctx context.Context, tx pgx.Tx, c registry.Claim, fn registry.BusinessFunc) (registry.Result, error) {
+	now, goNow := s.clock()
+	rec, err := scanRecord(tx.QueryRow(ctx, queries.Get("Claim"), claimArgs(c, idem.NewOperationID(goNow), now)...))
+	if err != nil {
+		return s.lostClaim(ctx, tx, c, err)
+	}
+	out, err := fn(ctx, txAdapter{tx}, rec)
+	if err != nil {
+		return registry.Result{}, err
+	}
+	done, err := finish(ctx, tx, rec, out, now)
+	if err != nil {
+		return registry.Result{}, err
+	}
+	return registry.Result{Verdict: registry.Execute, Record: done}, nil
+}
+
+// lostClaim handles a failed claim insert; see ClaimAndExecute.
+func (s *Store) lostClaim(ctx context.Context, tx pgx.Tx, c registry.Claim, insertErr error) (registry.Result, error) {
+	_ = tx.Rollback(ctx) // its error adds nothing: the transaction is over either way
+	insertErr = translate(insertErr)
+	rec, err := s.Get(ctx, c.Scope)
+	switch {
+	case err == nil:
+		return registry.Result{Verdict: registry.Decide(rec, false, c.Fingerprint), Record: rec}, nil
+	case errors.Is(err, registry.ErrNotFound):
+		return registry.Result{}, fmt.Errorf("idempg: claim: %w", insertErr)
+	default:
+		return registry.Result{}, fmt.Errorf("idempg: claim: %w; re-reading the record: %w", insertErr, err)
+	}
+}
+
+// finish records out for rec in tx: one fenced compare-and-set statement
+// that also inserts the outbox rows. It refuses an outcome that is not
+// terminal or, when rec.State is in flight, not a legal transition from
+// it; the database's trigger guards the stored state as well.
+func finish(ctx context.Context, tx pgx.Tx, rec registry.Record, out registry.Outcome, now *time.Time) (registry.Record, error) {
+	if !out.State.Terminal() {
+		return registry.Record{}, fmt.Errorf("idempg: outcome state %q is not terminal", out.State)
+	}
+	if rec.State.InFlight() && !idem.CanTransition(rec.State, out.State) {
+		return registry.Record{}, fmt.Errorf("idempg: illegal transition %s -> %s", rec.State, out.State)
+	}
+	ids := make([]string, len(out.Outbox))
+	topics := make([]string, len(out.Outbox))
+	payloads := make([][]byte, len(out.Outbox))
+	for i, m := range out.Outbox {
+		ids[i] = registry.MessageID(rec.OperationID, i)
+		topics[i] = m.Topic
+		payloads[i] = nonNil(m.Payload)
+	}
+	resp := out.Response
+	digest := resp.Digest()
+	done, err := scanRecord(tx.QueryRow(ctx, queries.Get("Finish"),
+		rec.Scope[:], rec.OwnerGen, string(out.State), resp.Status, resp.MediaType,
+		resp.Location, resp.ETag, nonNil(resp.Body), digest[:], now,
+		rec.OperationID, ids, topics, payloads))
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return registry.Record{}, fmt.Errorf("idempg: complete %s: %w", rec.OperationID, registry.ErrFenced)
+	case err != nil:
+		return registry.Record{}, fmt.Errorf("idempg: complete: %w", translate(err))
+	}
+	return done, nil
+}
+
+// nonNil returns b, or an empty slice for nil, so that bytea NOT NULL
+// columns get an empty value rather than NULL.
+func nonNil(b []byte) []byte {
+	if b == nil {
+		return []byte{}
+	}
+	return b
+}
+
+// txAdapter is the registry.Tx handed to business functions: a thin view
+// of the pgx.Tx, whose errors are returned untranslated (they belong to
+// the business code). Native returns the pgx.Tx.
+type txAdapter struct{ tx pgx.Tx }
+
+func (a txAdapter) Exec(ctx context.Context, sql string, args ...any) (int64, error) {
+	tag, err := a.tx.Exec(ctx, sql, args...)
+	if err != nil {
+		return 0, err
+	}
+	return tag.RowsAffected(), nil
+}
+
+func (a txAdapter) QueryRow(ctx context.Context, sql string, args ...any) registry.Row {
+	return a.tx.QueryRow(ctx, sql, args...)
+}
+
+func (a txAdapter) Native() any { return a.tx }

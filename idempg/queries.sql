@@ -1,0 +1,155 @@
+-- Named queries of the idempg driver, loaded by internal/sqlfile.
+--
+-- Conventions:
+--   * "now" is one parameter, read once per statement as
+--     clock.t = coalesce($n::timestamptz, statement_timestamp()):
+--     NULL means database time; the driver passes Options.Now when set.
+--     statement_timestamp() is fixed for the whole statement, so every
+--     column a statement writes gets the same instant.
+--   * Durations are bigint microseconds: t + $n * interval '1 microsecond'.
+--   * Every query returning a record lists the record columns in the order
+--     that scanRecord (records.go) reads them.
+
+-- name: CreateMigrationsTable
+CREATE TABLE IF NOT EXISTS idem_schema_migrations (
+    version    text        PRIMARY KEY,
+    applied_at timestamptz NOT NULL DEFAULT now()
+);
+
+-- name: LockMigrations
+-- Serialises concurrent migrators until their transaction ends. The key is
+-- an arbitrary constant reserved for idem ("idem" in ASCII).
+SELECT pg_advisory_xact_lock(1768187245);
+
+-- name: MigrationApplied
+SELECT EXISTS (SELECT 1 FROM idem_schema_migrations WHERE version = $1);
+
+-- name: RecordMigration
+INSERT INTO idem_schema_migrations (version) VALUES ($1);
+
+-- name: Reserve
+-- $1 scope, $2 operation_id, $3 operation, $4 owner, $5 fingerprint,
+-- $6 contract, $7 writer_epoch, $8 lease µs, $9 retention µs, $10 now.
+-- set_config(..., true) turns synchronous_commit off for this statement's
+-- own (implicit) transaction only; see Store.Reserve for why that is safe.
+WITH clock AS (SELECT coalesce($10::timestamptz, statement_timestamp()) AS t),
+     async AS (SELECT set_config('synchronous_commit', 'off', true) AS v)
+INSERT INTO idem_operations (scope, operation_id, operation, owner, fingerprint, contract,
+                             state, owner_gen, writer_epoch, lease_until, expires_at,
+                             created_at, updated_at)
+SELECT $1::bytea, $2::text, $3::text, $4::bytea, $5::bytea, $6::text, 'RESERVED', 1, $7::bigint,
+       t + $8::bigint * interval '1 microsecond',
+       t + $9::bigint * interval '1 microsecond',
+       t, t
+FROM clock, async
+ON CONFLICT (scope) DO NOTHING
+RETURNING scope, operation_id, operation, owner, fingerprint, contract, state, owner_gen,
+          writer_epoch, lease_until, expires_at, created_at, updated_at, resp_status,
+          resp_media_type, resp_location, resp_etag, resp_body, resp_digest;
+
+-- name: Claim
+-- The in-transaction claim: a plain INSERT (no ON CONFLICT), so a racing
+-- claim for the same scope waits for this transaction and then fails with a
+-- unique violation. Parameters as Reserve.
+WITH clock AS (SELECT coalesce($10::timestamptz, statement_timestamp()) AS t)
+INSERT INTO idem_operations (scope, operation_id, operation, owner, fingerprint, contract,
+                             state, owner_gen, writer_epoch, lease_until, expires_at,
+                             created_at, updated_at)
+SELECT $1::bytea, $2::text, $3::text, $4::bytea, $5::bytea, $6::text, 'RESERVED', 1, $7::bigint,
+       t + $8::bigint * interval '1 microsecond',
+       t + $9::bigint * interval '1 microsecond',
+       t, t
+FROM clock
+RETURNING scope, operation_id, operation, owner, fingerprint, contract, state, owner_gen,
+          writer_epoch, lease_until, expires_at, created_at, updated_at, resp_status,
+          resp_media_type, resp_location, resp_etag, resp_body, resp_digest;
+
+-- name: GetByScope
+SELECT scope, operation_id, operation, owner, fingerprint, contract, state, owner_gen,
+       writer_epoch, lease_until, expires_at, created_at, updated_at, resp_status,
+       resp_media_type, resp_location, resp_etag, resp_body, resp_digest
+FROM idem_operations
+WHERE scope = $1;
+
+-- name: GetByID
+SELECT scope, operation_id, operation, owner, fingerprint, contract, state, owner_gen,
+       writer_epoch, lease_until, expires_at, created_at, updated_at, resp_status,
+       resp_media_type, resp_location, resp_etag, resp_body, resp_digest
+FROM idem_operations
+WHERE operation_id = $1;
+
+-- name: Finish
+-- The fenced compare-and-set that records an outcome, plus its outbox rows,
+-- in one statement. $1 scope, $2 owner_gen, $3 state, $4 status,
+-- $5 media type, $6 location, $7 etag, $8 body, $9 digest, $10 now,
+-- $11 operation_id, $12 message IDs, $13 topics, $14 payloads. The outbox
+-- rows are inserted only if the update matched.
+WITH clock AS (SELECT coalesce($10::timestamptz, statement_timestamp()) AS t),
+upd AS (
+    UPDATE idem_operations o
+    SET state = $3::text, resp_status = $4::integer, resp_media_type = $5::text,
+        resp_location = $6::text, resp_etag = $7::text, resp_body = $8::bytea,
+        resp_digest = $9::bytea, updated_at = clock.t
+    FROM clock
+    WHERE o.scope = $1 AND o.operation_id = $11 AND o.owner_gen = $2
+      AND o.state IN ('RESERVED', 'EXECUTING')
+    RETURNING o.scope, o.operation_id, o.operation, o.owner, o.fingerprint, o.contract,
+              o.state, o.owner_gen, o.writer_epoch, o.lease_until, o.expires_at,
+              o.created_at, o.updated_at, o.resp_status, o.resp_media_type,
+              o.resp_location, o.resp_etag, o.resp_body, o.resp_digest
+),
+outbox AS (
+    INSERT INTO idem_outbox (message_id, operation_id, topic, payload, created_at)
+    SELECT m.id, $11::text, m.topic, m.payload, clock.t
+    FROM unnest($12::text[], $13::text[], $14::bytea[]) WITH ORDINALITY AS m(id, topic, payload, n), clock
+    WHERE EXISTS (SELECT 1 FROM upd)
+    ORDER BY m.n
+)
+SELECT * FROM upd;
+
+-- name: Release
+-- $1 scope, $2 owner_gen, $3 operation_id: generations restart at 1 for
+-- every new reservation of a scope, so the operation ID is part of the fence.
+DELETE FROM idem_operations
+WHERE scope = $1 AND operation_id = $3 AND owner_gen = $2 AND state = 'RESERVED';
+
+-- name: TakeOver
+-- $1 scope, $2 owner_gen, $3 lease µs, $4 now, $5 operation_id.
+WITH clock AS (SELECT coalesce($4::timestamptz, statement_timestamp()) AS t)
+UPDATE idem_operations o
+SET owner_gen = o.owner_gen + 1,
+    lease_until = clock.t + $3::bigint * interval '1 microsecond',
+    updated_at = clock.t
+FROM clock
+WHERE o.scope = $1 AND o.operation_id = $5 AND o.owner_gen = $2
+  AND o.state IN ('RESERVED', 'EXECUTING') AND o.lease_until <= clock.t
+RETURNING o.scope, o.operation_id, o.operation, o.owner, o.fingerprint, o.contract,
+          o.state, o.owner_gen, o.writer_epoch, o.lease_until, o.expires_at,
+          o.created_at, o.updated_at, o.resp_status, o.resp_media_type,
+          o.resp_location, o.resp_etag, o.resp_body, o.resp_digest;
+
+-- name: ClaimOutbox
+-- $1 limit, $2 lease µs, $3 now. SKIP LOCKED lets relays claim disjoint
+-- batches at once; a claim lasts until claimed_until.
+WITH clock AS (SELECT coalesce($3::timestamptz, statement_timestamp()) AS t),
+claimed AS (
+    UPDATE idem_outbox
+    SET claimed_until = (SELECT t FROM clock) + $2::bigint * interval '1 microsecond'
+    WHERE seq IN (
+        SELECT seq FROM idem_outbox, clock
+        WHERE published_at IS NULL AND (claimed_until IS NULL OR claimed_until <= clock.t)
+        ORDER BY seq
+        LIMIT $1
+        FOR UPDATE OF idem_outbox SKIP LOCKED
+    )
+    RETURNING seq, message_id, operation_id, topic, payload, created_at
+)
+SELECT seq, message_id, operation_id, topic, payload, created_at
+FROM claimed
+ORDER BY seq;
+
+-- name: MarkPublished
+-- $1 message IDs, $2 now.
+UPDATE idem_outbox
+SET published_at = coalesce($2::timestamptz, statement_timestamp())
+WHERE message_id = ANY ($1::text[]) AND published_at IS NULL;

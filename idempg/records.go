@@ -1,0 +1,173 @@
+package idempg
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/registry"
+)
+
+// reserveAttempts bounds Reserve's insert-then-read loop. A second round
+// is needed only when the record that blocked the insert was deleted
+// (released) before it could be read; several in a row mean the scope is
+// being reserved and released in a tight loop.
+const reserveAttempts = 8
+
+// Reserve inserts a RESERVED record for c owned by generation 1 and
+// commits it, or returns the existing record for c.Scope with created
+// false. Exactly one of any number of concurrent callers for a scope gets
+// created true; the others get the record (never registry.ErrNotFound).
+// ctx governs the statements.
+//
+// Durability: the reservation commits with synchronous_commit off, for its
+// own transaction only, so it does not wait for its WAL to reach disk. That
+// is safe because a reservation guards only effects in this same database:
+// every later synchronous commit (Complete's, which records the business
+// effect) flushes the WAL up to and including the reservation first, since
+// WAL is flushed in order; and if a crash loses the reservation, nothing it
+// guarded can have committed, so the client's retry simply reserves again.
+func (s *Store) Reserve(ctx context.Context, c registry.Claim) (registry.Record, bool, error) {
+	now, goNow := s.clock()
+	args := claimArgs(c, idem.NewOperationID(goNow), now)
+	for range reserveAttempts {
+		rec, err := scanRecord(s.pool.QueryRow(ctx, queries.Get("Reserve"), args...))
+		if err == nil {
+			return rec, true, nil
+		}
+		if !errors.Is(err, pgx.ErrNoRows) {
+			return registry.Record{}, false, fmt.Errorf("idempg: reserve: %w", translate(err))
+		}
+		// The scope exists. This is a new statement with a new snapshot, so
+		// it sees the row a concurrent transaction committed after the
+		// insert's snapshot was taken (the insert waited for that commit).
+		rec, err = s.Get(ctx, c.Scope)
+		if !errors.Is(err, registry.ErrNotFound) {
+			return rec, false, err
+		}
+		// Released between the two statements: insert again.
+	}
+	return registry.Record{}, false, fmt.Errorf("idempg: reserve: %w: the scope was released %d times in a row while reserving",
+		registry.ErrUnavailable, reserveAttempts)
+}
+
+// claimArgs are the parameters of the Reserve and Claim queries.
+func claimArgs(c registry.Claim, operationID string, now *time.Time) []any {
+	return []any{
+		c.Scope[:], operationID, c.Operation, c.Owner[:], c.Fingerprint[:],
+		idem.ContractVersion, c.WriterEpoch,
+		micros(c.LeaseOrDefault()), micros(c.RetentionOrDefault()), now,
+	}
+}
+
+// Get returns the record with that scope, or registry.ErrNotFound; a stored
+// response that does not match its digest is idem.ErrDigestMismatch. ctx
+// governs the query.
+func (s *Store) Get(ctx context.Context, scope idem.ScopeHash) (registry.Record, error) {
+	rec, err := scanRecord(s.pool.QueryRow(ctx, queries.Get("GetByScope"), scope[:]))
+	if err != nil {
+		return registry.Record{}, fmt.Errorf("idempg: get: %w", translate(err))
+	}
+	return rec, nil
+}
+
+// GetByID returns the record with that operation ID, or
+// registry.ErrNotFound; see Get. ctx governs the query.
+func (s *Store) GetByID(ctx context.Context, operationID string) (registry.Record, error) {
+	rec, err := scanRecord(s.pool.QueryRow(ctx, queries.Get("GetByID"), operationID))
+	if err != nil {
+		return registry.Record{}, fmt.Errorf("idempg: get by id: %w", translate(err))
+	}
+	return rec, nil
+}
+
+// Release deletes rec's record if it is still RESERVED at rec.OwnerGen,
+// else returns registry.ErrFenced. The delete commits durably. ctx governs
+// the statement.
+func (s *Store) Release(ctx context.Context, rec registry.Record) error {
+	tag, err := s.pool.Exec(ctx, queries.Get("Release"), rec.Scope[:], rec.OwnerGen, rec.OperationID)
+	if err != nil {
+		return fmt.Errorf("idempg: release: %w", translate(err))
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("idempg: release %s: %w", rec.OperationID, registry.ErrFenced)
+	}
+	return nil
+}
+
+// TakeOver raises the owner generation of rec's record by one and starts a
+// new lease of length lease (0 or less means registry.DefaultLease), if
+// the record is RESERVED or EXECUTING, still at rec.OwnerGen, and its
+// lease has expired at the store's "now"; else registry.ErrFenced. The
+// state is kept. ctx governs the statement.
+func (s *Store) TakeOver(ctx context.Context, rec registry.Record, lease time.Duration) (registry.Record, error) {
+	if lease <= 0 {
+		lease = registry.DefaultLease
+	}
+	now, _ := s.clock()
+	got, err := scanRecord(s.pool.QueryRow(ctx, queries.Get("TakeOver"), rec.Scope[:], rec.OwnerGen, micros(lease), now, rec.OperationID))
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return registry.Record{}, fmt.Errorf("idempg: take over %s: %w", rec.OperationID, registry.ErrFenced)
+	case err != nil:
+		return registry.Record{}, fmt.Errorf("idempg: take over: %w", translate(err))
+	}
+	return got, nil
+}
+
+// scanRecord reads one record row (the column order of queries.sql),
+// converting times to UTC and verifying a stored response against its
+// digest (idem.ErrDigestMismatch, wrapped, on mismatch). Database errors
+// are returned untranslated.
+func scanRecord(row pgx.Row) (registry.Record, error) {
+	var (
+		r                         registry.Record
+		scope, owner, fingerprint []byte
+		state                     string
+		status                    *int32
+		mediaType, location, etag *string
+		body, digest              []byte
+		leaseUntil, expiresAt     time.Time
+		createdAt, updatedAt      time.Time
+	)
+	err := row.Scan(&scope, &r.OperationID, &r.Operation, &owner, &fingerprint, &r.Contract,
+		&state, &r.OwnerGen, &r.WriterEpoch, &leaseUntil, &expiresAt, &createdAt, &updatedAt,
+		&status, &mediaType, &location, &etag, &body, &digest)
+	if err != nil {
+		return registry.Record{}, err
+	}
+	copy(r.Scope[:], scope)
+	copy(r.Owner[:], owner)
+	copy(r.Fingerprint[:], fingerprint)
+	r.State = idem.State(state)
+	r.LeaseUntil, r.ExpiresAt = leaseUntil.UTC(), expiresAt.UTC()
+	r.CreatedAt, r.UpdatedAt = createdAt.UTC(), updatedAt.UTC()
+	if status != nil {
+		resp := idem.Response{
+			Status:    int(*status),
+			MediaType: deref(mediaType),
+			Location:  deref(location),
+			ETag:      deref(etag),
+			Body:      body,
+		}
+		if resp.Body == nil {
+			resp.Body = []byte{}
+		}
+		if err := resp.Verify(digest); err != nil {
+			return registry.Record{}, fmt.Errorf("idempg: operation %s: %w", r.OperationID, err)
+		}
+		r.Response = &resp
+	}
+	return r, nil
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}

@@ -1,0 +1,92 @@
+package idempg
+
+import (
+	"context"
+	"embed"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/idemkit/idem/internal/sqlfile"
+	"github.com/idemkit/idem/registry"
+)
+
+//go:embed queries.sql
+var queryFS embed.FS
+
+// queries holds the named statements of queries.sql.
+var queries = sqlfile.MustLoad(queryFS, "queries.sql")
+
+// Options configures a Store. The zero value is ready to use: database
+// time, pool settings from the DSN.
+type Options struct {
+	// Now, when set and returning a non-zero time, is used as "now" by
+	// every statement in place of database time, and for the timestamp of
+	// new operation IDs. It is called once per Store call, possibly from
+	// many goroutines at once, so it must be safe for concurrent use; it
+	// may change its answer at any time (tests swap the clock through it).
+	// nil, or a zero result, means database time (statement_timestamp())
+	// and time.Now for operation IDs.
+	Now func() time.Time
+}
+
+// Store is the PostgreSQL registry.Store. Make one with Open; the zero
+// Store is not usable. It is safe for concurrent use by any number of
+// goroutines and processes sharing the database; each method's ctx
+// governs only that call (acquiring a connection, the statements and the
+// commit).
+type Store struct {
+	pool *pgxpool.Pool
+	now  func() time.Time // Options.Now, may be nil
+}
+
+var _ registry.Store = (*Store)(nil)
+
+// Open connects to the database named by dsn, applies the migrations that
+// are not yet applied (see Migrate) and returns the Store. dsn is a pgx
+// connection string (URL or key=value); pool settings come from its
+// pool_* parameters, e.g. pool_max_conns (default: the greater of 4 and
+// runtime.NumCPU()); statements are prepared and cached per connection
+// unless the DSN sets default_query_exec_mode (e.g. "exec" behind a
+// transaction-pooling proxy). ctx governs connecting and migrating only;
+// the pool lives until Close. An unreachable database is an error wrapping
+// registry.ErrUnavailable.
+func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("idempg: %w", err)
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("idempg: %w", translate(err))
+	}
+	if err := migrate(ctx, pool); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	return &Store{pool: pool, now: opts.Now}, nil
+}
+
+// Close closes the pool, waiting for connections in use to be returned.
+// The Store must not be used afterwards.
+func (s *Store) Close() { s.pool.Close() }
+
+// Pool returns the Store's connection pool, for callers of ClaimAndExecute
+// that want to begin their transaction on it. Closing it closes the Store.
+func (s *Store) Pool() *pgxpool.Pool { return s.pool }
+
+// clock returns the "now" parameter of a statement — the injected time in
+// UTC, or nil for database time — and the time to stamp operation IDs with.
+func (s *Store) clock() (param *time.Time, goNow time.Time) {
+	if s.now != nil {
+		if t := s.now(); !t.IsZero() {
+			t = t.UTC()
+			return &t, t
+		}
+	}
+	return nil, time.Now()
+}
+
+// micros converts d to whole microseconds, PostgreSQL's time resolution.
+func micros(d time.Duration) int64 { return d.Microseconds() }

@@ -1,0 +1,182 @@
+package idemsqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/registry"
+)
+
+// Complete begins a transaction (BEGIN IMMEDIATE when the Store came from
+// Open), runs fn in it and, in the same transaction, moves the record from
+// RESERVED or EXECUTING to the outcome's state under rec.OwnerGen, stores
+// the response and its digest and inserts the outbox rows; then commits,
+// durably (synchronous=FULL). fn's error is returned unchanged after a
+// rollback; registry.ErrFenced (all rolled back) when the record has
+// another owner generation or is no longer in flight; an error, nothing
+// committed, when the outcome is not terminal or not a legal transition
+// from rec.State. It returns the committed record, Response set. ctx
+// governs the whole transaction: if it ends before the commit, everything
+// rolls back.
+func (s *Store) Complete(ctx context.Context, rec registry.Record, fn registry.BusinessFunc) (registry.Record, error) {
+	if err := s.checkOpen(); err != nil {
+		return registry.Record{}, err
+	}
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return registry.Record{}, s.fail("complete", err)
+	}
+	defer tx.Rollback() //nolint:errcheck // after Commit it is a no-op
+	out, err := fn(ctx, sqlTx{tx}, rec)
+	if err != nil {
+		return registry.Record{}, err
+	}
+	done, err := s.record(ctx, tx, rec, out)
+	if err != nil {
+		return registry.Record{}, err
+	}
+	if err := tx.Commit(); err != nil {
+		return registry.Record{}, s.fail("complete", err)
+	}
+	return done, nil
+}
+
+// ClaimAndExecute is the in-transaction style. tx is the caller's
+// transaction and must have been begun on the Store's database (DB), whose
+// prepared statements it uses; from Open that is a BEGIN IMMEDIATE
+// transaction, so a racing claim waits for the first transaction to end
+// and meets its committed record. (A transaction of another *sql.DB
+// cannot use the statements: the claim then fails, and the call returns
+// the verdict of an existing record or database/sql's error.)
+//
+// Inside tx it inserts the claim as RESERVED, owner generation 1 (a plain
+// INSERT), calls fn with tx and the new record, then records fn's outcome
+// exactly as Complete does, and returns Result{Execute, record as it will
+// commit}. The caller commits tx. If fn or recording the outcome fails,
+// that error is returned and the caller must roll back; the claim vanishes
+// with tx.
+//
+// If the insert fails, whatever the error, tx is rolled back and is
+// unusable afterwards; the record for c.Scope is then read on a fresh
+// connection of the Store: when it exists the result is
+// registry.Decide(record, false, c.Fingerprint) with a nil error (Replay,
+// Conflict, InProgress or Unknown); when it does not, the insert's own
+// error is returned, translated (registry.ErrUnavailable for a busy
+// database) and never as a conflict. ctx governs the call and the
+// re-read; tx's lifetime is governed by the context it was begun with.
+func (s *Store) ClaimAndExecute(ctx context.Context, tx *sql.Tx, c registry.Claim, fn registry.BusinessFunc) (registry.Result, error) {
+	if err := s.checkOpen(); err != nil {
+		return registry.Result{}, err
+	}
+	rec, insErr := scanRecord(s.txStmt(ctx, tx, "ClaimInsert").QueryRowContext(ctx, s.claimArgs(c)...))
+	if insErr != nil {
+		_ = tx.Rollback()
+		existing, err := s.Get(ctx, c.Scope)
+		switch {
+		case err == nil:
+			return registry.Result{Verdict: registry.Decide(existing, false, c.Fingerprint), Record: existing}, nil
+		case errors.Is(err, registry.ErrNotFound):
+			return registry.Result{}, s.fail("claim", insErr)
+		default:
+			return registry.Result{}, fmt.Errorf("%w (then reading the record: %w)", s.fail("claim", insErr), err)
+		}
+	}
+	out, err := fn(ctx, sqlTx{tx}, rec)
+	if err != nil {
+		return registry.Result{}, err
+	}
+	done, err := s.record(ctx, tx, rec, out)
+	if err != nil {
+		return registry.Result{}, err
+	}
+	return registry.Result{Verdict: registry.Execute, Record: done}, nil
+}
+
+// record writes out as the outcome of rec inside tx: the fenced
+// compare-and-set to the terminal state with the response and its digest,
+// then the outbox rows. It returns the updated record.
+func (s *Store) record(ctx context.Context, tx *sql.Tx, rec registry.Record, out registry.Outcome) (registry.Record, error) {
+	if err := checkOutcome(rec, out); err != nil {
+		return registry.Record{}, err
+	}
+	resp := out.Response
+	digest := resp.Digest()
+	body := resp.Body
+	if body == nil {
+		body = []byte{}
+	}
+	now, _ := s.stamp()
+	done, err := scanRecord(s.txStmt(ctx, tx, "CompleteOperation").QueryRowContext(ctx,
+		now, rec.Scope[:], rec.OwnerGen, string(out.State),
+		resp.Status, resp.MediaType, resp.Location, resp.ETag, body, digest[:], rec.OperationID))
+	if errors.Is(err, sql.ErrNoRows) {
+		return registry.Record{}, s.fail("complete", registry.ErrFenced)
+	}
+	if err != nil {
+		return registry.Record{}, s.fail("complete", err)
+	}
+	var insertOutbox *sql.Stmt
+	if len(out.Outbox) > 0 {
+		insertOutbox = s.txStmt(ctx, tx, "InsertOutbox")
+	}
+	for i, m := range out.Outbox {
+		payload := m.Payload
+		if payload == nil {
+			payload = []byte{}
+		}
+		if _, err := insertOutbox.ExecContext(ctx,
+			now, registry.MessageID(done.OperationID, i), done.OperationID, m.Topic, payload); err != nil {
+			return registry.Record{}, s.fail("complete: outbox", err)
+		}
+	}
+	return done, nil
+}
+
+// checkOutcome refuses an outcome that is not terminal, that is not a
+// legal transition from rec.State (from RESERVED or EXECUTING when
+// rec.State is not one of them: the compare-and-set then decides), or
+// whose response has no valid HTTP status.
+func checkOutcome(rec registry.Record, out registry.Outcome) error {
+	to := out.State
+	if !to.Terminal() {
+		return fmt.Errorf("idemsqlite: complete: outcome state %q is not terminal", to)
+	}
+	legal := idem.CanTransition(rec.State, to)
+	if !rec.State.InFlight() {
+		// Complete moves only in-flight records; the compare-and-set
+		// fences a record that is not (any more) in flight.
+		legal = idem.CanTransition(idem.StateReserved, to) || idem.CanTransition(idem.StateExecuting, to)
+	}
+	if !legal {
+		return fmt.Errorf("idemsqlite: complete: illegal transition %s -> %s", rec.State, to)
+	}
+	if st := out.Response.Status; st < 100 || st > 999 {
+		return fmt.Errorf("idemsqlite: complete: response status %d is not an HTTP status", st)
+	}
+	return nil
+}
+
+// sqlTx is the registry.Tx handed to business functions: $1 … placeholders
+// (modernc.org/sqlite binds $N positionally), Native returns the *sql.Tx.
+// Its errors are the database's, untranslated.
+type sqlTx struct{ tx *sql.Tx }
+
+// Exec runs a statement and returns the number of rows it changed.
+func (t sqlTx) Exec(ctx context.Context, query string, args ...any) (int64, error) {
+	res, err := t.tx.ExecContext(ctx, query, args...)
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
+}
+
+// QueryRow runs a query expected to return at most one row.
+func (t sqlTx) QueryRow(ctx context.Context, query string, args ...any) registry.Row {
+	return t.tx.QueryRowContext(ctx, query, args...)
+}
+
+// Native returns the *sql.Tx.
+func (t sqlTx) Native() any { return t.tx }

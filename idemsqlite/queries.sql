@@ -1,0 +1,120 @@
+-- Named queries of the SQLite driver, loaded with internal/sqlfile.
+--
+-- Parameters are $1, $2 … (modernc.org/sqlite binds $N to the N-th
+-- argument, and a repeated $N to the same one). Times are INTEGER
+-- microseconds since the Unix epoch. Every statement that needs "now"
+-- takes it as $1: NULL means database time, which the clock CTE reads once
+-- per statement, so every column a statement writes sees the same instant.
+--
+-- Record column order (scanRecord in record.go depends on it):
+--   scope, operation_id, operation, owner, fingerprint, contract, state,
+--   owner_gen, writer_epoch, lease_until, expires_at, created_at,
+--   updated_at, resp_status, resp_media_type, resp_location, resp_etag,
+--   resp_body, resp_digest
+
+-- name: CreateMigrationsTable
+CREATE TABLE IF NOT EXISTS idem_schema_migrations (
+    version    TEXT    PRIMARY KEY,
+    applied_at INTEGER NOT NULL
+) STRICT;
+
+-- name: MigrationApplied
+SELECT count(*) FROM idem_schema_migrations WHERE version = $1;
+
+-- name: RecordMigration
+INSERT INTO idem_schema_migrations (version, applied_at)
+VALUES ($2, coalesce($1, CAST(round(unixepoch('subsec') * 1000000) AS INTEGER)));
+
+-- name: ReserveInsert
+-- Insert-or-nothing: no row back means the scope exists. Run inside a
+-- BEGIN IMMEDIATE transaction, so the existing row cannot vanish before
+-- the following GetByScope in the same transaction. "WHERE true" keeps
+-- SQLite from reading ON CONFLICT as a join constraint of the SELECT.
+WITH clock(now) AS (SELECT coalesce($1, CAST(round(unixepoch('subsec') * 1000000) AS INTEGER)))
+INSERT INTO idem_operations (scope, operation_id, operation, owner, fingerprint, contract, state,
+                             owner_gen, writer_epoch, lease_until, expires_at, created_at, updated_at)
+SELECT $2, $3, $4, $5, $6, $7, 'RESERVED', 1, $8, now + $9, now + $10, now, now FROM clock WHERE true
+ON CONFLICT (scope) DO NOTHING
+RETURNING scope, operation_id, operation, owner, fingerprint, contract, state,
+          owner_gen, writer_epoch, lease_until, expires_at, created_at, updated_at,
+          resp_status, resp_media_type, resp_location, resp_etag, resp_body, resp_digest;
+
+-- name: ClaimInsert
+-- The in-transaction claim: a plain INSERT, so a duplicate fails with a
+-- unique violation inside the caller's transaction.
+WITH clock(now) AS (SELECT coalesce($1, CAST(round(unixepoch('subsec') * 1000000) AS INTEGER)))
+INSERT INTO idem_operations (scope, operation_id, operation, owner, fingerprint, contract, state,
+                             owner_gen, writer_epoch, lease_until, expires_at, created_at, updated_at)
+SELECT $2, $3, $4, $5, $6, $7, 'RESERVED', 1, $8, now + $9, now + $10, now, now FROM clock
+RETURNING scope, operation_id, operation, owner, fingerprint, contract, state,
+          owner_gen, writer_epoch, lease_until, expires_at, created_at, updated_at,
+          resp_status, resp_media_type, resp_location, resp_etag, resp_body, resp_digest;
+
+-- name: GetByScope
+SELECT scope, operation_id, operation, owner, fingerprint, contract, state,
+       owner_gen, writer_epoch, lease_until, expires_at, created_at, updated_at,
+       resp_status, resp_media_type, resp_location, resp_etag, resp_body, resp_digest
+FROM idem_operations WHERE scope = $1;
+
+-- name: GetByID
+SELECT scope, operation_id, operation, owner, fingerprint, contract, state,
+       owner_gen, writer_epoch, lease_until, expires_at, created_at, updated_at,
+       resp_status, resp_media_type, resp_location, resp_etag, resp_body, resp_digest
+FROM idem_operations WHERE operation_id = $1;
+
+-- name: CompleteOperation
+-- The fenced compare-and-set to a terminal state; no row back means the
+-- owner generation or the state moved on (ErrFenced). The transition
+-- trigger of the migration refuses illegal target states.
+WITH clock(now) AS (SELECT coalesce($1, CAST(round(unixepoch('subsec') * 1000000) AS INTEGER)))
+UPDATE idem_operations
+SET state = $4, resp_status = $5, resp_media_type = $6, resp_location = $7, resp_etag = $8,
+    resp_body = coalesce($9, x''), resp_digest = $10, updated_at = clock.now
+FROM clock
+WHERE scope = $2 AND operation_id = $11 AND owner_gen = $3 AND state IN ('RESERVED', 'EXECUTING')
+RETURNING scope, operation_id, operation, owner, fingerprint, contract, state,
+          owner_gen, writer_epoch, lease_until, expires_at, created_at, updated_at,
+          resp_status, resp_media_type, resp_location, resp_etag, resp_body, resp_digest;
+
+-- name: InsertOutbox
+WITH clock(now) AS (SELECT coalesce($1, CAST(round(unixepoch('subsec') * 1000000) AS INTEGER)))
+INSERT INTO idem_outbox (message_id, operation_id, topic, payload, created_at)
+SELECT $2, $3, $4, coalesce($5, x''), now FROM clock;
+
+-- name: Release
+-- Generations restart at 1 for every new reservation of a scope, so the
+-- operation ID is part of the fence.
+DELETE FROM idem_operations
+WHERE scope = $1 AND operation_id = $3 AND owner_gen = $2 AND state = 'RESERVED';
+
+-- name: TakeOver
+WITH clock(now) AS (SELECT coalesce($1, CAST(round(unixepoch('subsec') * 1000000) AS INTEGER)))
+UPDATE idem_operations
+SET owner_gen = owner_gen + 1, lease_until = clock.now + $4, updated_at = clock.now
+FROM clock
+WHERE scope = $2 AND operation_id = $5 AND owner_gen = $3 AND state IN ('RESERVED', 'EXECUTING')
+  AND lease_until <= clock.now
+RETURNING scope, operation_id, operation, owner, fingerprint, contract, state,
+          owner_gen, writer_epoch, lease_until, expires_at, created_at, updated_at,
+          resp_status, resp_media_type, resp_location, resp_etag, resp_body, resp_digest;
+
+-- name: ClaimOutbox
+-- Run inside a BEGIN IMMEDIATE transaction: SQLite's single writer is what
+-- FOR UPDATE SKIP LOCKED is on PostgreSQL. RETURNING order is unspecified;
+-- the caller sorts by seq.
+WITH clock(now) AS (SELECT coalesce($1, CAST(round(unixepoch('subsec') * 1000000) AS INTEGER)))
+UPDATE idem_outbox
+SET claimed_until = clock.now + $3
+FROM clock
+WHERE seq IN (SELECT o.seq FROM idem_outbox AS o, clock AS c
+              WHERE o.published_at IS NULL AND (o.claimed_until IS NULL OR o.claimed_until <= c.now)
+              ORDER BY o.seq LIMIT $2)
+RETURNING seq, message_id, operation_id, topic, payload, created_at;
+
+-- name: MarkPublished
+-- $2 is a JSON array of message IDs.
+WITH clock(now) AS (SELECT coalesce($1, CAST(round(unixepoch('subsec') * 1000000) AS INTEGER)))
+UPDATE idem_outbox
+SET published_at = clock.now
+FROM clock
+WHERE message_id IN (SELECT value FROM json_each($2)) AND published_at IS NULL;

@@ -1,0 +1,83 @@
+package idemsqlite
+
+import (
+	"database/sql"
+	"fmt"
+	"time"
+
+	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/registry"
+)
+
+// scanner is *sql.Row or *sql.Rows.
+type scanner interface {
+	Scan(dest ...any) error
+}
+
+// scanRecord reads one record in the column order of queries.sql and
+// verifies its response against the stored digest. It returns the scan
+// error untranslated (sql.ErrNoRows included), and an error wrapping
+// idem.ErrDigestMismatch when the stored response does not match.
+func scanRecord(row scanner) (registry.Record, error) {
+	var (
+		rec                            registry.Record
+		scope, owner, fingerprint      []byte
+		state                          string
+		leaseUntil, expiresAt, created int64
+		updated                        int64
+		status                         sql.NullInt64
+		mediaType, location, etag      sql.NullString
+		body, digest                   []byte
+	)
+	err := row.Scan(&scope, &rec.OperationID, &rec.Operation, &owner, &fingerprint, &rec.Contract,
+		&state, &rec.OwnerGen, &rec.WriterEpoch, &leaseUntil, &expiresAt, &created, &updated,
+		&status, &mediaType, &location, &etag, &body, &digest)
+	if err != nil {
+		return registry.Record{}, err
+	}
+	if err := copyHash(rec.Scope[:], scope, "scope"); err != nil {
+		return registry.Record{}, err
+	}
+	if err := copyHash(rec.Owner[:], owner, "owner"); err != nil {
+		return registry.Record{}, err
+	}
+	if err := copyHash(rec.Fingerprint[:], fingerprint, "fingerprint"); err != nil {
+		return registry.Record{}, err
+	}
+	rec.State = idem.State(state)
+	rec.LeaseUntil = fromMicros(leaseUntil)
+	rec.ExpiresAt = fromMicros(expiresAt)
+	rec.CreatedAt = fromMicros(created)
+	rec.UpdatedAt = fromMicros(updated)
+	if status.Valid {
+		resp := idem.Response{
+			Status:    int(status.Int64),
+			MediaType: mediaType.String,
+			Location:  location.String,
+			ETag:      etag.String,
+			Body:      body,
+		}
+		if resp.Body == nil { // the driver returns an empty BLOB as nil
+			resp.Body = []byte{}
+		}
+		if err := resp.Verify(digest); err != nil {
+			return registry.Record{}, fmt.Errorf("operation %s: %w", rec.OperationID, err)
+		}
+		rec.Response = &resp
+	}
+	return rec, nil
+}
+
+// copyHash copies a 32-byte column into dst.
+func copyHash(dst, src []byte, column string) error {
+	if len(src) != len(dst) {
+		return fmt.Errorf("column %s holds %d bytes, want %d", column, len(src), len(dst))
+	}
+	copy(dst, src)
+	return nil
+}
+
+// fromMicros converts a stored time to a UTC time.Time.
+func fromMicros(us int64) time.Time {
+	return time.UnixMicro(us).UTC()
+}

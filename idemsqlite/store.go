@@ -1,0 +1,113 @@
+package idemsqlite
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/idemkit/idem/internal/sqlfile"
+	"github.com/idemkit/idem/registry"
+)
+
+//go:embed queries.sql
+var queryFiles embed.FS
+
+// queries holds the named statements of queries.sql.
+var queries = sqlfile.MustLoad(queryFiles, "queries.sql")
+
+// Options configures a Store. The zero value is ready to use: database
+// time, no other settings.
+type Options struct {
+	// Now, when set, supplies "now" for every statement in place of the
+	// database clock, as long as it returns a non-zero time; a zero time
+	// means database time for that call. It is called on every operation,
+	// possibly from several goroutines at once, so it must be safe for
+	// concurrent use; to move time at runtime (tests), have it read an
+	// atomic value. nil means database time.
+	Now func() time.Time
+}
+
+// Store is the SQLite registry.Store. It is safe for concurrent use by
+// multiple goroutines. Create it with Open or OpenDB; the zero Store is
+// not usable.
+type Store struct {
+	db     *sql.DB
+	now    func() time.Time // nil: database time
+	ownsDB bool             // Close closes db (Open), or leaves it (OpenDB)
+	stmts  map[string]*sql.Stmt
+	closed atomic.Bool
+}
+
+var _ registry.Store = (*Store)(nil)
+
+// errClosed is returned, wrapped in registry.ErrUnavailable, by every
+// method called after Close.
+var errClosed = errors.New("idemsqlite: store is closed")
+
+// OpenDB applies the embedded migrations to db (see Migrate) and returns a
+// Store on it. The caller keeps ownership of db: Store.Close does not
+// close it. db should be opened as Open does — modernc.org/sqlite with
+// journal_mode WAL, a busy timeout and _txlock=immediate — otherwise
+// concurrent writers may fail with SQLITE_BUSY (reported as
+// registry.ErrUnavailable) instead of waiting their turn. ctx governs the
+// migration and the preparation of the Store's statements.
+func OpenDB(ctx context.Context, db *sql.DB, opts Options) (*Store, error) {
+	if db == nil {
+		return nil, errors.New("idemsqlite: OpenDB: nil *sql.DB")
+	}
+	s := &Store{db: db, now: opts.Now}
+	if err := migrate(ctx, db, s.nowParam()); err != nil {
+		return nil, err
+	}
+	if err := s.prepare(ctx); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// DB returns the database the Store works on, for callers of the
+// in-transaction style: begin the transaction that ClaimAndExecute takes
+// on it (BEGIN IMMEDIATE when the Store came from Open).
+func (s *Store) DB() *sql.DB { return s.db }
+
+// Close marks the Store closed — later calls fail with
+// registry.ErrUnavailable — and closes the database if Open opened it. It
+// is safe to call more than once.
+func (s *Store) Close() {
+	if s.closed.Swap(true) {
+		return
+	}
+	_ = s.closeStmts()
+	if s.ownsDB {
+		_ = s.db.Close()
+	}
+}
+
+// checkOpen returns an ErrUnavailable error once the Store is closed.
+func (s *Store) checkOpen() error {
+	if s.closed.Load() {
+		return fmt.Errorf("%w: %w", registry.ErrUnavailable, errClosed)
+	}
+	return nil
+}
+
+// clock returns the injected time, or the zero time for database time.
+func (s *Store) clock() time.Time {
+	if s.now == nil {
+		return time.Time{}
+	}
+	return s.now()
+}
+
+// nowParam returns the "now" argument ($1) of the queries: the injected
+// time in microseconds, or nil (NULL) for database time.
+func (s *Store) nowParam() any {
+	if t := s.clock(); !t.IsZero() {
+		return t.UnixMicro()
+	}
+	return nil
+}
