@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -78,8 +79,9 @@ func TestMigrateConcurrentAndIdempotent(t *testing.T) {
 	defer conn.Close(ctx)
 	rows, _ := conn.Query(ctx, `SELECT version FROM idem_schema_migrations ORDER BY version`)
 	versions, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil || len(versions) != 1 || versions[0] != "001_registry" {
-		t.Errorf("applied migrations %v (err %v), want [001_registry]", versions, err)
+	want := []string{"001_registry", "002_active_index"}
+	if err != nil || !slices.Equal(versions, want) {
+		t.Errorf("applied migrations %v (err %v), want %v", versions, err, want)
 	}
 }
 

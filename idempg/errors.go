@@ -44,7 +44,7 @@ func translate(err error) error {
 	case err == nil:
 		return nil
 	case errors.Is(err, registry.ErrNotFound), errors.Is(err, registry.ErrFenced),
-		errors.Is(err, registry.ErrUnavailable):
+		errors.Is(err, registry.ErrUnavailable), errors.Is(err, registry.ErrActiveLimit):
 		return err
 	case errors.Is(err, pgx.ErrNoRows):
 		return registry.ErrNotFound

@@ -59,9 +59,25 @@ func (s *Store) Complete(ctx context.Context, rec registry.Record, fn registry.B
 // Unknown) with a nil error; if not, the insert's own error is returned
 // (wrapping registry.ErrUnavailable for timeouts and lost connections) —
 // never a conflict. ctx governs every statement, fn and the re-read.
+//
+// c.MaxActive is honoured as by Reserve, in the claim insert itself: when
+// c.Owner already holds c.MaxActive RESERVED or EXECUTING records of
+// c.Operation (as tx sees them), the insert is not made and the claim is
+// lost like a failed insert — tx rolled back, the record re-read — so an
+// existing scope still gets its verdict and a new one gets an error
+// wrapping registry.ErrActiveLimit; fn is not called. As with Reserve,
+// a claim refused by the limit does not wait for a concurrent,
+// uncommitted claim of the same scope, and gets ErrActiveLimit then.
 func (s *Store) ClaimAndExecute(ctx context.Context, tx pgx.Tx, c registry.Claim, fn registry.BusinessFunc) (registry.Result, error) {
 	now, goNow := s.clock()
-	rec, err := scanRecord(tx.QueryRow(ctx, queries.Get("Claim"), claimArgs(c, idem.NewOperationID(goNow), now)...))
+	query, args := "Claim", claimArgs(c, idem.NewOperationID(goNow), now)
+	if c.MaxActive > 0 {
+		query, args = "ClaimLimited", append(args, c.MaxActive)
+	}
+	rec, err := scanRecord(tx.QueryRow(ctx, queries.Get(query), args...))
+	if errors.Is(err, pgx.ErrNoRows) {
+		err = registry.ErrActiveLimit // only the limited claim inserts nothing without an error
+	}
 	if err != nil {
 		return s.lostClaim(ctx, tx, c, err)
 	}
@@ -132,6 +148,28 @@ func nonNil(b []byte) []byte {
 		return []byte{}
 	}
 	return b
+}
+
+// InTx begins a transaction on the pool, runs fn with it and commits if fn
+// returns nil; otherwise it rolls back and returns fn's error unchanged.
+// The commit is durable (synchronous_commit as configured, on by
+// default). Errors of begin and commit are translated (connection loss and
+// timeouts wrap registry.ErrUnavailable); a commit that PostgreSQL turned
+// into a rollback, because a statement of fn failed and fn returned nil
+// anyway, is an error too. ctx governs the whole transaction, fn included.
+func (s *Store) InTx(ctx context.Context, fn func(ctx context.Context, tx registry.Tx) error) error {
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("idempg: in tx: %w", translate(err))
+	}
+	defer tx.Rollback(ctx) // no-op after Commit
+	if err := fn(ctx, txAdapter{tx}); err != nil {
+		return err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("idempg: in tx: commit: %w", translate(err))
+	}
+	return nil
 }
 
 // txAdapter is the registry.Tx handed to business functions: a thin view

@@ -64,6 +64,63 @@ RETURNING scope, operation_id, operation, owner, fingerprint, contract, state, o
           writer_epoch, lease_until, expires_at, created_at, updated_at, resp_status,
           resp_media_type, resp_location, resp_etag, resp_body, resp_digest;
 
+-- name: ReserveLimited
+-- Reserve with Claim.MaxActive: parameters as Reserve, $11 MaxActive (> 0).
+-- The row is inserted only while the owner holds fewer than $11 RESERVED
+-- or EXECUTING records of the operation, counted in this statement's
+-- snapshot (idem_operations_active, migration 002; the LIMIT stops the
+-- count at $11). Uncommitted reservations of concurrent statements are not
+-- counted, hence the overshoot documented on Claim.MaxActive. No row back
+-- means the scope exists or the limit held: when the count filters the row
+-- out, ON CONFLICT is never reached, and the driver tells the two apart.
+WITH clock AS (SELECT coalesce($10::timestamptz, statement_timestamp()) AS t),
+     async AS (SELECT set_config('synchronous_commit', 'off', true) AS v)
+INSERT INTO idem_operations (scope, operation_id, operation, owner, fingerprint, contract,
+                             state, owner_gen, writer_epoch, lease_until, expires_at,
+                             created_at, updated_at)
+SELECT $1::bytea, $2::text, $3::text, $4::bytea, $5::bytea, $6::text, 'RESERVED', 1, $7::bigint,
+       t + $8::bigint * interval '1 microsecond',
+       t + $9::bigint * interval '1 microsecond',
+       t, t
+FROM clock, async
+WHERE (SELECT count(*) FROM (
+           SELECT 1 FROM idem_operations
+           WHERE owner = $4::bytea AND operation = $3::text AND state IN ('RESERVED', 'EXECUTING')
+           LIMIT $11::bigint) AS active) < $11::bigint
+ON CONFLICT (scope) DO NOTHING
+RETURNING scope, operation_id, operation, owner, fingerprint, contract, state, owner_gen,
+          writer_epoch, lease_until, expires_at, created_at, updated_at, resp_status,
+          resp_media_type, resp_location, resp_etag, resp_body, resp_digest;
+
+-- name: ClaimLimited
+-- Claim with Claim.MaxActive: parameters as Reserve, $11 MaxActive (> 0).
+-- No row back means the limit held (the insert was not attempted); a
+-- duplicate scope still fails with a unique violation when it was.
+WITH clock AS (SELECT coalesce($10::timestamptz, statement_timestamp()) AS t)
+INSERT INTO idem_operations (scope, operation_id, operation, owner, fingerprint, contract,
+                             state, owner_gen, writer_epoch, lease_until, expires_at,
+                             created_at, updated_at)
+SELECT $1::bytea, $2::text, $3::text, $4::bytea, $5::bytea, $6::text, 'RESERVED', 1, $7::bigint,
+       t + $8::bigint * interval '1 microsecond',
+       t + $9::bigint * interval '1 microsecond',
+       t, t
+FROM clock
+WHERE (SELECT count(*) FROM (
+           SELECT 1 FROM idem_operations
+           WHERE owner = $4::bytea AND operation = $3::text AND state IN ('RESERVED', 'EXECUTING')
+           LIMIT $11::bigint) AS active) < $11::bigint
+RETURNING scope, operation_id, operation, owner, fingerprint, contract, state, owner_gen,
+          writer_epoch, lease_until, expires_at, created_at, updated_at, resp_status,
+          resp_media_type, resp_location, resp_etag, resp_body, resp_digest;
+
+-- name: ActiveLimitReached
+-- $1 owner, $2 operation, $3 MaxActive: whether the owner holds at least
+-- $3 RESERVED or EXECUTING records of the operation.
+SELECT count(*) >= $3::bigint FROM (
+    SELECT 1 FROM idem_operations
+    WHERE owner = $1::bytea AND operation = $2::text AND state IN ('RESERVED', 'EXECUTING')
+    LIMIT $3::bigint) AS active;
+
 -- name: GetByScope
 SELECT scope, operation_id, operation, owner, fingerprint, contract, state, owner_gen,
        writer_epoch, lease_until, expires_at, created_at, updated_at, resp_status,

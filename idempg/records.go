@@ -31,11 +31,26 @@ const reserveAttempts = 8
 // effect) flushes the WAL up to and including the reservation first, since
 // WAL is flushed in order; and if a crash loses the reservation, nothing it
 // guarded can have committed, so the client's retry simply reserves again.
+//
+// With c.MaxActive > 0 the insert is made only while c.Owner holds fewer
+// than c.MaxActive RESERVED or EXECUTING records of c.Operation, counted
+// in the insert's own statement; otherwise Reserve returns an error
+// wrapping registry.ErrActiveLimit and writes nothing. A scope that exists
+// is never refused: its record is returned as without the limit. Racing
+// reservations do not see each other's uncommitted rows, so they may
+// overshoot the bound by up to their number. When the limit holds, the
+// insert is not attempted and so does not wait for a concurrent,
+// still-uncommitted claim of the same scope (an in-transaction
+// ClaimAndExecute): such a Reserve gets ErrActiveLimit where it would
+// otherwise have waited and returned that record.
 func (s *Store) Reserve(ctx context.Context, c registry.Claim) (registry.Record, bool, error) {
 	now, goNow := s.clock()
-	args := claimArgs(c, idem.NewOperationID(goNow), now)
+	query, args := "Reserve", claimArgs(c, idem.NewOperationID(goNow), now)
+	if c.MaxActive > 0 {
+		query, args = "ReserveLimited", append(args, c.MaxActive)
+	}
 	for range reserveAttempts {
-		rec, err := scanRecord(s.pool.QueryRow(ctx, queries.Get("Reserve"), args...))
+		rec, err := scanRecord(s.pool.QueryRow(ctx, queries.Get(query), args...))
 		if err == nil {
 			return rec, true, nil
 		}
@@ -49,13 +64,37 @@ func (s *Store) Reserve(ctx context.Context, c registry.Claim) (registry.Record,
 		if !errors.Is(err, registry.ErrNotFound) {
 			return rec, false, err
 		}
+		if c.MaxActive > 0 {
+			// No record: either the limit held or the record that blocked
+			// the insert was released. Count again: a slot freed since
+			// means the insert is worth another try.
+			full, err := s.activeLimitReached(ctx, c)
+			if err != nil {
+				return registry.Record{}, false, err
+			}
+			if full {
+				return registry.Record{}, false, fmt.Errorf("idempg: reserve: %w", registry.ErrActiveLimit)
+			}
+		}
 		// Released between the two statements: insert again.
 	}
 	return registry.Record{}, false, fmt.Errorf("idempg: reserve: %w: the scope was released %d times in a row while reserving",
 		registry.ErrUnavailable, reserveAttempts)
 }
 
-// claimArgs are the parameters of the Reserve and Claim queries.
+// activeLimitReached reports whether c.Owner holds at least c.MaxActive
+// RESERVED or EXECUTING records of c.Operation.
+func (s *Store) activeLimitReached(ctx context.Context, c registry.Claim) (bool, error) {
+	var full bool
+	err := s.pool.QueryRow(ctx, queries.Get("ActiveLimitReached"), c.Owner[:], c.Operation, c.MaxActive).Scan(&full)
+	if err != nil {
+		return false, fmt.Errorf("idempg: reserve: counting active records: %w", translate(err))
+	}
+	return full, nil
+}
+
+// claimArgs are the parameters of the Reserve and Claim queries; the
+// limited variants take Claim.MaxActive after them.
 func claimArgs(c registry.Claim, operationID string, now *time.Time) []any {
 	return []any{
 		c.Scope[:], operationID, c.Operation, c.Owner[:], c.Fingerprint[:],

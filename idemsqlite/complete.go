@@ -67,11 +67,22 @@ func (s *Store) Complete(ctx context.Context, rec registry.Record, fn registry.B
 // error is returned, translated (registry.ErrUnavailable for a busy
 // database) and never as a conflict. ctx governs the call and the
 // re-read; tx's lifetime is governed by the context it was begun with.
+//
+// c.MaxActive is honoured as by Reserve, in the claim insert itself: when
+// c.Owner already holds c.MaxActive RESERVED or EXECUTING records of
+// c.Operation (as tx sees them), nothing is inserted and the claim is
+// lost like a failed insert — tx rolled back, the record re-read — so an
+// existing scope still gets its verdict and a new one gets an error
+// wrapping registry.ErrActiveLimit; fn is not called.
 func (s *Store) ClaimAndExecute(ctx context.Context, tx *sql.Tx, c registry.Claim, fn registry.BusinessFunc) (registry.Result, error) {
 	if err := s.checkOpen(); err != nil {
 		return registry.Result{}, err
 	}
-	rec, insErr := scanRecord(s.txStmt(ctx, tx, "ClaimInsert").QueryRowContext(ctx, s.claimArgs(c)...))
+	query, args := s.insertQuery("ClaimInsert", c)
+	rec, insErr := scanRecord(s.txStmt(ctx, tx, query).QueryRowContext(ctx, args...))
+	if errors.Is(insErr, sql.ErrNoRows) {
+		insErr = registry.ErrActiveLimit // only the limited insert inserts nothing without an error
+	}
 	if insErr != nil {
 		_ = tx.Rollback()
 		existing, err := s.Get(ctx, c.Scope)
@@ -155,6 +166,31 @@ func checkOutcome(rec registry.Record, out registry.Outcome) error {
 	}
 	if st := out.Response.Status; st < 100 || st > 999 {
 		return fmt.Errorf("idemsqlite: complete: response status %d is not an HTTP status", st)
+	}
+	return nil
+}
+
+// InTx begins a transaction (BEGIN IMMEDIATE when the Store came from
+// Open, so it takes the write lock and queues with the other writers even
+// if fn only reads), runs fn with it and commits, durably
+// (synchronous=FULL), if fn returns nil; otherwise it rolls back and
+// returns fn's error unchanged. Errors of begin and commit are translated
+// (a busy database or a closed Store wraps registry.ErrUnavailable). ctx
+// governs the whole transaction, fn included.
+func (s *Store) InTx(ctx context.Context, fn func(ctx context.Context, tx registry.Tx) error) error {
+	if err := s.checkOpen(); err != nil {
+		return err
+	}
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return s.fail("in tx", err)
+	}
+	defer tx.Rollback() //nolint:errcheck // after Commit it is a no-op
+	if err := fn(ctx, sqlTx{tx}); err != nil {
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return s.fail("in tx: commit", err)
 	}
 	return nil
 }

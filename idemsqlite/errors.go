@@ -63,7 +63,7 @@ func translate(err error) error {
 	case errors.Is(err, sql.ErrNoRows):
 		return registry.ErrNotFound
 	case errors.Is(err, registry.ErrNotFound), errors.Is(err, registry.ErrFenced),
-		errors.Is(err, registry.ErrUnavailable):
+		errors.Is(err, registry.ErrUnavailable), errors.Is(err, registry.ErrActiveLimit):
 		return err
 	case errors.Is(err, driver.ErrBadConn), errors.Is(err, sql.ErrConnDone),
 		errors.Is(err, context.DeadlineExceeded):

@@ -34,6 +34,17 @@ func (s *Store) claimArgs(c registry.Claim) []any {
 	}
 }
 
+// insertQuery returns the insert statement for c, query (ReserveInsert
+// or ClaimInsert) or its Limited variant when c.MaxActive is set, and its
+// arguments.
+func (s *Store) insertQuery(query string, c registry.Claim) (string, []any) {
+	args := s.claimArgs(c)
+	if c.MaxActive > 0 {
+		return query + "Limited", append(args, c.MaxActive)
+	}
+	return query, args
+}
+
 // Reserve inserts a RESERVED record for c, owner generation 1, lease
 // c.LeaseOrDefault() and retention c.RetentionOrDefault() from now, and
 // commits; if the scope exists it returns the existing record and created
@@ -42,6 +53,14 @@ func (s *Store) claimArgs(c registry.Claim) []any {
 // inserts in a BEGIN IMMEDIATE transaction, where SQLite's single writer
 // makes the insert-or-read atomic: exactly one concurrent caller creates
 // the record and the others read it. ctx governs the whole call.
+//
+// With c.MaxActive > 0 the insert is made only while c.Owner holds fewer
+// than c.MaxActive RESERVED or EXECUTING records of c.Operation, counted
+// by the insert statement itself inside the write transaction; otherwise
+// Reserve writes nothing and returns an error wrapping
+// registry.ErrActiveLimit. SQLite's single writer makes the count exact:
+// concurrent reservations never overshoot the bound. A scope that exists
+// is never refused: its record is returned as without the limit.
 func (s *Store) Reserve(ctx context.Context, c registry.Claim) (registry.Record, bool, error) {
 	if err := s.checkOpen(); err != nil {
 		return registry.Record{}, false, err
@@ -60,15 +79,19 @@ func (s *Store) Reserve(ctx context.Context, c registry.Claim) (registry.Record,
 	}
 	defer tx.Rollback() //nolint:errcheck // after Commit it is a no-op
 	for attempt := 1; ; attempt++ {
-		rec, err = scanRecord(s.txStmt(ctx, tx, "ReserveInsert").QueryRowContext(ctx, s.claimArgs(c)...))
+		query, args := s.insertQuery("ReserveInsert", c)
+		rec, err = scanRecord(s.txStmt(ctx, tx, query).QueryRowContext(ctx, args...))
 		if err == nil {
 			if err := tx.Commit(); err != nil {
 				return registry.Record{}, false, s.fail("reserve", err)
 			}
 			return rec, true, nil
 		}
-		if errors.Is(err, sql.ErrNoRows) { // the scope exists
+		if errors.Is(err, sql.ErrNoRows) { // the scope exists, or the active limit held
 			rec, err = scanRecord(s.txStmt(ctx, tx, "GetByScope").QueryRowContext(ctx, c.Scope[:]))
+			if errors.Is(err, sql.ErrNoRows) && c.MaxActive > 0 {
+				return registry.Record{}, false, s.fail("reserve", registry.ErrActiveLimit)
+			}
 			if err != nil {
 				return registry.Record{}, false, s.fail("reserve", err)
 			}

@@ -50,6 +50,41 @@ RETURNING scope, operation_id, operation, owner, fingerprint, contract, state,
           owner_gen, writer_epoch, lease_until, expires_at, created_at, updated_at,
           resp_status, resp_media_type, resp_location, resp_etag, resp_body, resp_digest;
 
+-- name: ReserveInsertLimited
+-- ReserveInsert with Claim.MaxActive: $11 is MaxActive (> 0). The row is
+-- inserted only while the owner holds fewer than $11 RESERVED or
+-- EXECUTING records of the operation (idem_operations_active, migration
+-- 002; the LIMIT stops the count at $11). Inside BEGIN IMMEDIATE the
+-- count is exact. No row back: the scope exists or the limit held (the
+-- caller's GetByScope in the same transaction tells which). The WHERE
+-- clause already keeps ON CONFLICT from being read as a join constraint.
+WITH clock(now) AS (SELECT coalesce($1, CAST(round(unixepoch('subsec') * 1000000) AS INTEGER)))
+INSERT INTO idem_operations (scope, operation_id, operation, owner, fingerprint, contract, state,
+                             owner_gen, writer_epoch, lease_until, expires_at, created_at, updated_at)
+SELECT $2, $3, $4, $5, $6, $7, 'RESERVED', 1, $8, now + $9, now + $10, now, now FROM clock
+WHERE (SELECT count(*) FROM (SELECT 1 FROM idem_operations
+                             WHERE owner = $5 AND operation = $4 AND state IN ('RESERVED', 'EXECUTING')
+                             LIMIT $11)) < $11
+ON CONFLICT (scope) DO NOTHING
+RETURNING scope, operation_id, operation, owner, fingerprint, contract, state,
+          owner_gen, writer_epoch, lease_until, expires_at, created_at, updated_at,
+          resp_status, resp_media_type, resp_location, resp_etag, resp_body, resp_digest;
+
+-- name: ClaimInsertLimited
+-- ClaimInsert with Claim.MaxActive ($11, > 0), counted as in
+-- ReserveInsertLimited. No row back: the limit held (nothing inserted); a
+-- duplicate scope still fails with a unique violation.
+WITH clock(now) AS (SELECT coalesce($1, CAST(round(unixepoch('subsec') * 1000000) AS INTEGER)))
+INSERT INTO idem_operations (scope, operation_id, operation, owner, fingerprint, contract, state,
+                             owner_gen, writer_epoch, lease_until, expires_at, created_at, updated_at)
+SELECT $2, $3, $4, $5, $6, $7, 'RESERVED', 1, $8, now + $9, now + $10, now, now FROM clock
+WHERE (SELECT count(*) FROM (SELECT 1 FROM idem_operations
+                             WHERE owner = $5 AND operation = $4 AND state IN ('RESERVED', 'EXECUTING')
+                             LIMIT $11)) < $11
+RETURNING scope, operation_id, operation, owner, fingerprint, contract, state,
+          owner_gen, writer_epoch, lease_until, expires_at, created_at, updated_at,
+          resp_status, resp_media_type, resp_location, resp_etag, resp_body, resp_digest;
+
 -- name: GetByScope
 SELECT scope, operation_id, operation, owner, fingerprint, contract, state,
        owner_gen, writer_epoch, lease_until, expires_at, created_at, updated_at,

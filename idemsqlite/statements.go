@@ -13,7 +13,7 @@ import (
 // database/sql keeps a prepared statement per connection and reuses it,
 // inside transactions too (Tx.StmtContext).
 var prepared = []string{
-	"ReserveInsert", "ClaimInsert", "GetByScope", "GetByID", "CompleteOperation",
+	"ReserveInsert", "ReserveInsertLimited", "ClaimInsert", "ClaimInsertLimited", "GetByScope", "GetByID", "CompleteOperation",
 	"InsertOutbox", "Release", "TakeOver", "ClaimOutbox", "MarkPublished",
 }
 

@@ -28,6 +28,10 @@ var (
 	// ErrUnavailable wraps errors that mean the database could not be
 	// reached or did not answer in time.
 	ErrUnavailable = errors.New("registry: store unavailable")
+	// ErrActiveLimit: Reserve refused to create a record because the
+	// owner already holds Claim.MaxActive in-flight records of the
+	// operation. Nothing was written.
+	ErrActiveLimit = errors.New("registry: too many active keys")
 )
 
 // Claim is what a request asks of the registry.
@@ -46,6 +50,14 @@ type Claim struct {
 	Retention time.Duration
 	// WriterEpoch is the epoch of the writer making the claim.
 	WriterEpoch int64
+	// MaxActive, if positive, bounds the in-flight (RESERVED or
+	// EXECUTING) records one owner may hold for one operation: Reserve
+	// refuses a new scope with ErrActiveLimit when the owner holds that
+	// many. The check and the insert are one statement, so concurrent
+	// reservations may overshoot the bound by at most the number of racing
+	// requests; it is a guard against an unbounded registry, not a rate
+	// limiter. 0 means no bound.
+	MaxActive int
 }
 
 // LeaseOrDefault returns c.Lease, or DefaultLease when it is zero.
@@ -145,7 +157,8 @@ type Store interface {
 	// Reserve is the two-phase acceptance point. It inserts a RESERVED
 	// record for c, owned by generation 1, and commits — or, when the scope
 	// exists, returns the existing record with created false. It never
-	// reports a conflict as an error.
+	// reports a conflict as an error. With c.MaxActive set it may return
+	// ErrActiveLimit instead of creating a record.
 	Reserve(ctx context.Context, c Claim) (rec Record, created bool, err error)
 	// Complete runs fn in a new transaction and, in that same transaction,
 	// moves the record from RESERVED or EXECUTING to the outcome's state,
@@ -171,6 +184,11 @@ type Store interface {
 	ClaimOutbox(ctx context.Context, limit int, lease time.Duration) ([]OutboxMessage, error)
 	// MarkPublished records that the messages were published.
 	MarkPublished(ctx context.Context, ids []string) error
+	// InTx runs fn in a new transaction and commits it if fn returns nil,
+	// else rolls it back and returns fn's error. It is the plain business
+	// transaction for code paths without an idempotent claim (shadow and
+	// off modes, reads). The commit is durable.
+	InTx(ctx context.Context, fn func(ctx context.Context, tx Tx) error) error
 	// Close releases the store's connections.
 	Close()
 }

@@ -249,4 +249,10 @@ func testClosedStoreErrors(t *testing.T, nh NewHarness) {
 	})
 	call("Reserve of an existing scope", func() error { _, _, err := e.h.Store.Reserve(e.ctx, c); return err })
 	call("Get", func() error { _, err := e.h.Store.Get(e.ctx, c.Scope); return err })
+	call("InTx", func() error {
+		return e.h.Store.InTx(e.ctx, func(context.Context, registry.Tx) error {
+			t.Errorf("InTx on a closed store ran its function")
+			return nil
+		})
+	})
 }

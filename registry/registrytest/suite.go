@@ -57,6 +57,9 @@ var cases = []struct {
 	{"CompleteValidatesOutcome", testCompleteValidatesOutcome},
 	{"GetByIDAndTimestamps", testGetByIDAndTimestamps},
 	{"ClosedStoreErrors", testClosedStoreErrors},
+	{"InTxCommitsOrRollsBack", testInTx},
+	{"MaxActive", testMaxActive},
+	{"MaxActiveRace", testMaxActiveRace},
 }
 
 const (

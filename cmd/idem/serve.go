@@ -1,0 +1,124 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/idemkit/idem/drivers"
+	"github.com/idemkit/idem/payments"
+)
+
+// shutdownTimeout bounds how long "idem serve" waits for requests in
+// flight when it stops; requests still running after it are cut off
+// (their operations are left to recovery, as after a crash).
+const shutdownTimeout = 30 * time.Second
+
+// runServe implements "idem serve": the reference payments service (see
+// package payments) on the registry named by --db, whose migrations are
+// applied at start. Once the listener is bound it logs one line
+//
+//	time=… level=INFO msg="listening on 127.0.0.1:8080" addr=127.0.0.1:8080
+//
+// with the bound address (so --addr 127.0.0.1:0 works), and serves until
+// ctx is cancelled (SIGINT or SIGTERM in main), then stops accepting
+// connections, waits up to shutdownTimeout for requests in flight, closes
+// the store and exits 0. Logs go to stderr as slog text.
+func runServe(ctx context.Context, args []string, std stdio) int {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(std.err)
+	addr := fs.String("addr", "127.0.0.1:8080", "listen `ADDR` (host:port; port 0 picks a free one)")
+	dsn := fs.String("db", defaultDB, "database `DSN`: sqlite:PATH or postgres://…")
+	auth := fs.String("auth", "", "bearer tokens `FILE`: {\"<token>\": {\"tenant\": \"…\", \"principal\": \"…\"}}; without it the token \"demo\" is accepted")
+	provider := fs.String("provider", "", "downstream provider `URL` for transfers (not used yet)")
+	lease := fs.Duration("lease", 30*time.Second, "how long an execution owns its operation before recovery may take over")
+	recoverEvery := fs.Duration("recover-interval", 5*time.Second, "how often to look for expired leases (not used yet)")
+	retention := fs.Duration("retention", 24*time.Hour, "how long operation records are kept")
+	if err := fs.Parse(args); err != nil || fs.NArg() != 0 {
+		return exitUsage
+	}
+	if *lease <= 0 || *recoverEvery <= 0 || *retention <= 0 {
+		fmt.Fprintln(std.err, "idem serve: --lease, --recover-interval and --retention must be positive")
+		return exitUsage
+	}
+	log := slog.New(slog.NewTextHandler(std.err, nil))
+
+	tokens := payments.DemoTokens()
+	if *auth != "" {
+		var err error
+		if tokens, err = payments.LoadTokens(*auth); err != nil {
+			log.Error("idem serve: cannot read the tokens", "err", err)
+			return exitRefused
+		}
+	} else {
+		log.Warn(`no --auth file: accepting the demo token "demo" (tenant demo, principal demo)`)
+	}
+
+	store, err := drivers.Open(ctx, *dsn, drivers.Options{})
+	if err != nil {
+		log.Error("idem serve: cannot open the database", "err", err)
+		return exitRefused
+	}
+	defer store.Close()
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	svc, err := payments.New(ctx, payments.Config{
+		Store:     store,
+		Auth:      tokens,
+		Lease:     *lease,
+		Retention: *retention,
+		Logger:    log,
+		Registry:  reg,
+		Provider:  *provider,
+	})
+	if err != nil {
+		log.Error("idem serve: cannot start the service", "err", err)
+		return exitRefused
+	}
+
+	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", *addr)
+	if err != nil {
+		log.Error("idem serve: cannot listen", "err", err)
+		return exitRefused
+	}
+	srv := &http.Server{
+		Handler:           svc.Handler(),
+		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	bound := ln.Addr().String()
+	log.Info("listening on "+bound, "addr", bound, "db", drivers.Kind(*dsn))
+
+	select {
+	case err := <-served: // Serve never returns nil
+		log.Error("idem serve: serving failed", "err", err)
+		return exitRefused
+	case <-ctx.Done():
+	}
+	log.Info("shutting down")
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownTimeout)
+	defer cancel()
+	code := exitOK
+	if err := srv.Shutdown(sctx); err != nil {
+		log.Error("idem serve: requests still running at the shutdown deadline were cut off", "err", err)
+		srv.Close()
+		code = exitRefused
+	}
+	if err := <-served; !errors.Is(err, http.ErrServerClosed) {
+		log.Error("idem serve: serving failed", "err", err)
+		code = exitRefused
+	}
+	log.Info("stopped")
+	return code
+}

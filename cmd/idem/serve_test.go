@@ -1,0 +1,194 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// listeningLine matches the line "idem serve" logs once it is bound.
+var listeningLine = regexp.MustCompile(`listening on ([^\s"]+)`)
+
+// logWatch is a stderr for "idem serve" run in process: it keeps what is
+// written and sends the address of the first "listening on" line on addr.
+type logWatch struct {
+	addr chan string
+	mu   sync.Mutex
+	buf  bytes.Buffer
+	sent bool
+}
+
+func newLogWatch() *logWatch { return &logWatch{addr: make(chan string, 1)} }
+
+func (w *logWatch) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.buf.Write(p)
+	if m := listeningLine.FindSubmatch(w.buf.Bytes()); m != nil && !w.sent {
+		w.sent = true
+		w.addr <- string(m[1])
+	}
+	return len(p), nil
+}
+
+func (w *logWatch) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.buf.String()
+}
+
+// server is an "idem serve" running in process.
+type server struct {
+	url    string
+	logs   *logWatch
+	cancel context.CancelFunc
+	done   chan int
+}
+
+// startServe runs "idem serve --addr 127.0.0.1:0 args…" and returns once
+// it logged its address. stop ends it.
+func startServe(t *testing.T, args ...string) *server {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &server{logs: newLogWatch(), cancel: cancel, done: make(chan int, 1)}
+	args = append([]string{"serve", "--addr", "127.0.0.1:0"}, args...)
+	go func() { s.done <- run(ctx, args, stdio{in: strings.NewReader(""), out: io.Discard, err: s.logs}) }()
+	t.Cleanup(func() {
+		cancel()
+		<-s.done // never leave the server running; stop checks the code
+	})
+	select {
+	case addr := <-s.logs.addr:
+		s.url = "http://" + addr
+	case code := <-s.done:
+		s.done <- code
+		t.Fatalf("serve exited %d before listening:\n%s", code, s.logs)
+	}
+	return s
+}
+
+// stop cancels the server's context and requires a clean exit.
+func (s *server) stop(t *testing.T) {
+	t.Helper()
+	s.cancel()
+	code := <-s.done
+	s.done <- code
+	if code != exitOK {
+		t.Fatalf("serve exited %d:\n%s", code, s.logs)
+	}
+}
+
+func (s *server) post(t *testing.T, token, key, body string) (*http.Response, []byte) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, s.url+"/v1/payments", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Idempotency-Key", key)
+	req.Header.Set("Content-Type", "application/json")
+	return do(t, req)
+}
+
+func do(t *testing.T, req *http.Request) (*http.Response, []byte) {
+	t.Helper()
+	c := &http.Client{Timeout: 30 * time.Second}
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp, b
+}
+
+func TestServe(t *testing.T) {
+	t.Parallel()
+	s := startServe(t, "--db", "sqlite:"+filepath.Join(t.TempDir(), "serve.db"))
+	const body = `{"amount":"12.5","currency":"EUR","payee":"acct_1"}`
+	first, firstBody := s.post(t, "demo", "key-1", body)
+	if first.StatusCode != http.StatusCreated || !strings.HasPrefix(first.Header.Get("Location"), "/v1/payments/pay_") ||
+		!strings.Contains(string(firstBody), `"amount":"12.50"`) {
+		t.Fatalf("create: %d %v %s", first.StatusCode, first.Header, firstBody)
+	}
+	again, againBody := s.post(t, "demo", "key-1", `{"payee":"acct_1","currency":"EUR","amount":"12.50"}`)
+	if again.StatusCode != http.StatusCreated || !bytes.Equal(againBody, firstBody) ||
+		again.Header.Get("Idempotent-Replayed") != "true" ||
+		again.Header.Get("Idempotency-Operation") != first.Header.Get("Idempotency-Operation") {
+		t.Fatalf("replay: %d %v %s, first %s", again.StatusCode, again.Header, againBody, firstBody)
+	}
+	req, _ := http.NewRequest(http.MethodGet, s.url+"/healthz", nil)
+	if resp, b := do(t, req); resp.StatusCode != http.StatusOK {
+		t.Errorf("healthz: %d %s", resp.StatusCode, b)
+	}
+	s.stop(t)
+	logs := s.logs.String()
+	if !strings.Contains(logs, "level=WARN") || !strings.Contains(logs, `demo token`) {
+		t.Errorf("no warning about the demo token:\n%s", logs)
+	}
+}
+
+func TestServeAuthFile(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	auth := filepath.Join(dir, "auth.json")
+	if err := os.WriteFile(auth, []byte(`{"s3cret": {"tenant": "acme", "principal": "alice"}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s := startServe(t, "--db", "sqlite:"+filepath.Join(dir, "serve.db"), "--auth", auth,
+		"--lease", "5s", "--retention", "1h", "--recover-interval", "1s", "--provider", "http://127.0.0.1:1")
+	const body = `{"amount":"1","currency":"EUR","payee":"p"}`
+	if resp, b := s.post(t, "demo", "k", body); resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("demo token with --auth: %d %s", resp.StatusCode, b)
+	}
+	if resp, b := s.post(t, "s3cret", "k", body); resp.StatusCode != http.StatusCreated {
+		t.Errorf("token of the file: %d %s", resp.StatusCode, b)
+	}
+	s.stop(t)
+	if strings.Contains(s.logs.String(), "level=WARN") {
+		t.Errorf("warning with --auth:\n%s", s.logs)
+	}
+}
+
+func TestServeRefuses(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	badAuth := filepath.Join(dir, "auth.json")
+	if err := os.WriteFile(badAuth, []byte(`{"t": {"tenant": "", "principal": "p"}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	db := "sqlite:" + filepath.Join(dir, "x.db")
+	for _, c := range []struct {
+		args []string
+		code int
+	}{
+		{[]string{"serve", "extra"}, exitUsage},
+		{[]string{"serve", "--lease", "0s"}, exitUsage},
+		{[]string{"serve", "--nope"}, exitUsage},
+		{[]string{"serve", "--db", db, "--auth", badAuth}, exitRefused},
+		{[]string{"serve", "--db", "mysql://u:secret@h/db"}, exitRefused},
+		{[]string{"serve", "--db", db, "--addr", busy.Addr().String()}, exitRefused},
+	} {
+		code, _, stderr := runCmd(t, "", c.args...)
+		if code != c.code || strings.Contains(stderr, "secret") || strings.Contains(stderr, "listening on") {
+			t.Errorf("%q: code %d, want %d; stderr:\n%s", c.args, code, c.code, stderr)
+		}
+	}
+}

@@ -1,0 +1,118 @@
+package idemhttp
+
+import (
+	"bytes"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/canon"
+	"github.com/idemkit/idem/registry"
+)
+
+// Request is an HTTP request reduced to what the contract decides on.
+type Request struct {
+	Identity    idem.Identity
+	Scope       idem.ScopeHash
+	Fingerprint idem.Fingerprint
+	Parts       idem.FingerprintParts
+	// Wait is the Prefer: wait the client asked for, already capped.
+	Wait time.Duration
+}
+
+// Prepare reduces r (whose body has been read into body) to a Request:
+// key, scope, fingerprint and wait preference. It touches no storage.
+// Refusals are errors carrying a contract code (idem.CodeOf).
+func (m *Middleware) Prepare(r *http.Request, id idem.Identity, body []byte) (Request, error) {
+	op := &m.Operation
+	key, err := idem.ParseKey(r.Header.Values(idem.KeyHeader), op.KeyPolicy)
+	if err != nil {
+		return Request{}, err
+	}
+	fp, parts, err := op.Binding.Fingerprint(r.Method, r.URL, r.Header, body)
+	if err != nil {
+		return Request{}, err
+	}
+	return Request{
+		Identity:    id,
+		Scope:       idem.ScopeOf(id, op.Name, op.APIRevision, key),
+		Fingerprint: fp,
+		Parts:       parts,
+		Wait:        min(preferWait(r.Header), m.waitCap()),
+	}, nil
+}
+
+// Decision is what the middleware does with a prepared request once the
+// registry has answered.
+type Decision struct {
+	Verdict registry.Verdict
+	// Code is the refusal's contract code, "" for Execute and Replay.
+	Code idem.Code
+	// Wait: the operation is in flight and the client asked to wait for it.
+	Wait bool
+}
+
+// Decide is the pure decision: given the record for the request's scope
+// and whether this request created it, what to answer.
+func Decide(rec registry.Record, created bool, req Request) Decision {
+	v := registry.Decide(rec, created, req.Fingerprint)
+	switch v {
+	case registry.Conflict:
+		return Decision{Verdict: v, Code: idem.CodePayloadConflict}
+	case registry.Unknown:
+		return Decision{Verdict: v, Code: idem.CodeOutcomeUnknown}
+	case registry.InProgress:
+		return Decision{Verdict: v, Code: idem.CodeInProgress, Wait: req.Wait > 0}
+	}
+	return Decision{Verdict: v}
+}
+
+// preferWait returns the wait preference of RFC 7240 (Prefer: wait=N, N
+// in seconds), or 0.
+func preferWait(h http.Header) time.Duration {
+	for _, line := range h.Values("Prefer") {
+		for pref := range strings.SplitSeq(line, ",") {
+			name, val, ok := strings.Cut(strings.TrimSpace(pref), "=")
+			if !ok || !strings.EqualFold(strings.TrimSpace(name), "wait") {
+				continue
+			}
+			val, _, _ = strings.Cut(val, ";")
+			n, err := strconv.Atoi(strings.Trim(strings.TrimSpace(val), `"`))
+			if err == nil && n > 0 {
+				return time.Duration(min(n, 3600)) * time.Second
+			}
+		}
+	}
+	return 0
+}
+
+// readBody reads the whole body, refusing more than limit bytes while
+// reading (the rest is never read).
+func readBody(r *http.Request, limit int) ([]byte, error) {
+	if limit <= 0 {
+		limit = canon.DefaultMaxBytes
+	}
+	if r.ContentLength > int64(limit) {
+		return nil, &idem.Error{Code: idem.CodeBodyTooLarge, Reason: "body larger than " + strconv.Itoa(limit) + " bytes"}
+	}
+	b, err := io.ReadAll(io.LimitReader(r.Body, int64(limit)+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > limit {
+		return nil, &idem.Error{Code: idem.CodeBodyTooLarge, Reason: "body larger than " + strconv.Itoa(limit) + " bytes"}
+	}
+	return b, nil
+}
+
+// withBody returns a shallow copy of r for the handler, carrying ctx and
+// a fresh reader over the already-read body.
+func withBody(r *http.Request, e *execution, body []byte) *http.Request {
+	r2 := r.WithContext(withExecution(r.Context(), e))
+	r2.Body = io.NopCloser(bytes.NewReader(body))
+	r2.ContentLength = int64(len(body))
+	return r2
+}

@@ -1,0 +1,28 @@
+// Package idemhttp is the net/http face of idem: a Middleware that makes
+// one operation's handler idempotent under http.idempotency.v1.
+//
+// For each request it authenticates the caller (Middleware.Identity),
+// parses the Idempotency-Key, reads the body under the limit, computes the
+// scope and the fingerprint (Prepare), reserves the scope in the registry
+// (the acceptance point) and decides (Decide, a pure function):
+//
+//   - a new operation runs the handler inside the fenced business
+//     transaction (registry.Store.Complete); the handler reaches that
+//     transaction with Tx(r.Context()) and queues outbox messages with
+//     AddOutbox, so its writes, the outcome, the response snapshot and the
+//     outbox rows commit together. Its response is buffered and sent only
+//     after the commit. 2xx is stored as SUCCEEDED, the operation's
+//     declared 4xx as FAILED_FINAL; anything else rolls back and releases
+//     the reservation so a retry runs afresh.
+//   - a finished operation is replayed: stored status, media type,
+//     Location, ETag and body, with Idempotent-Replayed: true.
+//   - a different request with the same key gets 422 PAYLOAD_CONFLICT.
+//   - an operation in flight gets 409 IN_PROGRESS with Retry-After and a
+//     monitor link, or — with Prefer: wait=N — is waited for (polling the
+//     registry, so it works across server processes) and replayed.
+//   - an operation whose outcome is unknown gets 409 OUTCOME_UNKNOWN.
+//
+// Errors are RFC 9457 problem+json with a code member; storage trouble
+// answers 503 STORE_UNAVAILABLE (fail closed). Operations can run in
+// Shadow mode (execute as without idem, count would-be decisions) or Off.
+package idemhttp

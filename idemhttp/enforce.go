@@ -1,0 +1,283 @@
+package idemhttp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/canon"
+	"github.com/idemkit/idem/registry"
+)
+
+var (
+	errRelease          = errors.New("idemhttp: response status releases the reservation")
+	errResponseTooLarge = errors.New("idemhttp: response exceeds the snapshot cap")
+	errPanic            = errors.New("idemhttp: handler panicked")
+)
+
+// serveEnforce is the contract: prepare, reserve, decide, then execute,
+// replay, wait or refuse.
+func (m *Middleware) serveEnforce(w http.ResponseWriter, r *http.Request, next http.Handler) {
+	w.Header().Set(HeaderContract, idem.ContractVersion)
+	id, err := m.Identity(r)
+	if err != nil {
+		m.refuse(w, r, idem.CodeUnauthenticated, "authentication required", "")
+		return
+	}
+	body, err := readBody(r, m.Operation.Binding.Canon.MaxBytes)
+	if err != nil {
+		m.refuseErr(w, r, err)
+		return
+	}
+	req, err := m.Prepare(r, id, body)
+	if err != nil {
+		m.refuseErr(w, r, err)
+		return
+	}
+	claim := m.Operation.claim(req.Scope, req.Fingerprint, id, m.WriterEpoch)
+	for attempt := 0; ; attempt++ {
+		rec, created, err := m.reserve(r.Context(), claim)
+		if err != nil {
+			m.refuseErr(w, r, err)
+			return
+		}
+		d := Decide(rec, created, req)
+		switch {
+		case d.Verdict == registry.Execute:
+			m.execute(w, r, next, rec, req, body)
+			return
+		case d.Verdict == registry.Replay:
+			m.replay(w, r, rec)
+			return
+		case d.Wait:
+			rec, err = m.await(r.Context(), rec, req.Wait)
+			if errors.Is(err, registry.ErrNotFound) && attempt == 0 {
+				continue // released while we waited: this request may run it
+			}
+			if err == nil && rec.State.Terminal() {
+				w.Header().Set("Preference-Applied", "wait="+strconv.Itoa(int(req.Wait/time.Second)))
+				m.replay(w, r, rec)
+				return
+			}
+			if err != nil && !errors.Is(err, registry.ErrNotFound) {
+				m.refuseErr(w, r, err)
+				return
+			}
+			d = Decide(rec, false, req)
+		}
+		if d.Verdict == registry.Conflict {
+			// Never reveal the first request, not even its operation ID.
+			m.refuse(w, r, d.Code, "the key was used for a different request", "")
+			return
+		}
+		if rec.OperationID == "" { // released and not retried
+			m.refuse(w, r, idem.CodeInProgress, "the operation is in progress", "")
+			return
+		}
+		w.Header().Set("Retry-After", "1")
+		w.Header().Set("Link", "<"+m.monitor(rec.OperationID)+`>; rel="monitor"`)
+		detail := "the first request with this key is still executing"
+		if d.Code == idem.CodeOutcomeUnknown {
+			detail = "the operation's outcome is unknown and awaits reconciliation"
+		}
+		m.refuse(w, r, d.Code, detail, rec.OperationID)
+		return
+	}
+}
+
+// reserve runs the acceptance point, timing it and asking Admit first.
+func (m *Middleware) reserve(ctx context.Context, c registry.Claim) (registry.Record, bool, error) {
+	start := time.Now()
+	rec, created, err := m.Store.Reserve(ctx, c)
+	m.Metrics.observeReservation(m.Operation.Name, time.Since(start))
+	if err != nil || !created || m.Admit == nil {
+		return rec, created, err
+	}
+	// Admission is checked after the reservation so that replays of
+	// finished operations never depend on it; a refused reservation is
+	// released at once.
+	if aerr := m.Admit(ctx); aerr != nil {
+		if rerr := m.Store.Release(context.WithoutCancel(ctx), rec); rerr != nil {
+			m.log().Error("release after refused admission", "operation_id", rec.OperationID, "err", rerr)
+		}
+		return registry.Record{}, false, aerr
+	}
+	return rec, true, nil
+}
+
+// execute runs the handler inside the fenced business transaction and
+// records its outcome. Once here the request has crossed the acceptance
+// point: a client disconnect no longer cancels it (A8); the lease bounds
+// it instead.
+func (m *Middleware) execute(w http.ResponseWriter, r *http.Request, next http.Handler, rec registry.Record, req Request, body []byte) {
+	op := &m.Operation
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), cmpDuration(op.Lease, registry.DefaultLease))
+	defer cancel()
+	m.Metrics.inflight(op.Name, 1)
+	defer m.Metrics.inflight(op.Name, -1)
+	rw := newRecorder(w, cmpInt(op.MaxResponseBody, idem.DefaultMaxResponseBody))
+	done, err := m.Store.Complete(ctx, rec, func(ctx context.Context, tx registry.Tx, rec registry.Record) (registry.Outcome, error) {
+		e := &execution{tx: tx, rec: rec, payload: req.Parts.Payload}
+		if perr := callHandler(next, rw, withBody(r.WithContext(ctx), e, body)); perr != nil {
+			m.log().Error("handler panicked", "operation_id", rec.OperationID, "panic", perr)
+			return registry.Outcome{}, errPanic
+		}
+		if rw.overflow {
+			return registry.Outcome{}, errResponseTooLarge
+		}
+		state := op.stateFor(rw.statusOrOK())
+		if state == "" {
+			return registry.Outcome{}, errRelease
+		}
+		resp, err := idem.NewResponse(rw.statusOrOK(), rw.header, rw.body.Bytes(), rw.max)
+		if err != nil {
+			return registry.Outcome{}, errResponseTooLarge
+		}
+		return registry.Outcome{State: state, Response: resp, Outbox: e.outbox}, nil
+	})
+	extra := http.Header{HeaderContract: {idem.ContractVersion}}
+	switch {
+	case err == nil:
+		m.Metrics.outcome(op.Name, "executed")
+		m.log().Info("operation executed", "operation", op.Name, "operation_id", done.OperationID, "state", done.State, "status", rw.statusOrOK())
+		extra.Set(HeaderOperation, done.OperationID)
+		rw.flushTo(w, extra)
+	case errors.Is(err, errRelease), errors.Is(err, errPanic):
+		m.release(ctx, rec)
+		m.Metrics.outcome(op.Name, "released")
+		rw.flushTo(w, extra)
+	case errors.Is(err, errResponseTooLarge):
+		m.release(ctx, rec)
+		m.refuse(w, r, CodeResponseTooLarge, "the response exceeds the size that can be stored for replay", "")
+	default:
+		m.afterFailedComplete(ctx, w, r, rec, err)
+	}
+}
+
+// afterFailedComplete handles a Complete that failed for a reason other
+// than the handler: fenced, or storage trouble — possibly after the commit
+// reached the database (a lost commit reply). The record is read again:
+// if the outcome is there it is replayed; otherwise the reservation is
+// released if still ours, and the client gets 503 (fail closed).
+func (m *Middleware) afterFailedComplete(ctx context.Context, w http.ResponseWriter, r *http.Request, rec registry.Record, err error) {
+	m.log().Error("recording the outcome failed", "operation", m.Operation.Name, "operation_id", rec.OperationID, "err", err)
+	if now, gerr := m.Store.Get(ctx, rec.Scope); gerr == nil && now.OperationID == rec.OperationID && now.State.Terminal() {
+		m.replay(w, r, now)
+		return
+	}
+	if !errors.Is(err, registry.ErrFenced) {
+		m.release(ctx, rec)
+	}
+	m.Metrics.outcome(m.Operation.Name, "store_error")
+	m.refuse(w, r, idem.CodeStoreUnavailable, "the outcome could not be recorded; retry with the same key", "")
+}
+
+func (m *Middleware) release(ctx context.Context, rec registry.Record) {
+	if err := m.Store.Release(ctx, rec); err != nil && !errors.Is(err, registry.ErrFenced) {
+		// The lease will expire and recovery will release it.
+		m.log().Error("release failed", "operation_id", rec.OperationID, "err", err)
+	}
+}
+
+// replay writes a stored response: status, media type, Location, ETag and
+// body exactly as stored (the driver verified its digest), marked as a
+// replay.
+func (m *Middleware) replay(w http.ResponseWriter, _ *http.Request, rec registry.Record) {
+	resp := rec.Response
+	if resp == nil {
+		m.refuse(w, nil, idem.CodeStoreUnavailable, "the stored outcome is not available", "")
+		return
+	}
+	m.Metrics.outcome(m.Operation.Name, "replayed")
+	h := w.Header()
+	h.Set(HeaderContract, idem.ContractVersion)
+	h.Set(HeaderOperation, rec.OperationID)
+	h.Set(HeaderReplayed, "true")
+	if resp.MediaType != "" {
+		h.Set("Content-Type", resp.MediaType)
+	}
+	if resp.Location != "" {
+		h.Set("Location", resp.Location)
+	}
+	if resp.ETag != "" {
+		h.Set("ETag", resp.ETag)
+	}
+	h.Set("Content-Length", strconv.Itoa(len(resp.Body)))
+	w.WriteHeader(resp.Status)
+	w.Write(resp.Body)
+}
+
+// refuseErr answers an error: a contract code if it carries one, 503
+// STORE_UNAVAILABLE for storage trouble (fail closed), else 400.
+func (m *Middleware) refuseErr(w http.ResponseWriter, r *http.Request, err error) {
+	code := idem.CodeOf(err)
+	switch {
+	case errors.Is(err, registry.ErrActiveLimit):
+		code = idem.CodeKeyLimit
+	case code == "" && (errors.Is(err, registry.ErrUnavailable) || errors.Is(err, idem.ErrDigestMismatch)):
+		code = idem.CodeStoreUnavailable
+		m.log().Error("registry unavailable", "operation", m.Operation.Name, "err", err)
+	case code == "":
+		code = idem.CodeStoreUnavailable
+		m.log().Error("registry error", "operation", m.Operation.Name, "err", err)
+	}
+	var detail string
+	var ie *idem.Error
+	var ce *canon.Error
+	switch {
+	case code == idem.CodeStoreUnavailable:
+	case code == idem.CodeKeyLimit:
+		detail = "too many operations in progress for this principal"
+	case errors.As(err, &ie):
+		detail = ie.Reason
+	case errors.As(err, &ce):
+		detail = ce.Reason
+		if ce.Offset >= 0 {
+			detail += " at byte " + strconv.Itoa(ce.Offset)
+		}
+	}
+	m.refuse(w, r, code, detail, "")
+}
+
+func (m *Middleware) refuse(w http.ResponseWriter, _ *http.Request, code idem.Code, detail, operationID string) {
+	m.Metrics.outcome(m.Operation.Name, outcomeLabel(code))
+	if operationID != "" {
+		w.Header().Set(HeaderOperation, operationID)
+	}
+	writeProblem(w, Problem{Code: code, Detail: detail, Operation: operationID})
+}
+
+// callHandler runs the handler and turns a panic into an error, so the
+// reservation is released instead of left to expire.
+func callHandler(next http.Handler, rw *recorder, r *http.Request) (perr any) {
+	defer func() {
+		if p := recover(); p != nil {
+			if p == http.ErrAbortHandler {
+				perr = fmt.Sprint(p)
+			} else {
+				perr = p
+			}
+			rw.reset()
+		}
+	}()
+	next.ServeHTTP(rw, r)
+	return nil
+}
+
+func cmpDuration(d, def time.Duration) time.Duration {
+	if d <= 0 {
+		return def
+	}
+	return d
+}
+
+func cmpInt(n, def int) int {
+	if n <= 0 {
+		return def
+	}
+	return n
+}

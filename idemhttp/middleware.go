@@ -1,0 +1,93 @@
+package idemhttp
+
+import (
+	"cmp"
+	"context"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/registry"
+)
+
+// Response headers of the contract.
+const (
+	HeaderContract  = "Idempotency-Contract"
+	HeaderOperation = "Idempotency-Operation"
+	HeaderReplayed  = "Idempotent-Replayed"
+)
+
+// DefaultWaitCap caps Prefer: wait.
+const DefaultWaitCap = 10 * time.Second
+
+// Middleware makes one operation's handler idempotent under
+// http.idempotency.v1. Configure it, then call Handler once; it must not
+// be changed afterwards. Handlers it wraps are safe for concurrent use.
+type Middleware struct {
+	// Store is the registry. Required.
+	Store registry.Store
+	// Operation configures the operation. Required.
+	Operation Operation
+	// Identity returns the authenticated caller of a request, after the
+	// application's authentication. An error answers 401
+	// UNAUTHENTICATED; the error's text is not shown to the client.
+	// Required.
+	Identity func(r *http.Request) (idem.Identity, error)
+	// Admit, if set, is asked before a new operation is accepted (never
+	// before a replay); an error with a contract code (for example
+	// DRAINING, WRITER_FENCED) refuses it with that code.
+	Admit func(ctx context.Context) error
+	// WriterEpoch is stored with every claim.
+	WriterEpoch int64
+	// WaitCap caps Prefer: wait; 0 means DefaultWaitCap, negative
+	// disables waiting.
+	WaitCap time.Duration
+	// MonitorURL returns the status URL of an operation for the Link
+	// header; nil means "/v1/operations/" + id.
+	MonitorURL func(operationID string) string
+	// Metrics, if set, receives counts and latencies.
+	Metrics *Metrics
+	// Logger receives structured logs; nil means slog.Default().
+	Logger *slog.Logger
+}
+
+func (m *Middleware) log() *slog.Logger { return cmp.Or(m.Logger, slog.Default()) }
+
+func (m *Middleware) monitor(id string) string {
+	if m.MonitorURL != nil {
+		return m.MonitorURL(id)
+	}
+	return "/v1/operations/" + id
+}
+
+func (m *Middleware) waitCap() time.Duration {
+	switch {
+	case m.WaitCap == 0:
+		return DefaultWaitCap
+	case m.WaitCap < 0:
+		return 0
+	}
+	return m.WaitCap
+}
+
+// Handler returns next wrapped by the middleware. It panics if the
+// configuration is invalid, as http.Handle does for a bad pattern.
+func (m *Middleware) Handler(next http.Handler) http.Handler {
+	if m.Store == nil || m.Identity == nil {
+		panic("idemhttp: Middleware needs a Store and an Identity function")
+	}
+	if err := m.Operation.validate(); err != nil {
+		panic(err)
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch m.Operation.mode() {
+		case Off:
+			m.serveOff(w, r, next)
+		case Shadow:
+			m.serveShadow(w, r, next)
+		default:
+			m.serveEnforce(w, r, next)
+		}
+	})
+}

@@ -1,0 +1,135 @@
+package idemhttp
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/registry"
+)
+
+// Mode says how the middleware treats an operation.
+type Mode string
+
+const (
+	// Enforce (the default): replays, conflicts and in-flight answers as
+	// the contract says.
+	Enforce Mode = "enforce"
+	// Shadow executes every request as if there were no middleware, while
+	// recording each request in the registry and counting what enforce
+	// mode would have done (would-replay, would-conflict, …). Registry
+	// failures never fail a request in shadow mode.
+	Shadow Mode = "shadow"
+	// Off passes requests through; handlers still get a plain business
+	// transaction from Tx.
+	Off Mode = "off"
+)
+
+// Operation configures one idempotent operation. The zero values of its
+// fields mean the documented defaults; Name and APIRevision are required.
+// An Operation must not be changed while a Middleware uses it.
+type Operation struct {
+	// Name names the business operation in scopes, metrics and logs,
+	// for example "payments.create".
+	Name string
+	// APIRevision is the API major revision bound into the scope.
+	APIRevision string
+	// Binding says what the fingerprint binds and how the payload is
+	// canonicalised (canon mode, schema, significant query parameters,
+	// business headers, body limit).
+	Binding idem.Binding
+	// KeyPolicy constrains Idempotency-Key values beyond the contract's
+	// baseline.
+	KeyPolicy idem.KeyPolicy
+	// FinalStatuses lists the 4xx statuses that are deterministic business
+	// refusals, stored as FAILED_FINAL and replayed. 2xx responses are
+	// always stored as SUCCEEDED. Every other status (5xx, undeclared
+	// 4xx, 1xx, 3xx) releases the reservation and rolls the business
+	// transaction back, so a retry runs afresh.
+	FinalStatuses []int
+	// Retention is how long records are kept; 0 means
+	// registry.DefaultRetention.
+	Retention time.Duration
+	// Lease is how long an execution owns its operation before recovery
+	// may take over; it also bounds the handler's run time. 0 means
+	// registry.DefaultLease.
+	Lease time.Duration
+	// Mode is Enforce, Shadow or Off; "" means Enforce.
+	Mode Mode
+	// MaxActiveKeys bounds the in-flight operations one principal may
+	// hold; more answers 429 KEY_LIMIT. 0 means DefaultMaxActiveKeys;
+	// negative means no bound.
+	MaxActiveKeys int
+	// MaxResponseBody caps a stored response body; 0 means
+	// idem.DefaultMaxResponseBody. A larger response is not stored: the
+	// business transaction rolls back and the client gets 500
+	// RESPONSE_TOO_LARGE.
+	MaxResponseBody int
+}
+
+// DefaultMaxActiveKeys is the default per-principal bound on in-flight
+// operations.
+const DefaultMaxActiveKeys = 1000
+
+func (op *Operation) validate() error {
+	if op.Name == "" || op.APIRevision == "" {
+		return fmt.Errorf("idemhttp: operation needs a Name and an APIRevision")
+	}
+	switch op.Mode {
+	case "", Enforce, Shadow, Off:
+	default:
+		return fmt.Errorf("idemhttp: operation %s: unknown mode %q", op.Name, op.Mode)
+	}
+	for _, s := range op.FinalStatuses {
+		if s < 400 || s > 499 {
+			return fmt.Errorf("idemhttp: operation %s: final status %d is not a 4xx", op.Name, s)
+		}
+	}
+	return nil
+}
+
+func (op *Operation) mode() Mode {
+	if op.Mode == "" {
+		return Enforce
+	}
+	return op.Mode
+}
+
+func (op *Operation) maxActive() int {
+	switch {
+	case op.MaxActiveKeys == 0:
+		return DefaultMaxActiveKeys
+	case op.MaxActiveKeys < 0:
+		return 0
+	}
+	return op.MaxActiveKeys
+}
+
+// stateFor returns the terminal state a response status is stored as, or
+// "" when the response releases the reservation instead.
+func (op *Operation) stateFor(status int) idem.State {
+	switch {
+	case status >= 200 && status <= 299:
+		return idem.StateSucceeded
+	case status >= 400 && status <= 499:
+		for _, s := range op.FinalStatuses {
+			if s == status {
+				return idem.StateFailedFinal
+			}
+		}
+	}
+	return ""
+}
+
+func (op *Operation) claim(scope idem.ScopeHash, fp idem.Fingerprint, id idem.Identity, epoch int64) registry.Claim {
+	return registry.Claim{
+		Scope:       scope,
+		Fingerprint: fp,
+		Operation:   op.Name,
+		Owner:       registry.OwnerOf(id),
+		Lease:       op.Lease,
+		Retention:   op.Retention,
+		WriterEpoch: epoch,
+		MaxActive:   op.maxActive(),
+	}
+}

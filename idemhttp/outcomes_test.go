@@ -1,0 +1,206 @@
+package idemhttp_test
+
+import (
+	"context"
+	"net/http"
+	"sync"
+	"testing"
+
+	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/idemhttp"
+	"github.com/idemkit/idem/registry"
+)
+
+func TestStatusPolicy(t *testing.T) {
+	stores(t, func(t *testing.T, store registry.Store) {
+		f := newFixture(t, store, idemhttp.Enforce)
+		// Declared 4xx: stored as FAILED_FINAL and replayed, effect kept.
+		final := f.post("final", `{}`, "X-Test", "final")
+		again := f.post("final", `{}`)
+		if final.status != 422 || again.status != 422 || again.body != final.body || again.header.Get("Idempotent-Replayed") != "true" {
+			t.Errorf("declared 422: first %+v, again %+v", final, again)
+		}
+		// 5xx, undeclared 4xx and panics roll back and release: the retry
+		// runs afresh.
+		for _, mode := range []string{"fail", "conflict", "panic"} {
+			key := "release-" + mode
+			r := f.post(key, `{}`, "X-Test", mode)
+			if r.status < 400 || r.header.Get("Idempotent-Replayed") != "" {
+				t.Errorf("%s: %+v", mode, r)
+			}
+			retry := f.post(key, `{}`)
+			if retry.status != 201 || retry.header.Get("Idempotent-Replayed") != "" {
+				t.Errorf("%s: retry did not execute afresh: %+v", mode, retry)
+			}
+		}
+		// Over the snapshot cap: nothing stored, nothing committed.
+		big := f.post("big", `{}`, "X-Test", "big")
+		if big.status != 500 || code(big) != "RESPONSE_TOO_LARGE" {
+			t.Errorf("big: %+v", big)
+		}
+		if _, err := store.Get(t.Context(), scopeOf(t, "big")); err == nil {
+			t.Errorf("an oversized response left a record behind")
+		}
+		// Effects: final 1, one per successful retry (3); the released
+		// and oversized executions rolled back.
+		if n := f.effects(); n != 4 {
+			t.Errorf("%d effects, want 4", n)
+		}
+	})
+}
+
+// scopeOf recomputes the scope the fixture's middleware uses for a key.
+func scopeOf(t *testing.T, key string) idem.ScopeHash {
+	k, err := idem.ParseKey([]string{key}, idem.KeyPolicy{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return idem.ScopeOf(idem.Identity{Tenant: "t", Principal: "alice"}, "things.create", "v1", k)
+}
+
+func TestRefusals(t *testing.T) {
+	stores(t, func(t *testing.T, store registry.Store) {
+		f := newFixture(t, store, idemhttp.Enforce)
+		cases := []struct {
+			key, body string
+			hdr       []string
+			status    int
+			code      string
+		}{
+			{"", `{}`, nil, 400, "KEY_MISSING"},
+			{"k", `{"a":1,"A":2}`, nil, 400, "INVALID_JSON"},
+			{"k", `{}`, []string{"Content-Type", "text/plain"}, 415, "UNSUPPORTED_MEDIA_TYPE"},
+			{"k", `{}`, []string{"X-Principal", ""}, 401, "UNAUTHENTICATED"},
+		}
+		for _, c := range cases {
+			r := f.post(c.key, c.body, c.hdr...)
+			if r.status != c.status || code(r) != c.code || r.header.Get("Content-Type") != "application/problem+json" {
+				t.Errorf("%+v: got %d %s %s", c, r.status, code(r), r.header.Get("Content-Type"))
+			}
+		}
+		if f.app.calls.Load() != 0 {
+			t.Errorf("refused requests reached the handler %d times", f.app.calls.Load())
+		}
+	})
+}
+
+func TestInProgressAndWait(t *testing.T) {
+	stores(t, func(t *testing.T, store registry.Store) {
+		f := newFixture(t, store, idemhttp.Enforce)
+		var wg sync.WaitGroup
+		var first result
+		wg.Go(func() { first = f.post("slow", `{}`, "X-Test", "block") })
+		<-f.app.started
+		busy := f.post("slow", `{}`)
+		if busy.status != 409 || code(busy) != "IN_PROGRESS" || busy.header.Get("Retry-After") == "" ||
+			busy.header.Get("Link") != "</v1/operations/"+busy.header.Get("Idempotency-Operation")+`>; rel="monitor"` {
+			t.Errorf("in progress: %+v", busy)
+		}
+		var waited result
+		wg.Go(func() { waited = f.post("slow", `{}`, "Prefer", "wait=10") })
+		// The waiter polls the registry; let the first request finish.
+		f.app.release <- struct{}{}
+		wg.Wait()
+		if first.status != 201 || waited.status != 201 || waited.body != first.body || waited.header.Get("Idempotent-Replayed") != "true" {
+			t.Errorf("Prefer: wait did not replay the outcome:\n first %+v\n waited %+v", first, waited)
+		}
+		if f.app.calls.Load() != 1 {
+			t.Errorf("handler ran %d times, want 1", f.app.calls.Load())
+		}
+	})
+}
+
+func TestClientDisconnectAfterAcceptance(t *testing.T) {
+	stores(t, func(t *testing.T, store registry.Store) {
+		f := newFixture(t, store, idemhttp.Enforce)
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan result)
+		go func() { done <- f.postCtx(ctx, "gone", `{}`, "X-Test", "block") }()
+		<-f.app.started
+		cancel() // the client goes away while the handler runs
+		if r := <-done; r.status != -1 {
+			t.Fatalf("the cancelled client got %+v", r)
+		}
+		f.app.release <- struct{}{}
+		// The outcome must be committed all the same: wait for it, then
+		// replay it.
+		again := f.post("gone", `{}`, "Prefer", "wait=10")
+		if again.status != 201 || again.header.Get("Idempotent-Replayed") != "true" {
+			t.Errorf("after disconnect: %+v", again)
+		}
+		if n := f.effects(); n != 1 {
+			t.Errorf("%d effects, want 1", n)
+		}
+	})
+}
+
+func TestAdmitAndKeyLimit(t *testing.T) {
+	stores(t, func(t *testing.T, store registry.Store) {
+		f := newFixture(t, store, idemhttp.Enforce)
+		done := f.post("before", `{}`)
+		var drain error = &idem.Error{Code: idem.CodeDraining, Reason: "draining"}
+		f.admit.Store(&drain)
+		if r := f.post("new", `{}`); r.status != 503 || code(r) != "DRAINING" {
+			t.Errorf("new operation while draining: %+v", r)
+		}
+		if r := f.post("before", `{}`); r.status != 201 || r.body != done.body {
+			t.Errorf("replay while draining: %+v", r)
+		}
+		f.admit.Store(nil)
+		if _, err := store.Get(t.Context(), scopeOf(t, "new")); err == nil {
+			t.Error("a refused admission left a reservation")
+		}
+		// MaxActiveKeys 3: with three operations of alice's in flight (made
+		// straight in the registry, so that no blocked handler holds
+		// SQLite's single write lock), a fourth key is refused.
+		for i := range 3 {
+			c := registry.Claim{Scope: scopeOf(t, "active-"+string(rune('a'+i))), Fingerprint: idem.Fingerprint{9},
+				Operation: "things.create", Owner: registry.OwnerOf(idem.Identity{Tenant: "t", Principal: "alice"})}
+			if _, created, err := store.Reserve(t.Context(), c); err != nil || !created {
+				t.Fatalf("reserve %d: %v %v", i, created, err)
+			}
+		}
+		if r := f.post("active-d", `{}`); r.status != 429 || code(r) != "KEY_LIMIT" {
+			t.Errorf("fourth active key: %+v", r)
+		}
+		if r := f.post("active-d", `{}`, "X-Principal", "bob"); r.status != 201 {
+			t.Errorf("another principal is not limited by alice's keys: %+v", r)
+		}
+		if r := f.post("before", `{}`); r.status != 201 || r.header.Get("Idempotent-Replayed") != "true" {
+			t.Errorf("replays are never limited: %+v", r)
+		}
+	})
+}
+
+func TestShadowMode(t *testing.T) {
+	stores(t, func(t *testing.T, store registry.Store) {
+		f := newFixture(t, store, idemhttp.Shadow)
+		a := f.post("s", `{"x":1}`)
+		b := f.post("s", `{"x":1}`)
+		c := f.post("s", `{"x":2}`)
+		for _, r := range []result{a, b, c} {
+			if r.status != 201 || r.header.Get("Idempotent-Replayed") != "" {
+				t.Errorf("shadow mode must execute like no middleware: %+v", r)
+			}
+		}
+		if f.app.calls.Load() != 3 || f.effects() != 3 {
+			t.Errorf("handler calls %d, effects %d; want 3 and 3", f.app.calls.Load(), f.effects())
+		}
+		for decision, want := range map[string]float64{"would_execute": 1, "would_replay": 1, "would_conflict": 1} {
+			if got := f.counted("idem_shadow_decisions_total", "decision", decision); got != want {
+				t.Errorf("%s = %v, want %v", decision, got, want)
+			}
+		}
+	})
+}
+
+func TestStoreDownFailsClosed(t *testing.T) {
+	stores(t, func(t *testing.T, store registry.Store) {
+		f := newFixture(t, store, idemhttp.Enforce)
+		store.Close()
+		r := f.post("k", `{}`)
+		if r.status != http.StatusServiceUnavailable || code(r) != "STORE_UNAVAILABLE" || f.app.calls.Load() != 0 {
+			t.Errorf("closed store: %+v, handler calls %d", r, f.app.calls.Load())
+		}
+	})
+}

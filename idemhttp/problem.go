@@ -1,0 +1,54 @@
+package idemhttp
+
+import (
+	"encoding/json"
+	"net/http"
+	"strconv"
+
+	"github.com/idemkit/idem"
+)
+
+// CodeResponseTooLarge: the handler's response exceeded the snapshot cap,
+// so its outcome could not be stored; nothing was committed.
+const CodeResponseTooLarge idem.Code = "RESPONSE_TOO_LARGE"
+
+// Problem is an RFC 9457 problem detail with the contract's code member.
+type Problem struct {
+	Type      string    `json:"type"`
+	Title     string    `json:"title"`
+	Status    int       `json:"status"`
+	Code      idem.Code `json:"code"`
+	Detail    string    `json:"detail,omitempty"`
+	Operation string    `json:"operation_id,omitempty"`
+}
+
+// WriteProblem writes an application/problem+json response for code with
+// the status the contract assigns it. detail must be safe to show the
+// client: it never quotes a stored request or response.
+func WriteProblem(w http.ResponseWriter, code idem.Code, detail string) {
+	writeProblem(w, Problem{Code: code, Detail: detail})
+}
+
+func writeProblem(w http.ResponseWriter, p Problem) {
+	if p.Status == 0 {
+		p.Status = statusOf(p.Code)
+	}
+	p.Type = "about:blank" // the code member carries the meaning
+	if p.Title == "" {
+		p.Title = http.StatusText(p.Status)
+	}
+	body, _ := json.Marshal(p)
+	h := w.Header()
+	h.Set("Content-Type", "application/problem+json")
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	h.Set("Cache-Control", "no-store")
+	w.WriteHeader(p.Status)
+	w.Write(body)
+}
+
+func statusOf(c idem.Code) int {
+	if c == CodeResponseTooLarge {
+		return http.StatusInternalServerError
+	}
+	return c.Status()
+}

@@ -1,0 +1,132 @@
+package payments
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/idemhttp"
+	"github.com/idemkit/idem/registry"
+)
+
+// Payment is a payment as the API shows it, in the 201 response, the
+// GET routes and the outbox message.
+type Payment struct {
+	ID       string  `json:"id"`
+	Amount   string  `json:"amount"` // decimal at scale 2, "12.50"
+	Currency string  `json:"currency"`
+	Payee    string  `json:"payee"`
+	Memo     *string `json:"memo,omitempty"` // omitted when absent
+	// CreatedAt is RFC 3339 with nanoseconds, UTC.
+	CreatedAt string `json:"created_at"`
+}
+
+// createRequest is a canonical payments.v1 payload.
+type createRequest struct {
+	Amount   string  `json:"amount"`
+	Currency string  `json:"currency"`
+	Payee    string  `json:"payee"`
+	Memo     *string `json:"memo"`
+}
+
+// AmountLimit is the largest amount a payment may have; a larger one is
+// refused with 422 AMOUNT_LIMIT, stored as FAILED_FINAL and replayed.
+const AmountLimit = "1000000.00"
+
+// create handles POST /v1/payments inside the idempotency middleware: it
+// runs once per operation, in the operation's business transaction.
+func (s *Service) create(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	tx, opID, payload := idemhttp.Tx(ctx), idemhttp.OperationID(ctx), idemhttp.Payload(ctx)
+	if tx == nil || opID == "" || payload == nil {
+		s.internal(w, r, "create", errors.New("called outside the idempotency middleware"))
+		return
+	}
+	id, err := s.auth.Identity(r) // the middleware authenticated the same header
+	if err != nil {
+		s.internal(w, r, "create", err)
+		return
+	}
+	var req createRequest
+	dec := json.NewDecoder(bytes.NewReader(payload))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		s.internal(w, r, "create: canonical payload", err)
+		return
+	}
+	over, err := aboveLimit(req.Amount)
+	if err != nil {
+		s.internal(w, r, "create: canonical amount", err)
+		return
+	}
+	if over {
+		idemhttp.WriteProblem(w, idem.CodeAmountLimit, "amount above "+AmountLimit)
+		return
+	}
+	p := Payment{
+		ID:        PaymentID(opID),
+		Amount:    req.Amount,
+		Currency:  req.Currency,
+		Payee:     req.Payee,
+		Memo:      req.Memo,
+		CreatedAt: time.Now().UTC().Format(time.RFC3339Nano),
+	}
+	body, err := marshal(p)
+	if err != nil {
+		s.internal(w, r, "create: encoding", err)
+		return
+	}
+	if _, err := tx.Exec(ctx, queries.Get("insert_payment"), p.ID, opID, id.Tenant, id.Principal,
+		p.Amount, p.Currency, p.Payee, p.Memo, p.CreatedAt); err != nil {
+		// The middleware rolls back and releases the reservation: a
+		// retry runs afresh.
+		s.storeFailed(w, r, "create: insert", err)
+		return
+	}
+	if !idemhttp.AddOutbox(ctx, registry.Message{Topic: TopicCreated, Payload: body}) {
+		s.internal(w, r, "create", errors.New("outbox unavailable"))
+		return
+	}
+	h := w.Header()
+	h.Set("Location", "/v1/payments/"+p.ID)
+	h.Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusCreated)
+	w.Write(body)
+}
+
+// PaymentID returns the id of the payment created by an operation:
+// "pay_" followed by the operation ID without its "op_" prefix.
+func PaymentID(operationID string) string {
+	return "pay_" + strings.TrimPrefix(operationID, "op_")
+}
+
+// aboveLimit reports whether a canonical amount (digits, a point, exactly
+// two fraction digits, no leading zero) exceeds AmountLimit. Without
+// leading zeros, a longer number is larger, and equal lengths compare
+// lexically.
+func aboveLimit(amount string) (bool, error) {
+	intPart, frac, ok := strings.Cut(amount, ".")
+	if !ok || len(frac) != 2 || intPart == "" || (len(intPart) > 1 && intPart[0] == '0') ||
+		!digits(intPart) || !digits(frac) {
+		return false, fmt.Errorf("amount %q is not at scale 2", amount)
+	}
+	a, limit := intPart+frac, strings.Replace(AmountLimit, ".", "", 1)
+	if len(a) != len(limit) {
+		return len(a) > len(limit), nil
+	}
+	return a > limit, nil
+}
+
+func digits(s string) bool {
+	for i := range len(s) {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
+}

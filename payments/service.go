@@ -1,0 +1,243 @@
+// Package payments is the reference service behind "idem serve": a small
+// payments API whose POST /v1/payments is made idempotent by idemhttp,
+// following http.idempotency.v1 (SPEC R).
+//
+// Routes (Service.Handler):
+//
+//	POST /v1/payments                 create a payment (idempotent, schema payments.v1)
+//	GET  /v1/payments                 the caller's payments, newest first
+//	GET  /v1/payments/{id}            one of the caller's payments
+//	GET  /v1/operations/{operationID} an operation's state, to its owner only
+//	GET  /metrics                     Prometheus text format
+//	GET  /healthz                     200 when the store answers, else 503
+//
+// Every route but /metrics and /healthz needs "Authorization: Bearer
+// TOKEN" with a token of Config.Auth; without one it answers 401
+// UNAUTHENTICATED. Errors are application/problem+json with a code member:
+// the contract's codes, plus NOT_FOUND (404) for an unknown resource or
+// one owned by another principal — the two are indistinguishable — and
+// INTERNAL (500) for defects.
+//
+// A payment's id is "pay_" followed by the suffix of the operation ID that
+// created it, never anything derived from the client's key. The payment
+// row, the "payment.created" outbox message and the operation's outcome
+// commit in one transaction.
+package payments
+
+import (
+	"bytes"
+	"context"
+	"embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/canon"
+	"github.com/idemkit/idem/idemhttp"
+	"github.com/idemkit/idem/internal/sqlfile"
+	"github.com/idemkit/idem/registry"
+)
+
+//go:embed payments.sql
+var sqlFiles embed.FS
+
+var queries = sqlfile.MustLoad(sqlFiles, "payments.sql")
+
+// Names of the operation and the outbox topic.
+const (
+	// OperationCreate is the idempotent operation of POST /v1/payments.
+	OperationCreate = "payments.create"
+	// APIRevision is the API major revision bound into every scope.
+	APIRevision = "v1"
+	// TopicCreated is the outbox topic of a new payment; the message
+	// payload is the payment as JSON, as in the 201 response.
+	TopicCreated = "payment.created"
+)
+
+// Codes this service answers with besides the contract's.
+const (
+	// CodeNotFound (404): no such resource visible to the caller.
+	CodeNotFound idem.Code = "NOT_FOUND"
+	// CodeInternal (500): a defect of the service; nothing was stored.
+	CodeInternal idem.Code = "INTERNAL"
+)
+
+// Config configures a Service. Store and Auth are required.
+type Config struct {
+	// Store holds the registry and the business tables.
+	Store registry.Store
+	// Auth maps bearer tokens to identities.
+	Auth Tokens
+	// Lease and Retention of POST /v1/payments operations; 0 means
+	// registry.DefaultLease and registry.DefaultRetention.
+	Lease, Retention time.Duration
+	// Logger receives the service's logs; nil means slog.Default().
+	Logger *slog.Logger
+	// Registry receives the middleware's metrics and is what GET /metrics
+	// serves; nil means a new, otherwise empty registry. New registers
+	// the metrics with it (and panics if they are already registered), so
+	// two Services need two registries.
+	Registry *prometheus.Registry
+	// Provider is the downstream provider's base URL for transfers; it is
+	// accepted for the command line's sake and not used yet.
+	Provider string
+}
+
+// Service is the reference payments service. Create it with New; it is
+// safe for concurrent use.
+type Service struct {
+	store registry.Store
+	auth  Tokens
+	log   *slog.Logger
+	mux   *http.ServeMux
+}
+
+// New creates the business tables if they do not exist (the registry's own
+// tables are the driver's business: drivers.Open migrates them) and
+// returns the service. ctx governs the table creation only.
+func New(ctx context.Context, cfg Config) (*Service, error) {
+	if cfg.Store == nil {
+		return nil, errors.New("payments: Config.Store is required")
+	}
+	if len(cfg.Auth) == 0 {
+		return nil, errors.New("payments: Config.Auth holds no tokens")
+	}
+	if err := createTables(ctx, cfg.Store); err != nil {
+		return nil, err
+	}
+	s := &Service{store: cfg.Store, auth: cfg.Auth, log: cfg.Logger, mux: http.NewServeMux()}
+	if s.log == nil {
+		s.log = slog.Default()
+	}
+	reg := cfg.Registry
+	if reg == nil {
+		reg = prometheus.NewRegistry()
+	}
+	create := &idemhttp.Middleware{
+		Store: cfg.Store,
+		Operation: idemhttp.Operation{
+			Name:        OperationCreate,
+			APIRevision: APIRevision,
+			Binding: idem.Binding{
+				Canon: canon.Options{Mode: canon.ModeSchema, Schema: Schema()},
+			},
+			FinalStatuses: []int{http.StatusUnprocessableEntity}, // AMOUNT_LIMIT
+			Lease:         cfg.Lease,
+			Retention:     cfg.Retention,
+		},
+		Identity: s.auth.Identity,
+		Metrics:  idemhttp.NewMetrics(reg),
+		Logger:   s.log,
+	}
+	s.mux.Handle("POST /v1/payments", create.Handler(http.HandlerFunc(s.create)))
+	s.mux.HandleFunc("GET /v1/payments", s.authenticated(s.list))
+	s.mux.HandleFunc("GET /v1/payments/{id}", s.authenticated(s.get))
+	s.mux.HandleFunc("GET /v1/operations/{operationID}", s.authenticated(s.operation))
+	s.mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	s.mux.HandleFunc("GET /healthz", s.healthz)
+	return s, nil
+}
+
+// Handler returns the service's routes.
+func (s *Service) Handler() http.Handler { return s.mux }
+
+// createTables runs the DDL of payments.sql in one transaction. Several
+// instances may start at once: on PostgreSQL two concurrent CREATE TABLE
+// IF NOT EXISTS can still collide in the catalog, and the loser fails only
+// after the winner committed, so a retry finds the table.
+func createTables(ctx context.Context, store registry.Store) error {
+	var err error
+	for range 3 {
+		err = store.InTx(ctx, func(ctx context.Context, tx registry.Tx) error {
+			for _, q := range []string{"create_payments", "create_payments_owner_index"} {
+				if _, err := tx.Exec(ctx, queries.Get(q)); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err == nil || ctx.Err() != nil {
+			break
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("payments: creating tables: %w", err)
+	}
+	return nil
+}
+
+// authenticated wraps a handler of a non-idempotent route: it answers 401
+// UNAUTHENTICATED itself when the request carries no known bearer token.
+func (s *Service) authenticated(h func(http.ResponseWriter, *http.Request, idem.Identity)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		id, err := s.auth.Identity(r)
+		if err != nil {
+			w.Header().Set("WWW-Authenticate", "Bearer")
+			idemhttp.WriteProblem(w, idem.CodeUnauthenticated, "authentication required")
+			return
+		}
+		h(w, r, id)
+	}
+}
+
+// marshal encodes v as JSON like json.Marshal, but without escaping <, >
+// and &: the API's bodies are not meant to be embedded in HTML.
+func marshal(v any) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
+}
+
+// writeJSON writes an application/json response of v.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	body, err := marshal(v)
+	if err != nil {
+		writeProblem(w, http.StatusInternalServerError, CodeInternal, "")
+		return
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	h.Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	w.Write(body)
+}
+
+// writeProblem writes a problem+json response with a code the contract
+// does not know (idemhttp.WriteProblem takes the status from the contract).
+func writeProblem(w http.ResponseWriter, status int, code idem.Code, detail string) {
+	body, _ := json.Marshal(idemhttp.Problem{
+		Type: "about:blank", Title: http.StatusText(status), Status: status, Code: code, Detail: detail,
+	})
+	h := w.Header()
+	h.Set("Content-Type", "application/problem+json")
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	h.Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	w.Write(body)
+}
+
+// storeFailed logs a storage error and answers 503 STORE_UNAVAILABLE:
+// nothing is known, so the client may retry.
+func (s *Service) storeFailed(w http.ResponseWriter, r *http.Request, what string, err error) {
+	s.log.ErrorContext(r.Context(), "payments: "+what, "err", err)
+	idemhttp.WriteProblem(w, idem.CodeStoreUnavailable, "the store did not answer; retry later")
+}
+
+// internal logs a defect and answers 500 INTERNAL.
+func (s *Service) internal(w http.ResponseWriter, r *http.Request, what string, err error) {
+	s.log.ErrorContext(r.Context(), "payments: "+what, "err", err)
+	writeProblem(w, http.StatusInternalServerError, CodeInternal, "internal error")
+}

@@ -1,0 +1,105 @@
+package payments
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"strings"
+
+	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/canon"
+)
+
+// Tokens maps bearer tokens to the identity they authenticate.
+type Tokens map[string]idem.Identity
+
+// DemoToken is the token DemoTokens accepts.
+const DemoToken = "demo"
+
+// DemoTokens returns the tokens "idem serve" accepts without --auth: the
+// token "demo" for tenant "demo", principal "demo".
+func DemoTokens() Tokens {
+	return Tokens{DemoToken: {Tenant: "demo", Principal: "demo"}}
+}
+
+// maxTokenFile bounds the size of a tokens file.
+const maxTokenFile = 1 << 20
+
+// LoadTokens reads a tokens file: one JSON object
+//
+//	{"<bearer token>": {"tenant": "…", "principal": "…"}, …}
+//
+// It refuses malformed JSON (duplicate tokens included), unknown members,
+// an empty token, tenant or principal, and a file without tokens.
+func LoadTokens(path string) (Tokens, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("payments: tokens: %w", err)
+	}
+	t, err := parseTokens(b)
+	if err != nil {
+		return nil, fmt.Errorf("payments: tokens %s: %w", path, err)
+	}
+	return t, nil
+}
+
+func parseTokens(b []byte) (Tokens, error) {
+	if len(b) > maxTokenFile {
+		return nil, errors.New("file larger than 1 MiB")
+	}
+	// Strict parsing first: encoding/json would silently keep the last of
+	// two entries for the same token.
+	if _, err := (canon.Options{Mode: canon.ModeJSON, MaxBytes: maxTokenFile}).Append(nil, b); err != nil {
+		return nil, err
+	}
+	var raw map[string]*struct {
+		Tenant    string `json:"tenant"`
+		Principal string `json:"principal"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&raw); err != nil {
+		return nil, err
+	}
+	if len(raw) == 0 {
+		return nil, errors.New("no tokens")
+	}
+	t := make(Tokens, len(raw))
+	for tok, id := range raw {
+		switch {
+		case tok == "" || strings.ContainsAny(tok, " \t\r\n"):
+			return nil, errors.New("a token is empty or contains white space")
+		case id == nil || id.Tenant == "" || id.Principal == "":
+			return nil, errors.New("every token needs a non-empty tenant and principal")
+		}
+		t[tok] = idem.Identity{Tenant: id.Tenant, Principal: id.Principal}
+	}
+	return t, nil
+}
+
+// errUnauthenticated is what Identity returns for a request without a
+// known bearer token; its text is never shown to clients.
+var errUnauthenticated = errors.New("payments: missing or unknown bearer token")
+
+// Identity returns the identity of the request's "Authorization: Bearer
+// TOKEN" header (the scheme is case-insensitive), or an error when the
+// header is missing, malformed, repeated or names an unknown token.
+func (t Tokens) Identity(r *http.Request) (idem.Identity, error) {
+	h := r.Header.Values("Authorization")
+	if len(h) != 1 {
+		return idem.Identity{}, errUnauthenticated
+	}
+	scheme, tok, ok := strings.Cut(strings.TrimSpace(h[0]), " ")
+	tok = strings.TrimSpace(tok)
+	if !ok || !strings.EqualFold(scheme, "Bearer") || tok == "" {
+		return idem.Identity{}, errUnauthenticated
+	}
+	id, ok := t[tok]
+	if !ok {
+		return idem.Identity{}, errUnauthenticated
+	}
+	return id, nil
+}
