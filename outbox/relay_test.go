@@ -22,7 +22,7 @@ type recorder struct {
 	mu    sync.Mutex
 	seen  map[string]int
 	fails atomic.Int32 // fail this many more Publish calls
-	want  int           // close all once this many distinct messages arrived
+	want  int          // close all once this many distinct messages arrived
 	all   chan struct{}
 }
 
