@@ -56,6 +56,7 @@ func commands() []command {
 		{"canon", "print the canonical form of a payload read from stdin", runCanon},
 		{"fingerprint", "print a request's fingerprint and the parts it hashes", runFingerprint},
 		{"migrate", "apply the registry's migrations to a database", runMigrate},
+		{"provider", "run the stand-alone downstream transfer provider", runProvider},
 		{"serve", "run the reference payments service", runServe},
 	}
 }
