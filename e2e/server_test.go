@@ -1,0 +1,241 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"os/exec"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+const (
+	startTimeout = 30 * time.Second // until "listening on"
+	stopTimeout  = 10 * time.Second // from SIGTERM to exit, then SIGKILL
+)
+
+// server is one "idem serve" child process.
+type server struct {
+	url    string // http://ADDR
+	cmd    *exec.Cmd
+	log    *logLines
+	client *http.Client
+	exited chan struct{} // closed when cmd.Wait returned
+	err    error         // cmd.Wait's result, set before exited closes
+}
+
+var (
+	addrRE      = regexp.MustCompile(`\baddr=(\S+)`)
+	listeningRE = regexp.MustCompile(`listening on ([^\s"]+)`)
+)
+
+// startServer runs "idem serve --addr 127.0.0.1:0 --db DSN EXTRA…" in its
+// own process group, waits for its "listening on" line and stops it with
+// SIGTERM when t ends, failing t unless it then exits 0.
+func startServer(t *testing.T, dsn string, extraArgs ...string) *server {
+	t.Helper()
+	args := append([]string{"serve", "--addr", "127.0.0.1:0", "--db", dsn}, extraArgs...)
+	s := &server{
+		cmd:    exec.Command(idemBin, args...),
+		log:    &logLines{ready: make(chan string, 1)},
+		exited: make(chan struct{}),
+		client: &http.Client{
+			Timeout:   2 * time.Minute,
+			Transport: &http.Transport{MaxIdleConns: 256, MaxIdleConnsPerHost: 256},
+		},
+	}
+	s.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	s.cmd.Stdout, s.cmd.Stderr = s.log, s.log
+	if err := s.cmd.Start(); err != nil {
+		t.Fatalf("starting %s: %v", idemBin, err)
+	}
+	go func() { s.err = s.cmd.Wait(); close(s.exited) }()
+	t.Cleanup(func() { s.stop(t) })
+
+	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
+	defer cancel()
+	select {
+	case addr := <-s.log.ready:
+		s.url = "http://" + addr
+	case <-s.exited:
+		t.Fatalf("idem serve exited before listening: %v", s.err)
+	case <-ctx.Done():
+		t.Fatalf("idem serve did not log \"listening on\" within %v", startTimeout)
+	}
+	return s
+}
+
+// stop sends SIGTERM and waits for a clean exit; after stopTimeout it
+// kills the process group. On failure it logs the server's output.
+func (s *server) stop(t *testing.T) {
+	s.client.CloseIdleConnections()
+	pid := s.cmd.Process.Pid
+	select {
+	case <-s.exited:
+		t.Errorf("idem serve (pid %d) exited on its own: %v", pid, s.err)
+	default:
+		if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
+			t.Errorf("SIGTERM to idem serve: %v", err)
+		}
+		select {
+		case <-s.exited:
+			if s.err != nil {
+				t.Errorf("idem serve did not exit cleanly on SIGTERM: %v", s.err)
+			}
+		case <-time.After(stopTimeout):
+			syscall.Kill(-pid, syscall.SIGKILL)
+			<-s.exited
+			t.Errorf("idem serve did not exit within %v of SIGTERM; killed", stopTimeout)
+		}
+	}
+	syscall.Kill(-pid, syscall.SIGKILL) // stragglers of the group, if any
+	if t.Failed() {
+		t.Logf("idem serve %s output:\n%s", s.url, s.log.String())
+	}
+}
+
+// logLines collects a child's output and announces the address of its
+// first "listening on" line.
+type logLines struct {
+	mu      sync.Mutex
+	all     bytes.Buffer
+	partial []byte
+	ready   chan string // receives the address once
+	found   bool
+}
+
+func (l *logLines) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.all.Write(p)
+	l.partial = append(l.partial, p...)
+	for {
+		i := bytes.IndexByte(l.partial, '\n')
+		if i < 0 {
+			break
+		}
+		line := string(l.partial[:i])
+		l.partial = l.partial[i+1:]
+		if l.found || !strings.Contains(line, "listening on ") {
+			continue
+		}
+		m := addrRE.FindStringSubmatch(line)
+		if m == nil {
+			m = listeningRE.FindStringSubmatch(line)
+		}
+		if m != nil {
+			l.found = true
+			l.ready <- strings.Trim(m[1], `"`)
+		}
+	}
+	return len(p), nil
+}
+
+func (l *logLines) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.all.String()
+}
+
+// reply is a response as received.
+type reply struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+func (r reply) String() string {
+	return strconv.Itoa(r.status) + " " + r.header.Get("Content-Type") + " " + string(r.body)
+}
+
+// send makes one request. header holds extra header lines (added, so a
+// name given twice is sent twice); a body is sent as application/json
+// unless header sets Content-Type. token "" sends no Authorization.
+func (s *server) send(method, path, token string, header http.Header, body string) (reply, error) {
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, err := http.NewRequest(method, s.url+path, rd)
+	if err != nil {
+		return reply{}, err
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for k, vs := range header {
+		req.Header.Del(k)
+		for _, v := range vs {
+			req.Header.Add(k, v)
+		}
+	}
+	resp, err := s.client.Do(req)
+	if err != nil {
+		return reply{}, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return reply{}, err
+	}
+	return reply{status: resp.StatusCode, header: resp.Header, body: b}, nil
+}
+
+// post sends POST /v1/payments with an Idempotency-Key (none if key is "")
+// and extra header lines as name, value pairs.
+func (s *server) post(t *testing.T, token, key, body string, kv ...string) reply {
+	t.Helper()
+	r, err := s.send(http.MethodPost, "/v1/payments", token, postHeader(key, kv...), body)
+	if err != nil {
+		t.Fatalf("POST /v1/payments: %v", err)
+	}
+	return r
+}
+
+func postHeader(key string, kv ...string) http.Header {
+	h := http.Header{}
+	if key != "" {
+		h.Add("Idempotency-Key", key)
+	}
+	for i := 0; i+1 < len(kv); i += 2 {
+		h.Add(kv[i], kv[i+1])
+	}
+	return h
+}
+
+// get sends GET path.
+func (s *server) get(t *testing.T, token, path string) reply {
+	t.Helper()
+	r, err := s.send(http.MethodGet, path, token, nil, "")
+	if err != nil {
+		t.Fatalf("GET %s: %v", path, err)
+	}
+	return r
+}
+
+var reservationsRE = regexp.MustCompile(`(?m)^idem_reservation_seconds_count\{operation="payments\.create"\} (\d+)$`)
+
+// reservations returns how many reservations of payments.create the
+// server has made (its idem_reservation_seconds histogram count).
+func (s *server) reservations(t *testing.T) int {
+	t.Helper()
+	r := s.get(t, "", "/metrics")
+	if r.status != http.StatusOK {
+		t.Fatalf("GET /metrics: %v", r)
+	}
+	m := reservationsRE.FindSubmatch(r.body)
+	if m == nil {
+		return 0
+	}
+	n, _ := strconv.Atoi(string(m[1]))
+	return n
+}
