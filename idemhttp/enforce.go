@@ -10,6 +10,7 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/canon"
+	"github.com/idemkit/idem/internal/failpoint"
 	"github.com/idemkit/idem/registry"
 )
 
@@ -46,6 +47,13 @@ func (m *Middleware) serveEnforce(w http.ResponseWriter, r *http.Request, next h
 			return
 		}
 		d := Decide(rec, created, req)
+		if created {
+			if err := failpoint.Hit(failpoint.AfterReserve); err != nil {
+				m.release(context.WithoutCancel(r.Context()), rec)
+				m.refuseErr(w, r, err)
+				return
+			}
+		}
 		switch {
 		case d.Verdict == registry.Execute:
 			m.execute(w, r, next, rec, req, body)
@@ -137,8 +145,14 @@ func (m *Middleware) execute(w http.ResponseWriter, r *http.Request, next http.H
 		if err != nil {
 			return registry.Outcome{}, errResponseTooLarge
 		}
+		if err := failpoint.Hit(failpoint.BeforeCommit); err != nil {
+			return registry.Outcome{}, err
+		}
 		return registry.Outcome{State: state, Response: resp, Outbox: e.outbox}, nil
 	})
+	if err == nil {
+		err = failpoint.Hit(failpoint.AfterCommit) // the outcome is committed either way
+	}
 	extra := http.Header{HeaderContract: {idem.ContractVersion}}
 	switch {
 	case err == nil:
@@ -171,6 +185,10 @@ func (m *Middleware) afterFailedComplete(ctx context.Context, w http.ResponseWri
 	}
 	if !errors.Is(err, registry.ErrFenced) {
 		m.release(ctx, rec)
+	}
+	if errors.Is(err, registry.ErrWriterFenced) {
+		m.refuse(w, r, idem.CodeWriterFenced, "this server's writer epoch is no longer current; retry with the same key", "")
+		return
 	}
 	m.Metrics.outcome(m.Operation.Name, "store_error")
 	m.refuse(w, r, idem.CodeStoreUnavailable, "the outcome could not be recorded; retry with the same key", "")
@@ -218,6 +236,8 @@ func (m *Middleware) refuseErr(w http.ResponseWriter, r *http.Request, err error
 	switch {
 	case errors.Is(err, registry.ErrActiveLimit):
 		code = idem.CodeKeyLimit
+	case errors.Is(err, registry.ErrWriterFenced):
+		code = idem.CodeWriterFenced
 	case code == "" && (errors.Is(err, registry.ErrUnavailable) || errors.Is(err, idem.ErrDigestMismatch)):
 		code = idem.CodeStoreUnavailable
 		m.log().Error("registry unavailable", "operation", m.Operation.Name, "err", err)

@@ -1,6 +1,7 @@
 package idempg
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -21,6 +22,9 @@ import (
 // transition from rec.State. The commit is durable (synchronous) before
 // Complete returns the updated record. ctx governs the whole transaction,
 // fn included.
+//
+// Writer fence: registry.ErrWriterFenced, all rolled back, when
+// rec.WriterEpoch is older than the registry's; see control.go.
 func (s *Store) Complete(ctx context.Context, rec registry.Record, fn registry.BusinessFunc) (registry.Record, error) {
 	now, _ := s.clock()
 	tx, err := s.pool.Begin(ctx)
@@ -68,6 +72,10 @@ func (s *Store) Complete(ctx context.Context, rec registry.Record, fn registry.B
 // wrapping registry.ErrActiveLimit; fn is not called. As with Reserve,
 // a claim refused by the limit does not wait for a concurrent,
 // uncommitted claim of the same scope, and gets ErrActiveLimit then.
+//
+// Writer fence: a claim whose c.WriterEpoch is older than the registry's
+// is lost like a claim refused by the limit, with
+// registry.ErrWriterFenced; see control.go.
 func (s *Store) ClaimAndExecute(ctx context.Context, tx pgx.Tx, c registry.Claim, fn registry.BusinessFunc) (registry.Result, error) {
 	now, goNow := s.clock()
 	query, args := "Claim", claimArgs(c, idem.NewOperationID(goNow), now)
@@ -75,8 +83,8 @@ func (s *Store) ClaimAndExecute(ctx context.Context, tx pgx.Tx, c registry.Claim
 		query, args = "ClaimLimited", append(args, c.MaxActive)
 	}
 	rec, err := scanRecord(tx.QueryRow(ctx, queries.Get(query), args...))
-	if errors.Is(err, pgx.ErrNoRows) {
-		err = registry.ErrActiveLimit // only the limited claim inserts nothing without an error
+	if errors.Is(err, pgx.ErrNoRows) { // the writer fence or the active limit held
+		err = cmp.Or(writerFenced(ctx, tx, c.WriterEpoch), registry.ErrActiveLimit)
 	}
 	if err != nil {
 		return s.lostClaim(ctx, tx, c, err)
@@ -131,10 +139,11 @@ func finish(ctx context.Context, tx pgx.Tx, rec registry.Record, out registry.Ou
 	done, err := scanRecord(tx.QueryRow(ctx, queries.Get("Finish"),
 		rec.Scope[:], rec.OwnerGen, string(out.State), resp.Status, resp.MediaType,
 		resp.Location, resp.ETag, nonNil(resp.Body), digest[:], now,
-		rec.OperationID, ids, topics, payloads))
+		rec.OperationID, ids, topics, payloads, rec.WriterEpoch))
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
-		return registry.Record{}, fmt.Errorf("idempg: complete %s: %w", rec.OperationID, registry.ErrFenced)
+		return registry.Record{}, fmt.Errorf("idempg: complete %s: %w", rec.OperationID,
+			cmp.Or(writerFenced(ctx, tx, rec.WriterEpoch), registry.ErrFenced))
 	case err != nil:
 		return registry.Record{}, fmt.Errorf("idempg: complete: %w", translate(err))
 	}

@@ -30,6 +30,8 @@ INSERT INTO idem_schema_migrations (version) VALUES ($1);
 -- name: Reserve
 -- $1 scope, $2 operation_id, $3 operation, $4 owner, $5 fingerprint,
 -- $6 contract, $7 writer_epoch, $8 lease µs, $9 retention µs, $10 now.
+-- A writer epoch older than idem_control's inserts nothing (as a taken
+-- scope does); the driver then tells the cases apart.
 -- set_config(..., true) turns synchronous_commit off for this statement's
 -- own (implicit) transaction only; see Store.Reserve for why that is safe.
 WITH clock AS (SELECT coalesce($10::timestamptz, statement_timestamp()) AS t),
@@ -42,6 +44,7 @@ SELECT $1::bytea, $2::text, $3::text, $4::bytea, $5::bytea, $6::text, 'RESERVED'
        t + $9::bigint * interval '1 microsecond',
        t, t
 FROM clock, async
+WHERE $7::bigint >= (SELECT writer_epoch FROM idem_control WHERE id = 1) -- the writer fence (migration 003)
 ON CONFLICT (scope) DO NOTHING
 RETURNING scope, operation_id, operation, owner, fingerprint, contract, state, owner_gen,
           writer_epoch, lease_until, expires_at, created_at, updated_at, resp_status,
@@ -60,6 +63,7 @@ SELECT $1::bytea, $2::text, $3::text, $4::bytea, $5::bytea, $6::text, 'RESERVED'
        t + $9::bigint * interval '1 microsecond',
        t, t
 FROM clock
+WHERE $7::bigint >= (SELECT writer_epoch FROM idem_control WHERE id = 1) -- the writer fence (migration 003)
 RETURNING scope, operation_id, operation, owner, fingerprint, contract, state, owner_gen,
           writer_epoch, lease_until, expires_at, created_at, updated_at, resp_status,
           resp_media_type, resp_location, resp_etag, resp_body, resp_digest;
@@ -83,7 +87,8 @@ SELECT $1::bytea, $2::text, $3::text, $4::bytea, $5::bytea, $6::text, 'RESERVED'
        t + $9::bigint * interval '1 microsecond',
        t, t
 FROM clock, async
-WHERE (SELECT count(*) FROM (
+WHERE $7::bigint >= (SELECT writer_epoch FROM idem_control WHERE id = 1)
+  AND (SELECT count(*) FROM (
            SELECT 1 FROM idem_operations
            WHERE owner = $4::bytea AND operation = $3::text AND state IN ('RESERVED', 'EXECUTING')
            LIMIT $11::bigint) AS active) < $11::bigint
@@ -105,7 +110,8 @@ SELECT $1::bytea, $2::text, $3::text, $4::bytea, $5::bytea, $6::text, 'RESERVED'
        t + $9::bigint * interval '1 microsecond',
        t, t
 FROM clock
-WHERE (SELECT count(*) FROM (
+WHERE $7::bigint >= (SELECT writer_epoch FROM idem_control WHERE id = 1)
+  AND (SELECT count(*) FROM (
            SELECT 1 FROM idem_operations
            WHERE owner = $4::bytea AND operation = $3::text AND state IN ('RESERVED', 'EXECUTING')
            LIMIT $11::bigint) AS active) < $11::bigint
@@ -140,7 +146,9 @@ WHERE operation_id = $1;
 -- in one statement. $1 scope, $2 owner_gen, $3 state, $4 status,
 -- $5 media type, $6 location, $7 etag, $8 body, $9 digest, $10 now,
 -- $11 operation_id, $12 message IDs, $13 topics, $14 payloads. The outbox
--- rows are inserted only if the update matched.
+-- rows are inserted only if the update matched. $15 is the committing
+-- writer's epoch (Record.WriterEpoch): older than idem_control's, nothing
+-- matches (the writer fence, migration 003).
 WITH clock AS (SELECT coalesce($10::timestamptz, statement_timestamp()) AS t),
 upd AS (
     UPDATE idem_operations o
@@ -150,6 +158,7 @@ upd AS (
     FROM clock
     WHERE o.scope = $1 AND o.operation_id = $11 AND o.owner_gen = $2
       AND o.state IN ('RESERVED', 'EXECUTING')
+      AND $15::bigint >= (SELECT writer_epoch FROM idem_control WHERE id = 1)
     RETURNING o.scope, o.operation_id, o.operation, o.owner, o.fingerprint, o.contract,
               o.state, o.owner_gen, o.writer_epoch, o.lease_until, o.expires_at,
               o.created_at, o.updated_at, o.resp_status, o.resp_media_type,

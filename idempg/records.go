@@ -43,6 +43,10 @@ const reserveAttempts = 8
 // still-uncommitted claim of the same scope (an in-transaction
 // ClaimAndExecute): such a Reserve gets ErrActiveLimit where it would
 // otherwise have waited and returned that record.
+//
+// Writer fence: see control.go (registry.ErrWriterFenced for a new scope
+// when c.WriterEpoch is older than the registry's; an existing scope's
+// record is still returned).
 func (s *Store) Reserve(ctx context.Context, c registry.Claim) (registry.Record, bool, error) {
 	now, goNow := s.clock()
 	query, args := "Reserve", claimArgs(c, idem.NewOperationID(goNow), now)
@@ -63,6 +67,9 @@ func (s *Store) Reserve(ctx context.Context, c registry.Claim) (registry.Record,
 		rec, err = s.Get(ctx, c.Scope)
 		if !errors.Is(err, registry.ErrNotFound) {
 			return rec, false, err
+		}
+		if err := writerFenced(ctx, s.pool, c.WriterEpoch); err != nil {
+			return registry.Record{}, false, fmt.Errorf("idempg: reserve: %w", err)
 		}
 		if c.MaxActive > 0 {
 			// No record: either the limit held or the record that blocked

@@ -1,6 +1,7 @@
 package idemsqlite
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -21,6 +22,9 @@ import (
 // from rec.State. It returns the committed record, Response set. ctx
 // governs the whole transaction: if it ends before the commit, everything
 // rolls back.
+//
+// Writer fence: registry.ErrWriterFenced, all rolled back, when
+// rec.WriterEpoch is older than the registry's; see control.go.
 func (s *Store) Complete(ctx context.Context, rec registry.Record, fn registry.BusinessFunc) (registry.Record, error) {
 	if err := s.checkOpen(); err != nil {
 		return registry.Record{}, err
@@ -74,14 +78,18 @@ func (s *Store) Complete(ctx context.Context, rec registry.Record, fn registry.B
 // lost like a failed insert — tx rolled back, the record re-read — so an
 // existing scope still gets its verdict and a new one gets an error
 // wrapping registry.ErrActiveLimit; fn is not called.
+//
+// Writer fence: a claim whose c.WriterEpoch is older than the registry's
+// is lost like a claim refused by the limit, with
+// registry.ErrWriterFenced; see control.go.
 func (s *Store) ClaimAndExecute(ctx context.Context, tx *sql.Tx, c registry.Claim, fn registry.BusinessFunc) (registry.Result, error) {
 	if err := s.checkOpen(); err != nil {
 		return registry.Result{}, err
 	}
 	query, args := s.insertQuery("ClaimInsert", c)
 	rec, insErr := scanRecord(s.txStmt(ctx, tx, query).QueryRowContext(ctx, args...))
-	if errors.Is(insErr, sql.ErrNoRows) {
-		insErr = registry.ErrActiveLimit // only the limited insert inserts nothing without an error
+	if errors.Is(insErr, sql.ErrNoRows) { // the writer fence or the active limit held
+		insErr = cmp.Or(writerFenced(ctx, tx, c.WriterEpoch), registry.ErrActiveLimit)
 	}
 	if insErr != nil {
 		_ = tx.Rollback()
@@ -122,9 +130,9 @@ func (s *Store) record(ctx context.Context, tx *sql.Tx, rec registry.Record, out
 	now, _ := s.stamp()
 	done, err := scanRecord(s.txStmt(ctx, tx, "CompleteOperation").QueryRowContext(ctx,
 		now, rec.Scope[:], rec.OwnerGen, string(out.State),
-		resp.Status, resp.MediaType, resp.Location, resp.ETag, body, digest[:], rec.OperationID))
+		resp.Status, resp.MediaType, resp.Location, resp.ETag, body, digest[:], rec.OperationID, rec.WriterEpoch))
 	if errors.Is(err, sql.ErrNoRows) {
-		return registry.Record{}, s.fail("complete", registry.ErrFenced)
+		return registry.Record{}, s.fail("complete", cmp.Or(writerFenced(ctx, tx, rec.WriterEpoch), registry.ErrFenced))
 	}
 	if err != nil {
 		return registry.Record{}, s.fail("complete", err)

@@ -61,6 +61,10 @@ func (s *Store) insertQuery(query string, c registry.Claim) (string, []any) {
 // registry.ErrActiveLimit. SQLite's single writer makes the count exact:
 // concurrent reservations never overshoot the bound. A scope that exists
 // is never refused: its record is returned as without the limit.
+//
+// Writer fence: see control.go (registry.ErrWriterFenced for a new scope
+// when c.WriterEpoch is older than the registry's; an existing scope's
+// record is still returned).
 func (s *Store) Reserve(ctx context.Context, c registry.Claim) (registry.Record, bool, error) {
 	if err := s.checkOpen(); err != nil {
 		return registry.Record{}, false, err
@@ -87,8 +91,13 @@ func (s *Store) Reserve(ctx context.Context, c registry.Claim) (registry.Record,
 			}
 			return rec, true, nil
 		}
-		if errors.Is(err, sql.ErrNoRows) { // the scope exists, or the active limit held
+		if errors.Is(err, sql.ErrNoRows) { // the scope exists, or the writer fence or active limit held
 			rec, err = scanRecord(s.txStmt(ctx, tx, "GetByScope").QueryRowContext(ctx, c.Scope[:]))
+			if errors.Is(err, sql.ErrNoRows) {
+				if ferr := writerFenced(ctx, tx, c.WriterEpoch); ferr != nil {
+					return registry.Record{}, false, s.fail("reserve", ferr)
+				}
+			}
 			if errors.Is(err, sql.ErrNoRows) && c.MaxActive > 0 {
 				return registry.Record{}, false, s.fail("reserve", registry.ErrActiveLimit)
 			}

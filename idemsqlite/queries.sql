@@ -28,12 +28,15 @@ VALUES ($2, coalesce($1, CAST(round(unixepoch('subsec') * 1000000) AS INTEGER)))
 -- name: ReserveInsert
 -- Insert-or-nothing: no row back means the scope exists. Run inside a
 -- BEGIN IMMEDIATE transaction, so the existing row cannot vanish before
--- the following GetByScope in the same transaction. "WHERE true" keeps
--- SQLite from reading ON CONFLICT as a join constraint of the SELECT.
+-- the following GetByScope in the same transaction. The WHERE clause (the
+-- writer fence: $8, the claim's epoch, older than idem_control's inserts
+-- nothing) also keeps SQLite from reading ON CONFLICT as a join
+-- constraint of the SELECT.
 WITH clock(now) AS (SELECT coalesce($1, CAST(round(unixepoch('subsec') * 1000000) AS INTEGER)))
 INSERT INTO idem_operations (scope, operation_id, operation, owner, fingerprint, contract, state,
                              owner_gen, writer_epoch, lease_until, expires_at, created_at, updated_at)
-SELECT $2, $3, $4, $5, $6, $7, 'RESERVED', 1, $8, now + $9, now + $10, now, now FROM clock WHERE true
+SELECT $2, $3, $4, $5, $6, $7, 'RESERVED', 1, $8, now + $9, now + $10, now, now FROM clock
+WHERE $8 >= (SELECT writer_epoch FROM idem_control WHERE id = 1) -- the writer fence (migration 003)
 ON CONFLICT (scope) DO NOTHING
 RETURNING scope, operation_id, operation, owner, fingerprint, contract, state,
           owner_gen, writer_epoch, lease_until, expires_at, created_at, updated_at,
@@ -46,6 +49,7 @@ WITH clock(now) AS (SELECT coalesce($1, CAST(round(unixepoch('subsec') * 1000000
 INSERT INTO idem_operations (scope, operation_id, operation, owner, fingerprint, contract, state,
                              owner_gen, writer_epoch, lease_until, expires_at, created_at, updated_at)
 SELECT $2, $3, $4, $5, $6, $7, 'RESERVED', 1, $8, now + $9, now + $10, now, now FROM clock
+WHERE $8 >= (SELECT writer_epoch FROM idem_control WHERE id = 1) -- the writer fence (migration 003)
 RETURNING scope, operation_id, operation, owner, fingerprint, contract, state,
           owner_gen, writer_epoch, lease_until, expires_at, created_at, updated_at,
           resp_status, resp_media_type, resp_location, resp_etag, resp_body, resp_digest;
@@ -62,7 +66,8 @@ WITH clock(now) AS (SELECT coalesce($1, CAST(round(unixepoch('subsec') * 1000000
 INSERT INTO idem_operations (scope, operation_id, operation, owner, fingerprint, contract, state,
                              owner_gen, writer_epoch, lease_until, expires_at, created_at, updated_at)
 SELECT $2, $3, $4, $5, $6, $7, 'RESERVED', 1, $8, now + $9, now + $10, now, now FROM clock
-WHERE (SELECT count(*) FROM (SELECT 1 FROM idem_operations
+WHERE $8 >= (SELECT writer_epoch FROM idem_control WHERE id = 1)
+  AND (SELECT count(*) FROM (SELECT 1 FROM idem_operations
                              WHERE owner = $5 AND operation = $4 AND state IN ('RESERVED', 'EXECUTING')
                              LIMIT $11)) < $11
 ON CONFLICT (scope) DO NOTHING
@@ -78,7 +83,8 @@ WITH clock(now) AS (SELECT coalesce($1, CAST(round(unixepoch('subsec') * 1000000
 INSERT INTO idem_operations (scope, operation_id, operation, owner, fingerprint, contract, state,
                              owner_gen, writer_epoch, lease_until, expires_at, created_at, updated_at)
 SELECT $2, $3, $4, $5, $6, $7, 'RESERVED', 1, $8, now + $9, now + $10, now, now FROM clock
-WHERE (SELECT count(*) FROM (SELECT 1 FROM idem_operations
+WHERE $8 >= (SELECT writer_epoch FROM idem_control WHERE id = 1)
+  AND (SELECT count(*) FROM (SELECT 1 FROM idem_operations
                              WHERE owner = $5 AND operation = $4 AND state IN ('RESERVED', 'EXECUTING')
                              LIMIT $11)) < $11
 RETURNING scope, operation_id, operation, owner, fingerprint, contract, state,
@@ -99,14 +105,17 @@ FROM idem_operations WHERE operation_id = $1;
 
 -- name: CompleteOperation
 -- The fenced compare-and-set to a terminal state; no row back means the
--- owner generation or the state moved on (ErrFenced). The transition
--- trigger of the migration refuses illegal target states.
+-- owner generation or the state moved on (ErrFenced), or that $12, the
+-- committing writer's epoch, is older than idem_control's (ErrWriterFenced,
+-- migration 003). The transition trigger of the migration refuses illegal
+-- target states.
 WITH clock(now) AS (SELECT coalesce($1, CAST(round(unixepoch('subsec') * 1000000) AS INTEGER)))
 UPDATE idem_operations
 SET state = $4, resp_status = $5, resp_media_type = $6, resp_location = $7, resp_etag = $8,
     resp_body = coalesce($9, x''), resp_digest = $10, updated_at = clock.now
 FROM clock
 WHERE scope = $2 AND operation_id = $11 AND owner_gen = $3 AND state IN ('RESERVED', 'EXECUTING')
+  AND $12 >= (SELECT writer_epoch FROM idem_control WHERE id = 1)
 RETURNING scope, operation_id, operation, owner, fingerprint, contract, state,
           owner_gen, writer_epoch, lease_until, expires_at, created_at, updated_at,
           resp_status, resp_media_type, resp_location, resp_etag, resp_body, resp_digest;

@@ -22,6 +22,12 @@
 // created it, never anything derived from the client's key. The payment
 // row, the "payment.created" outbox message and the operation's outcome
 // commit in one transaction.
+//
+// Rollout controls (SPEC E6): POST /v1/payments refuses new operations with
+// 503 DRAINING while the registry is draining and with 503 WRITER_FENCED
+// once the registry's writer epoch is above the service's
+// (Config.WriterEpoch); replays of finished operations are always served.
+// See docs/operations.md.
 package payments
 
 import (
@@ -89,6 +95,16 @@ type Config struct {
 	// Provider is the downstream provider's base URL for transfers; it is
 	// accepted for the command line's sake and not used yet.
 	Provider string
+	// WriterEpoch is the writer epoch the service accepts and commits
+	// operations at (SPEC E6); negative means the registry's epoch when New
+	// runs, which is what "idem serve" uses: a later "idem epoch bump"
+	// fences this service. 0, the registry's initial epoch, stays valid
+	// until the first bump.
+	WriterEpoch int64
+	// AdmitRefresh is how often the service reads the registry's control
+	// row to follow drain and epoch changes; 0 means
+	// idemhttp.DefaultAdmitRefresh.
+	AdmitRefresh time.Duration
 }
 
 // Service is the reference payments service. Create it with New; it is
@@ -98,6 +114,7 @@ type Service struct {
 	auth  Tokens
 	log   *slog.Logger
 	mux   *http.ServeMux
+	epoch int64 // the writer epoch of every claim
 }
 
 // New creates the business tables if they do not exist (the registry's own
@@ -113,10 +130,18 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 	if err := createTables(ctx, cfg.Store); err != nil {
 		return nil, err
 	}
-	s := &Service{store: cfg.Store, auth: cfg.Auth, log: cfg.Logger, mux: http.NewServeMux()}
+	s := &Service{store: cfg.Store, auth: cfg.Auth, log: cfg.Logger, mux: http.NewServeMux(), epoch: cfg.WriterEpoch}
 	if s.log == nil {
 		s.log = slog.Default()
 	}
+	if s.epoch < 0 {
+		ctl, err := cfg.Store.Control(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("payments: reading the writer epoch: %w", err)
+		}
+		s.epoch = ctl.WriterEpoch
+	}
+	admit := &idemhttp.ControlAdmitter{Controller: cfg.Store, WriterEpoch: s.epoch, Refresh: cfg.AdmitRefresh}
 	reg := cfg.Registry
 	if reg == nil {
 		reg = prometheus.NewRegistry()
@@ -133,9 +158,11 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 			Lease:         cfg.Lease,
 			Retention:     cfg.Retention,
 		},
-		Identity: s.auth.Identity,
-		Metrics:  idemhttp.NewMetrics(reg),
-		Logger:   s.log,
+		Identity:    s.auth.Identity,
+		Admit:       admit.Admit,
+		WriterEpoch: s.epoch,
+		Metrics:     idemhttp.NewMetrics(reg),
+		Logger:      s.log,
 	}
 	s.mux.Handle("POST /v1/payments", create.Handler(http.HandlerFunc(s.create)))
 	s.mux.HandleFunc("GET /v1/payments", s.authenticated(s.list))
@@ -148,6 +175,9 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 
 // Handler returns the service's routes.
 func (s *Service) Handler() http.Handler { return s.mux }
+
+// WriterEpoch returns the writer epoch the service writes at.
+func (s *Service) WriterEpoch() int64 { return s.epoch }
 
 // createTables runs the DDL of payments.sql in one transaction. Several
 // instances may start at once: on PostgreSQL two concurrent CREATE TABLE

@@ -154,6 +154,8 @@ type BusinessFunc func(ctx context.Context, tx Tx, rec Record) (Outcome, error)
 // Store is implemented by every driver. All methods are safe for
 // concurrent use; ctx governs only the call it is passed to.
 type Store interface {
+	// Controller is the control row: writer epoch and drain (control.go).
+	Controller
 	// Reserve is the two-phase acceptance point. It inserts a RESERVED
 	// record for c, owned by generation 1, and commits — or, when the scope
 	// exists, returns the existing record with created false. It never

@@ -32,6 +32,12 @@ const shutdownTimeout = 30 * time.Second
 // ctx is cancelled (SIGINT or SIGTERM in main), then stops accepting
 // connections, waits up to shutdownTimeout for requests in flight, closes
 // the store and exits 0. Logs go to stderr as slog text.
+//
+// The server accepts and commits operations at the writer epoch given by
+// --writer-epoch, by default the registry's epoch when it starts (logged
+// as writer_epoch on the "listening on" line): "idem epoch bump" fences
+// it at once and "idem drain on" stops its new operations within about a
+// second (docs/operations.md).
 func runServe(ctx context.Context, args []string, std stdio) int {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(std.err)
@@ -42,11 +48,16 @@ func runServe(ctx context.Context, args []string, std stdio) int {
 	lease := fs.Duration("lease", 30*time.Second, "how long an execution owns its operation before recovery may take over")
 	recoverEvery := fs.Duration("recover-interval", 5*time.Second, "how often to look for expired leases (not used yet)")
 	retention := fs.Duration("retention", 24*time.Hour, "how long operation records are kept")
+	epoch := fs.Int64("writer-epoch", -1, "writer `EPOCH` to accept and commit operations at; -1: the registry's epoch at start, so a later \"idem epoch bump\" fences this server")
 	if err := fs.Parse(args); err != nil || fs.NArg() != 0 {
 		return exitUsage
 	}
 	if *lease <= 0 || *recoverEvery <= 0 || *retention <= 0 {
 		fmt.Fprintln(std.err, "idem serve: --lease, --recover-interval and --retention must be positive")
+		return exitUsage
+	}
+	if *epoch < -1 {
+		fmt.Fprintln(std.err, "idem serve: --writer-epoch must be -1 (the registry's at start) or an epoch >= 0")
 		return exitUsage
 	}
 	log := slog.New(slog.NewTextHandler(std.err, nil))
@@ -72,13 +83,14 @@ func runServe(ctx context.Context, args []string, std stdio) int {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	svc, err := payments.New(ctx, payments.Config{
-		Store:     store,
-		Auth:      tokens,
-		Lease:     *lease,
-		Retention: *retention,
-		Logger:    log,
-		Registry:  reg,
-		Provider:  *provider,
+		Store:       store,
+		Auth:        tokens,
+		Lease:       *lease,
+		Retention:   *retention,
+		Logger:      log,
+		Registry:    reg,
+		Provider:    *provider,
+		WriterEpoch: *epoch,
 	})
 	if err != nil {
 		log.Error("idem serve: cannot start the service", "err", err)
@@ -98,7 +110,7 @@ func runServe(ctx context.Context, args []string, std stdio) int {
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	bound := ln.Addr().String()
-	log.Info("listening on "+bound, "addr", bound, "db", drivers.Kind(*dsn))
+	log.Info("listening on "+bound, "addr", bound, "db", drivers.Kind(*dsn), "writer_epoch", svc.WriterEpoch())
 
 	select {
 	case err := <-served: // Serve never returns nil

@@ -60,6 +60,12 @@ var cases = []struct {
 	{"InTxCommitsOrRollsBack", testInTx},
 	{"MaxActive", testMaxActive},
 	{"MaxActiveRace", testMaxActiveRace},
+	{"ControlRowInitial", testControlRowInitial},
+	{"BumpEpochAtomic", testBumpEpochAtomic},
+	{"ReserveFencedByEpoch", testReserveFencedByEpoch},
+	{"CompleteFencedByEpoch", testCompleteFencedByEpoch},
+	{"ClaimFencedByEpoch", testClaimFencedByEpoch},
+	{"DrainingRoundTrip", testDrainingRoundTrip},
 }
 
 const (

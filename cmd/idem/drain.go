@@ -1,0 +1,48 @@
+package main
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/idemkit/idem/registry"
+)
+
+// runDrain implements "idem drain [show|on|off] [--db DSN] [--json]" (SPEC
+// E6, docs/operations.md). on sets the registry's drain flag: every server
+// on the registry refuses new operations with 503 DRAINING within its
+// refresh interval (about a second), while replays of finished operations
+// and operations already in flight go on. off clears it. show, the
+// default, prints the control row as "idem epoch show" does.
+//
+// Human output of on:
+//
+//	draining on
+//	new operations are refused with 503 DRAINING within about a second; …
+//
+// With --json every action prints the control row as it is afterwards, on
+// one line: {"writer_epoch":4,"draining":true,"updated_at":"…"}.
+func runDrain(ctx context.Context, args []string, std stdio) int {
+	action, dsn, asJSON, ok := controlArgs("drain", []string{"show", "on", "off"}, args, std)
+	if !ok {
+		return exitUsage
+	}
+	return withControl(ctx, "drain", dsn, std, func(store registry.Store) error {
+		if action != "show" {
+			if err := store.SetDraining(ctx, action == "on"); err != nil {
+				return err
+			}
+			if !asJSON {
+				if action == "on" {
+					fmt.Fprintln(std.out, "draining on")
+					fmt.Fprintln(std.out, "new operations are refused with 503 DRAINING within about a second; "+
+						"replays and operations in flight go on")
+				} else {
+					fmt.Fprintln(std.out, "draining off")
+					fmt.Fprintln(std.out, "new operations are accepted again within about a second")
+				}
+				return nil
+			}
+		}
+		return printControl(ctx, store, asJSON, std.out)
+	})
+}

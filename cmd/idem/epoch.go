@@ -1,0 +1,145 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/idemkit/idem/drivers"
+	"github.com/idemkit/idem/registry"
+)
+
+// runEpoch implements "idem epoch show|bump [--db DSN] [--json]" (SPEC E6,
+// docs/operations.md). show (the default) prints the registry's control
+// row; bump raises the writer epoch by one, which fences every server
+// writing at an older epoch: from then on it can neither accept nor commit
+// an operation (503 WRITER_FENCED), while replays keep working.
+//
+// Human output of bump:
+//
+//	writer epoch 3 -> 4
+//	servers writing at epoch 3 or lower now refuse new operations (503 WRITER_FENCED); …
+//
+// With --json every action prints the control row as it is afterwards, on
+// one line: {"writer_epoch":4,"draining":false,"updated_at":"…"}.
+func runEpoch(ctx context.Context, args []string, std stdio) int {
+	action, dsn, asJSON, ok := controlArgs("epoch", []string{"show", "bump"}, args, std)
+	if !ok {
+		return exitUsage
+	}
+	return withControl(ctx, "epoch", dsn, std, func(store registry.Store) error {
+		switch action {
+		case "bump":
+			epoch, err := store.BumpEpoch(ctx)
+			if err != nil {
+				return err
+			}
+			if !asJSON {
+				fmt.Fprintf(std.out, "writer epoch %d -> %d\n", epoch-1, epoch)
+				fmt.Fprintf(std.out, "servers writing at epoch %d or lower now refuse new operations (503 WRITER_FENCED) "+
+					"and cannot commit those in flight; servers started from now on write at epoch %d\n", epoch-1, epoch)
+				return nil
+			}
+		}
+		return printControl(ctx, store, asJSON, std.out)
+	})
+}
+
+// controlArgs parses "idem NAME [ACTION] [--db DSN] [--json]", with the
+// flags before or after the action (or both); the action defaults to actions[0]. It
+// reports usage errors on std.err.
+func controlArgs(name string, actions, args []string, std stdio) (action, dsn string, asJSON, ok bool) {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(std.err)
+	db := fs.String("db", defaultDB, "registry database `DSN`: sqlite:PATH or postgres://…")
+	js := fs.Bool("json", false, "print the control row as JSON")
+	fs.Usage = func() {
+		fmt.Fprintf(std.err, "usage: idem %s [%s] [--db DSN] [--json]\n", name, strings.Join(actions, "|"))
+		fs.PrintDefaults()
+	}
+	var words []string // flags may come before and after the action
+	for {
+		if err := fs.Parse(args); err != nil {
+			return "", "", false, false
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		words, args = append(words, fs.Arg(0)), fs.Args()[1:]
+	}
+	switch len(words) {
+	case 0:
+		action = actions[0]
+	case 1:
+		action = words[0]
+	default:
+		fmt.Fprintf(std.err, "idem %s: one action expected, got %q\n", name, words)
+		fs.Usage()
+		return "", "", false, false
+	}
+	if !slices.Contains(actions, action) {
+		fmt.Fprintf(std.err, "idem %s: unknown action %q\n", name, action)
+		fs.Usage()
+		return "", "", false, false
+	}
+	return action, *db, *js, true
+}
+
+// withControl opens the registry named by dsn (applying its migrations,
+// as every command with --db does), runs fn and closes it. Errors are
+// reported on std.err as "idem NAME: …" with exit code exitRefused.
+func withControl(ctx context.Context, name, dsn string, std stdio, fn func(registry.Store) error) int {
+	store, err := drivers.Open(ctx, dsn, drivers.Options{})
+	if err != nil {
+		fmt.Fprintf(std.err, "idem %s: %v\n", name, err)
+		return exitRefused
+	}
+	defer store.Close()
+	if err := fn(store); err != nil {
+		fmt.Fprintf(std.err, "idem %s: %v\n", name, err)
+		return exitRefused
+	}
+	return exitOK
+}
+
+// controlJSON is the --json form of the control row.
+type controlJSON struct {
+	WriterEpoch int64     `json:"writer_epoch"`
+	Draining    bool      `json:"draining"`
+	UpdatedAt   time.Time `json:"updated_at"`
+}
+
+// printControl reads the control row and prints it: as one JSON line, or
+//
+//	writer epoch  3
+//	draining      off
+//	updated at    2031-03-04T05:06:07.123456Z
+func printControl(ctx context.Context, store registry.Store, asJSON bool, w io.Writer) error {
+	c, err := store.Control(ctx)
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		b, err := json.Marshal(controlJSON{WriterEpoch: c.WriterEpoch, Draining: c.Draining, UpdatedAt: c.UpdatedAt.UTC()})
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintf(w, "%s\n", b)
+		return err
+	}
+	_, err = fmt.Fprintf(w, "writer epoch  %d\ndraining      %s\nupdated at    %s\n",
+		c.WriterEpoch, onOff(c.Draining), c.UpdatedAt.UTC().Format(time.RFC3339Nano))
+	return err
+}
+
+func onOff(b bool) string {
+	if b {
+		return "on"
+	}
+	return "off"
+}
