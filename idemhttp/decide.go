@@ -64,6 +64,8 @@ func Decide(rec registry.Record, created bool, req Request) Decision {
 		return Decision{Verdict: v, Code: idem.CodePayloadConflict}
 	case registry.Unknown:
 		return Decision{Verdict: v, Code: idem.CodeOutcomeUnknown}
+	case registry.Retired:
+		return Decision{Verdict: v, Code: idem.CodeKeyRetired}
 	case registry.InProgress:
 		return Decision{Verdict: v, Code: idem.CodeInProgress, Wait: req.Wait > 0}
 	}

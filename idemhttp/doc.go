@@ -21,6 +21,8 @@
 //     monitor link, or — with Prefer: wait=N — is waited for (polling the
 //     registry, so it works across server processes) and replayed.
 //   - an operation whose outcome is unknown gets 409 OUTCOME_UNKNOWN.
+//   - an operation whose record expired into a tombstone (Operation.Retention,
+//     registry.Pruner) gets 409 KEY_RETIRED with its operation ID.
 //
 // Errors are RFC 9457 problem+json with a code member; storage trouble
 // answers 503 STORE_UNAVAILABLE (fail closed). Operations can run in

@@ -66,7 +66,7 @@ func (m *Middleware) serveEnforce(w http.ResponseWriter, r *http.Request, next h
 			if errors.Is(err, registry.ErrNotFound) && attempt == 0 {
 				continue // released while we waited: this request may run it
 			}
-			if err == nil && rec.State.Terminal() {
+			if err == nil && rec.State.Terminal() && !rec.Retired() {
 				w.Header().Set("Preference-Applied", "wait="+strconv.Itoa(int(req.Wait/time.Second)))
 				m.replay(w, r, rec)
 				return
@@ -80,6 +80,10 @@ func (m *Middleware) serveEnforce(w http.ResponseWriter, r *http.Request, next h
 		if d.Verdict == registry.Conflict {
 			// Never reveal the first request, not even its operation ID.
 			m.refuse(w, r, d.Code, "the key was used for a different request", "")
+			return
+		}
+		if d.Verdict == registry.Retired {
+			m.refuseRetired(w, r, rec)
 			return
 		}
 		if rec.OperationID == "" { // released and not retried
@@ -205,6 +209,10 @@ func (m *Middleware) release(ctx context.Context, rec registry.Record) {
 // body exactly as stored (the driver verified its digest), marked as a
 // replay.
 func (m *Middleware) replay(w http.ResponseWriter, _ *http.Request, rec registry.Record) {
+	if rec.Retired() {
+		m.refuseRetired(w, nil, rec)
+		return
+	}
 	resp := rec.Response
 	if resp == nil {
 		m.refuse(w, nil, idem.CodeStoreUnavailable, "the stored outcome is not available", "")
@@ -261,6 +269,16 @@ func (m *Middleware) refuseErr(w http.ResponseWriter, r *http.Request, err error
 		}
 	}
 	m.refuse(w, r, code, detail, "")
+}
+
+// refuseRetired answers a retry of an operation whose record is a
+// tombstone (SPEC E5): 409 KEY_RETIRED with the operation ID, in the
+// Idempotency-Operation header and the problem's operation_id. The stored
+// response is gone, so it can be neither replayed nor run again; no
+// Retry-After, since retrying cannot help.
+func (m *Middleware) refuseRetired(w http.ResponseWriter, r *http.Request, rec registry.Record) {
+	m.refuse(w, r, idem.CodeKeyRetired, "the operation with this key finished and its stored response has expired; "+
+		"it is neither replayed nor run again", rec.OperationID)
 }
 
 func (m *Middleware) refuse(w http.ResponseWriter, _ *http.Request, code idem.Code, detail, operationID string) {

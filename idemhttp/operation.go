@@ -47,9 +47,17 @@ type Operation struct {
 	// 4xx, 1xx, 3xx) releases the reservation and rolls the business
 	// transaction back, so a retry runs afresh.
 	FinalStatuses []int
-	// Retention is how long records are kept; 0 means
-	// registry.DefaultRetention.
+	// Retention is how long records are kept with their response; 0 means
+	// registry.DefaultRetention. After it a record becomes a tombstone and
+	// a retry with its key is refused with 409 KEY_RETIRED.
 	Retention time.Duration
+	// TombstoneTTL, when positive, declares that the operation's old
+	// effects provably cannot reappear that long after its record retired
+	// (no client, queue or restored backup will send the request again):
+	// the tombstone is then deleted after TombstoneTTL and the key is free
+	// for a new operation. 0, the safe default, keeps tombstones forever.
+	// See registry.Claim.TombstoneTTL.
+	TombstoneTTL time.Duration
 	// Lease is how long an execution owns its operation before recovery
 	// may take over; it also bounds the handler's run time. 0 means
 	// registry.DefaultLease.
@@ -79,6 +87,9 @@ func (op *Operation) validate() error {
 	case "", Enforce, Shadow, Off:
 	default:
 		return fmt.Errorf("idemhttp: operation %s: unknown mode %q", op.Name, op.Mode)
+	}
+	if op.TombstoneTTL < 0 {
+		return fmt.Errorf("idemhttp: operation %s: negative TombstoneTTL %v", op.Name, op.TombstoneTTL)
 	}
 	for _, s := range op.FinalStatuses {
 		if s < 400 || s > 499 {
@@ -130,6 +141,9 @@ func (op *Operation) claim(scope idem.ScopeHash, fp idem.Fingerprint, id idem.Id
 		Lease:       op.Lease,
 		Retention:   op.Retention,
 		WriterEpoch: epoch,
-		MaxActive:   op.maxActive(),
+		// Stored with the claim: a later change of the Operation does not
+		// change what an existing record declared.
+		TombstoneTTL: op.TombstoneTTL,
+		MaxActive:    op.maxActive(),
 	}
 }

@@ -29,7 +29,8 @@ INSERT INTO idem_schema_migrations (version) VALUES ($1);
 
 -- name: Reserve
 -- $1 scope, $2 operation_id, $3 operation, $4 owner, $5 fingerprint,
--- $6 contract, $7 writer_epoch, $8 lease µs, $9 retention µs, $10 now.
+-- $6 contract, $7 writer_epoch, $8 lease µs, $9 retention µs, $10 now,
+-- $11 tombstone TTL µs (NULL: keep the tombstone forever; migration 004).
 -- A writer epoch older than idem_control's inserts nothing (as a taken
 -- scope does); the driver then tells the cases apart.
 -- set_config(..., true) turns synchronous_commit off for this statement's
@@ -38,17 +39,18 @@ WITH clock AS (SELECT coalesce($10::timestamptz, statement_timestamp()) AS t),
      async AS (SELECT set_config('synchronous_commit', 'off', true) AS v)
 INSERT INTO idem_operations (scope, operation_id, operation, owner, fingerprint, contract,
                              state, owner_gen, writer_epoch, lease_until, expires_at,
-                             created_at, updated_at)
+                             created_at, updated_at, tombstone_ttl)
 SELECT $1::bytea, $2::text, $3::text, $4::bytea, $5::bytea, $6::text, 'RESERVED', 1, $7::bigint,
        t + $8::bigint * interval '1 microsecond',
        t + $9::bigint * interval '1 microsecond',
-       t, t
+       t, t, $11::bigint
 FROM clock, async
 WHERE $7::bigint >= (SELECT writer_epoch FROM idem_control WHERE id = 1) -- the writer fence (migration 003)
 ON CONFLICT (scope) DO NOTHING
 RETURNING scope, operation_id, operation, owner, fingerprint, contract, state, owner_gen,
           writer_epoch, lease_until, expires_at, created_at, updated_at, resp_status,
-          resp_media_type, resp_location, resp_etag, resp_body, resp_digest;
+          resp_media_type, resp_location, resp_etag, resp_body, resp_digest,
+          retired_at, tombstone_until, tombstone_ttl;
 
 -- name: Claim
 -- The in-transaction claim: a plain INSERT (no ON CONFLICT), so a racing
@@ -57,23 +59,24 @@ RETURNING scope, operation_id, operation, owner, fingerprint, contract, state, o
 WITH clock AS (SELECT coalesce($10::timestamptz, statement_timestamp()) AS t)
 INSERT INTO idem_operations (scope, operation_id, operation, owner, fingerprint, contract,
                              state, owner_gen, writer_epoch, lease_until, expires_at,
-                             created_at, updated_at)
+                             created_at, updated_at, tombstone_ttl)
 SELECT $1::bytea, $2::text, $3::text, $4::bytea, $5::bytea, $6::text, 'RESERVED', 1, $7::bigint,
        t + $8::bigint * interval '1 microsecond',
        t + $9::bigint * interval '1 microsecond',
-       t, t
+       t, t, $11::bigint
 FROM clock
 WHERE $7::bigint >= (SELECT writer_epoch FROM idem_control WHERE id = 1) -- the writer fence (migration 003)
 RETURNING scope, operation_id, operation, owner, fingerprint, contract, state, owner_gen,
           writer_epoch, lease_until, expires_at, created_at, updated_at, resp_status,
-          resp_media_type, resp_location, resp_etag, resp_body, resp_digest;
+          resp_media_type, resp_location, resp_etag, resp_body, resp_digest,
+          retired_at, tombstone_until, tombstone_ttl;
 
 -- name: ReserveLimited
--- Reserve with Claim.MaxActive: parameters as Reserve, $11 MaxActive (> 0).
--- The row is inserted only while the owner holds fewer than $11 RESERVED
+-- Reserve with Claim.MaxActive: parameters as Reserve, $12 MaxActive (> 0).
+-- The row is inserted only while the owner holds fewer than $12 RESERVED
 -- or EXECUTING records of the operation, counted in this statement's
 -- snapshot (idem_operations_active, migration 002; the LIMIT stops the
--- count at $11). Uncommitted reservations of concurrent statements are not
+-- count at $12). Uncommitted reservations of concurrent statements are not
 -- counted, hence the overshoot documented on Claim.MaxActive. No row back
 -- means the scope exists or the limit held: when the count filters the row
 -- out, ON CONFLICT is never reached, and the driver tells the two apart.
@@ -81,43 +84,45 @@ WITH clock AS (SELECT coalesce($10::timestamptz, statement_timestamp()) AS t),
      async AS (SELECT set_config('synchronous_commit', 'off', true) AS v)
 INSERT INTO idem_operations (scope, operation_id, operation, owner, fingerprint, contract,
                              state, owner_gen, writer_epoch, lease_until, expires_at,
-                             created_at, updated_at)
+                             created_at, updated_at, tombstone_ttl)
 SELECT $1::bytea, $2::text, $3::text, $4::bytea, $5::bytea, $6::text, 'RESERVED', 1, $7::bigint,
        t + $8::bigint * interval '1 microsecond',
        t + $9::bigint * interval '1 microsecond',
-       t, t
+       t, t, $11::bigint
 FROM clock, async
 WHERE $7::bigint >= (SELECT writer_epoch FROM idem_control WHERE id = 1)
   AND (SELECT count(*) FROM (
            SELECT 1 FROM idem_operations
            WHERE owner = $4::bytea AND operation = $3::text AND state IN ('RESERVED', 'EXECUTING')
-           LIMIT $11::bigint) AS active) < $11::bigint
+           LIMIT $12::bigint) AS active) < $12::bigint
 ON CONFLICT (scope) DO NOTHING
 RETURNING scope, operation_id, operation, owner, fingerprint, contract, state, owner_gen,
           writer_epoch, lease_until, expires_at, created_at, updated_at, resp_status,
-          resp_media_type, resp_location, resp_etag, resp_body, resp_digest;
+          resp_media_type, resp_location, resp_etag, resp_body, resp_digest,
+          retired_at, tombstone_until, tombstone_ttl;
 
 -- name: ClaimLimited
--- Claim with Claim.MaxActive: parameters as Reserve, $11 MaxActive (> 0).
+-- Claim with Claim.MaxActive: parameters as Reserve, $12 MaxActive (> 0).
 -- No row back means the limit held (the insert was not attempted); a
 -- duplicate scope still fails with a unique violation when it was.
 WITH clock AS (SELECT coalesce($10::timestamptz, statement_timestamp()) AS t)
 INSERT INTO idem_operations (scope, operation_id, operation, owner, fingerprint, contract,
                              state, owner_gen, writer_epoch, lease_until, expires_at,
-                             created_at, updated_at)
+                             created_at, updated_at, tombstone_ttl)
 SELECT $1::bytea, $2::text, $3::text, $4::bytea, $5::bytea, $6::text, 'RESERVED', 1, $7::bigint,
        t + $8::bigint * interval '1 microsecond',
        t + $9::bigint * interval '1 microsecond',
-       t, t
+       t, t, $11::bigint
 FROM clock
 WHERE $7::bigint >= (SELECT writer_epoch FROM idem_control WHERE id = 1)
   AND (SELECT count(*) FROM (
            SELECT 1 FROM idem_operations
            WHERE owner = $4::bytea AND operation = $3::text AND state IN ('RESERVED', 'EXECUTING')
-           LIMIT $11::bigint) AS active) < $11::bigint
+           LIMIT $12::bigint) AS active) < $12::bigint
 RETURNING scope, operation_id, operation, owner, fingerprint, contract, state, owner_gen,
           writer_epoch, lease_until, expires_at, created_at, updated_at, resp_status,
-          resp_media_type, resp_location, resp_etag, resp_body, resp_digest;
+          resp_media_type, resp_location, resp_etag, resp_body, resp_digest,
+          retired_at, tombstone_until, tombstone_ttl;
 
 -- name: ActiveLimitReached
 -- $1 owner, $2 operation, $3 MaxActive: whether the owner holds at least
@@ -130,14 +135,16 @@ SELECT count(*) >= $3::bigint FROM (
 -- name: GetByScope
 SELECT scope, operation_id, operation, owner, fingerprint, contract, state, owner_gen,
        writer_epoch, lease_until, expires_at, created_at, updated_at, resp_status,
-       resp_media_type, resp_location, resp_etag, resp_body, resp_digest
+       resp_media_type, resp_location, resp_etag, resp_body, resp_digest,
+       retired_at, tombstone_until, tombstone_ttl
 FROM idem_operations
 WHERE scope = $1;
 
 -- name: GetByID
 SELECT scope, operation_id, operation, owner, fingerprint, contract, state, owner_gen,
        writer_epoch, lease_until, expires_at, created_at, updated_at, resp_status,
-       resp_media_type, resp_location, resp_etag, resp_body, resp_digest
+       resp_media_type, resp_location, resp_etag, resp_body, resp_digest,
+       retired_at, tombstone_until, tombstone_ttl
 FROM idem_operations
 WHERE operation_id = $1;
 
@@ -162,7 +169,8 @@ upd AS (
     RETURNING o.scope, o.operation_id, o.operation, o.owner, o.fingerprint, o.contract,
               o.state, o.owner_gen, o.writer_epoch, o.lease_until, o.expires_at,
               o.created_at, o.updated_at, o.resp_status, o.resp_media_type,
-              o.resp_location, o.resp_etag, o.resp_body, o.resp_digest
+              o.resp_location, o.resp_etag, o.resp_body, o.resp_digest,
+              o.retired_at, o.tombstone_until, o.tombstone_ttl
 ),
 outbox AS (
     INSERT INTO idem_outbox (message_id, operation_id, topic, payload, created_at)
@@ -192,7 +200,8 @@ WHERE o.scope = $1 AND o.operation_id = $5 AND o.owner_gen = $2
 RETURNING o.scope, o.operation_id, o.operation, o.owner, o.fingerprint, o.contract,
           o.state, o.owner_gen, o.writer_epoch, o.lease_until, o.expires_at,
           o.created_at, o.updated_at, o.resp_status, o.resp_media_type,
-          o.resp_location, o.resp_etag, o.resp_body, o.resp_digest;
+          o.resp_location, o.resp_etag, o.resp_body, o.resp_digest,
+          o.retired_at, o.tombstone_until, o.tombstone_ttl;
 
 -- name: ClaimOutbox
 -- $1 limit, $2 lease µs, $3 now. SKIP LOCKED lets relays claim disjoint

@@ -107,6 +107,7 @@ func claimArgs(c registry.Claim, operationID string, now *time.Time) []any {
 		c.Scope[:], operationID, c.Operation, c.Owner[:], c.Fingerprint[:],
 		idem.ContractVersion, c.WriterEpoch,
 		micros(c.LeaseOrDefault()), micros(c.RetentionOrDefault()), now,
+		tombstoneTTL(c),
 	}
 }
 
@@ -179,13 +180,17 @@ func scanRecord(row pgx.Row) (registry.Record, error) {
 		body, digest              []byte
 		leaseUntil, expiresAt     time.Time
 		createdAt, updatedAt      time.Time
+		retiredAt, tombstoneUntil *time.Time
+		ttl                       *int64
 	)
 	err := row.Scan(&scope, &r.OperationID, &r.Operation, &owner, &fingerprint, &r.Contract,
 		&state, &r.OwnerGen, &r.WriterEpoch, &leaseUntil, &expiresAt, &createdAt, &updatedAt,
-		&status, &mediaType, &location, &etag, &body, &digest)
+		&status, &mediaType, &location, &etag, &body, &digest,
+		&retiredAt, &tombstoneUntil, &ttl)
 	if err != nil {
 		return registry.Record{}, err
 	}
+	scanTombstone(&r, retiredAt, tombstoneUntil, ttl)
 	copy(r.Scope[:], scope)
 	copy(r.Owner[:], owner)
 	copy(r.Fingerprint[:], fingerprint)

@@ -24,13 +24,15 @@ func (s *Store) stamp() (now any, idAt time.Time) {
 	return t.UnixMicro(), t
 }
 
-// claimArgs are the arguments of ReserveInsert and ClaimInsert.
+// claimArgs are the arguments of ReserveInsert and ClaimInsert; the
+// Limited variants take Claim.MaxActive after them.
 func (s *Store) claimArgs(c registry.Claim) []any {
 	now, idAt := s.stamp()
 	return []any{
 		now, c.Scope[:], idem.NewOperationID(idAt), c.Operation, c.Owner[:], c.Fingerprint[:],
 		idem.ContractVersion, c.WriterEpoch,
 		c.LeaseOrDefault().Microseconds(), c.RetentionOrDefault().Microseconds(),
+		tombstoneTTL(c),
 	}
 }
 

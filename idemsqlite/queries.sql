@@ -10,7 +10,8 @@
 --   scope, operation_id, operation, owner, fingerprint, contract, state,
 --   owner_gen, writer_epoch, lease_until, expires_at, created_at,
 --   updated_at, resp_status, resp_media_type, resp_location, resp_etag,
---   resp_body, resp_digest
+--   resp_body, resp_digest, retired_at, tombstone_until, tombstone_ttl
+--   (the last three: migration 004)
 
 -- name: CreateMigrationsTable
 CREATE TABLE IF NOT EXISTS idem_schema_migrations (
@@ -31,76 +32,87 @@ VALUES ($2, coalesce($1, CAST(round(unixepoch('subsec') * 1000000) AS INTEGER)))
 -- the following GetByScope in the same transaction. The WHERE clause (the
 -- writer fence: $8, the claim's epoch, older than idem_control's inserts
 -- nothing) also keeps SQLite from reading ON CONFLICT as a join
--- constraint of the SELECT.
+-- constraint of the SELECT. $11 is the tombstone TTL in µs, NULL to keep
+-- the tombstone forever (migration 004).
 WITH clock(now) AS (SELECT coalesce($1, CAST(round(unixepoch('subsec') * 1000000) AS INTEGER)))
 INSERT INTO idem_operations (scope, operation_id, operation, owner, fingerprint, contract, state,
-                             owner_gen, writer_epoch, lease_until, expires_at, created_at, updated_at)
-SELECT $2, $3, $4, $5, $6, $7, 'RESERVED', 1, $8, now + $9, now + $10, now, now FROM clock
+                             owner_gen, writer_epoch, lease_until, expires_at, created_at, updated_at,
+                             tombstone_ttl)
+SELECT $2, $3, $4, $5, $6, $7, 'RESERVED', 1, $8, now + $9, now + $10, now, now, $11 FROM clock
 WHERE $8 >= (SELECT writer_epoch FROM idem_control WHERE id = 1) -- the writer fence (migration 003)
 ON CONFLICT (scope) DO NOTHING
 RETURNING scope, operation_id, operation, owner, fingerprint, contract, state,
           owner_gen, writer_epoch, lease_until, expires_at, created_at, updated_at,
-          resp_status, resp_media_type, resp_location, resp_etag, resp_body, resp_digest;
+          resp_status, resp_media_type, resp_location, resp_etag, resp_body, resp_digest,
+          retired_at, tombstone_until, tombstone_ttl;
 
 -- name: ClaimInsert
 -- The in-transaction claim: a plain INSERT, so a duplicate fails with a
 -- unique violation inside the caller's transaction.
 WITH clock(now) AS (SELECT coalesce($1, CAST(round(unixepoch('subsec') * 1000000) AS INTEGER)))
 INSERT INTO idem_operations (scope, operation_id, operation, owner, fingerprint, contract, state,
-                             owner_gen, writer_epoch, lease_until, expires_at, created_at, updated_at)
-SELECT $2, $3, $4, $5, $6, $7, 'RESERVED', 1, $8, now + $9, now + $10, now, now FROM clock
+                             owner_gen, writer_epoch, lease_until, expires_at, created_at, updated_at,
+                             tombstone_ttl)
+SELECT $2, $3, $4, $5, $6, $7, 'RESERVED', 1, $8, now + $9, now + $10, now, now, $11 FROM clock
 WHERE $8 >= (SELECT writer_epoch FROM idem_control WHERE id = 1) -- the writer fence (migration 003)
 RETURNING scope, operation_id, operation, owner, fingerprint, contract, state,
           owner_gen, writer_epoch, lease_until, expires_at, created_at, updated_at,
-          resp_status, resp_media_type, resp_location, resp_etag, resp_body, resp_digest;
+          resp_status, resp_media_type, resp_location, resp_etag, resp_body, resp_digest,
+          retired_at, tombstone_until, tombstone_ttl;
 
 -- name: ReserveInsertLimited
--- ReserveInsert with Claim.MaxActive: $11 is MaxActive (> 0). The row is
--- inserted only while the owner holds fewer than $11 RESERVED or
+-- ReserveInsert with Claim.MaxActive: $12 is MaxActive (> 0). The row is
+-- inserted only while the owner holds fewer than $12 RESERVED or
 -- EXECUTING records of the operation (idem_operations_active, migration
--- 002; the LIMIT stops the count at $11). Inside BEGIN IMMEDIATE the
+-- 002; the LIMIT stops the count at $12). Inside BEGIN IMMEDIATE the
 -- count is exact. No row back: the scope exists or the limit held (the
 -- caller's GetByScope in the same transaction tells which). The WHERE
 -- clause already keeps ON CONFLICT from being read as a join constraint.
 WITH clock(now) AS (SELECT coalesce($1, CAST(round(unixepoch('subsec') * 1000000) AS INTEGER)))
 INSERT INTO idem_operations (scope, operation_id, operation, owner, fingerprint, contract, state,
-                             owner_gen, writer_epoch, lease_until, expires_at, created_at, updated_at)
-SELECT $2, $3, $4, $5, $6, $7, 'RESERVED', 1, $8, now + $9, now + $10, now, now FROM clock
+                             owner_gen, writer_epoch, lease_until, expires_at, created_at, updated_at,
+                             tombstone_ttl)
+SELECT $2, $3, $4, $5, $6, $7, 'RESERVED', 1, $8, now + $9, now + $10, now, now, $11 FROM clock
 WHERE $8 >= (SELECT writer_epoch FROM idem_control WHERE id = 1)
   AND (SELECT count(*) FROM (SELECT 1 FROM idem_operations
                              WHERE owner = $5 AND operation = $4 AND state IN ('RESERVED', 'EXECUTING')
-                             LIMIT $11)) < $11
+                             LIMIT $12)) < $12
 ON CONFLICT (scope) DO NOTHING
 RETURNING scope, operation_id, operation, owner, fingerprint, contract, state,
           owner_gen, writer_epoch, lease_until, expires_at, created_at, updated_at,
-          resp_status, resp_media_type, resp_location, resp_etag, resp_body, resp_digest;
+          resp_status, resp_media_type, resp_location, resp_etag, resp_body, resp_digest,
+          retired_at, tombstone_until, tombstone_ttl;
 
 -- name: ClaimInsertLimited
--- ClaimInsert with Claim.MaxActive ($11, > 0), counted as in
+-- ClaimInsert with Claim.MaxActive ($12, > 0), counted as in
 -- ReserveInsertLimited. No row back: the limit held (nothing inserted); a
 -- duplicate scope still fails with a unique violation.
 WITH clock(now) AS (SELECT coalesce($1, CAST(round(unixepoch('subsec') * 1000000) AS INTEGER)))
 INSERT INTO idem_operations (scope, operation_id, operation, owner, fingerprint, contract, state,
-                             owner_gen, writer_epoch, lease_until, expires_at, created_at, updated_at)
-SELECT $2, $3, $4, $5, $6, $7, 'RESERVED', 1, $8, now + $9, now + $10, now, now FROM clock
+                             owner_gen, writer_epoch, lease_until, expires_at, created_at, updated_at,
+                             tombstone_ttl)
+SELECT $2, $3, $4, $5, $6, $7, 'RESERVED', 1, $8, now + $9, now + $10, now, now, $11 FROM clock
 WHERE $8 >= (SELECT writer_epoch FROM idem_control WHERE id = 1)
   AND (SELECT count(*) FROM (SELECT 1 FROM idem_operations
                              WHERE owner = $5 AND operation = $4 AND state IN ('RESERVED', 'EXECUTING')
-                             LIMIT $11)) < $11
+                             LIMIT $12)) < $12
 RETURNING scope, operation_id, operation, owner, fingerprint, contract, state,
           owner_gen, writer_epoch, lease_until, expires_at, created_at, updated_at,
-          resp_status, resp_media_type, resp_location, resp_etag, resp_body, resp_digest;
+          resp_status, resp_media_type, resp_location, resp_etag, resp_body, resp_digest,
+          retired_at, tombstone_until, tombstone_ttl;
 
 -- name: GetByScope
 SELECT scope, operation_id, operation, owner, fingerprint, contract, state,
        owner_gen, writer_epoch, lease_until, expires_at, created_at, updated_at,
-       resp_status, resp_media_type, resp_location, resp_etag, resp_body, resp_digest
+       resp_status, resp_media_type, resp_location, resp_etag, resp_body, resp_digest,
+       retired_at, tombstone_until, tombstone_ttl
 FROM idem_operations WHERE scope = $1;
 
 -- name: GetByID
 SELECT scope, operation_id, operation, owner, fingerprint, contract, state,
        owner_gen, writer_epoch, lease_until, expires_at, created_at, updated_at,
-       resp_status, resp_media_type, resp_location, resp_etag, resp_body, resp_digest
+       resp_status, resp_media_type, resp_location, resp_etag, resp_body, resp_digest,
+       retired_at, tombstone_until, tombstone_ttl
 FROM idem_operations WHERE operation_id = $1;
 
 -- name: CompleteOperation
@@ -118,7 +130,8 @@ WHERE scope = $2 AND operation_id = $11 AND owner_gen = $3 AND state IN ('RESERV
   AND $12 >= (SELECT writer_epoch FROM idem_control WHERE id = 1)
 RETURNING scope, operation_id, operation, owner, fingerprint, contract, state,
           owner_gen, writer_epoch, lease_until, expires_at, created_at, updated_at,
-          resp_status, resp_media_type, resp_location, resp_etag, resp_body, resp_digest;
+          resp_status, resp_media_type, resp_location, resp_etag, resp_body, resp_digest,
+          retired_at, tombstone_until, tombstone_ttl;
 
 -- name: InsertOutbox
 WITH clock(now) AS (SELECT coalesce($1, CAST(round(unixepoch('subsec') * 1000000) AS INTEGER)))
@@ -140,7 +153,8 @@ WHERE scope = $2 AND operation_id = $5 AND owner_gen = $3 AND state IN ('RESERVE
   AND lease_until <= clock.now
 RETURNING scope, operation_id, operation, owner, fingerprint, contract, state,
           owner_gen, writer_epoch, lease_until, expires_at, created_at, updated_at,
-          resp_status, resp_media_type, resp_location, resp_etag, resp_body, resp_digest;
+          resp_status, resp_media_type, resp_location, resp_etag, resp_body, resp_digest,
+          retired_at, tombstone_until, tombstone_ttl;
 
 -- name: ClaimOutbox
 -- Run inside a BEGIN IMMEDIATE transaction: SQLite's single writer is what

@@ -28,13 +28,16 @@ func scanRecord(row scanner) (registry.Record, error) {
 		status                         sql.NullInt64
 		mediaType, location, etag      sql.NullString
 		body, digest                   []byte
+		retired, tombstoneUntil, ttl   sql.NullInt64
 	)
 	err := row.Scan(&scope, &rec.OperationID, &rec.Operation, &owner, &fingerprint, &rec.Contract,
 		&state, &rec.OwnerGen, &rec.WriterEpoch, &leaseUntil, &expiresAt, &created, &updated,
-		&status, &mediaType, &location, &etag, &body, &digest)
+		&status, &mediaType, &location, &etag, &body, &digest,
+		&retired, &tombstoneUntil, &ttl)
 	if err != nil {
 		return registry.Record{}, err
 	}
+	scanTombstone(&rec, retired, tombstoneUntil, ttl)
 	if err := copyHash(rec.Scope[:], scope, "scope"); err != nil {
 		return registry.Record{}, err
 	}

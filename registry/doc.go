@@ -24,5 +24,6 @@
 //     rolls back, the claim disappears with it.
 //
 // Decide is the one place that turns an existing record and a fingerprint
-// into a verdict (execute, replay, conflict, in progress, unknown).
+// into a verdict (execute, replay, conflict, in progress, unknown,
+// retired).
 package registry

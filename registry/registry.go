@@ -58,6 +58,13 @@ type Claim struct {
 	// requests; it is a guard against an unbounded registry, not a rate
 	// limiter. 0 means no bound.
 	MaxActive int
+	// TombstoneTTL says what happens to the record's tombstone (retention.go).
+	// 0, the safe default, keeps it forever: a retry with the key is refused
+	// (Retired) however late it comes. A positive value declares that the
+	// operation's old effects provably cannot reappear after that long, so
+	// Prune deletes the tombstone TombstoneTTL after retiring the record and
+	// the key is free again. Negative means 0.
+	TombstoneTTL time.Duration
 }
 
 // LeaseOrDefault returns c.Lease, or DefaultLease when it is zero.
@@ -97,10 +104,19 @@ type Record struct {
 	ExpiresAt   time.Time
 	CreatedAt   time.Time
 	UpdatedAt   time.Time
-	// Response is the stored snapshot of a terminal record, nil otherwise.
-	// Drivers verify it against its stored digest before returning it and
-	// return idem.ErrDigestMismatch if it does not match.
+	// Response is the stored snapshot of a terminal record, nil otherwise
+	// and nil for a tombstone. Drivers verify it against its stored digest
+	// before returning it and return idem.ErrDigestMismatch if it does not
+	// match.
 	Response *idem.Response
+	// RetiredAt is when Prune turned the record into a tombstone (response
+	// dropped); zero while it is not one (see Retired, retention.go).
+	RetiredAt time.Time
+	// TombstoneUntil is when Prune may delete the tombstone; zero while the
+	// record is not retired or when its tombstone is kept forever.
+	TombstoneUntil time.Time
+	// TombstoneTTL is the claim's TombstoneTTL (0: kept forever).
+	TombstoneTTL time.Duration
 }
 
 // Outcome is what a business function decided: the terminal state, the
@@ -156,6 +172,9 @@ type BusinessFunc func(ctx context.Context, tx Tx, rec Record) (Outcome, error)
 type Store interface {
 	// Controller is the control row: writer epoch and drain (control.go).
 	Controller
+	// Pruner retires expired records and deletes tombstones (retention.go).
+	Pruner
+	EffectStore // effects outside the database, UNKNOWN and reconciliation (effects.go)
 	// Reserve is the two-phase acceptance point. It inserts a RESERVED
 	// record for c, owned by generation 1, and commits — or, when the scope
 	// exists, returns the existing record with created false. It never
@@ -210,6 +229,10 @@ const (
 	// Unknown: the operation's outcome is unknown and awaits
 	// reconciliation; nothing may re-run it.
 	Unknown
+	// Retired: the operation finished long ago and its record is a
+	// tombstone; its response is gone, so it can be neither replayed nor
+	// run again (retention.go).
+	Retired
 )
 
 func (v Verdict) String() string {
@@ -224,6 +247,8 @@ func (v Verdict) String() string {
 		return "in_progress"
 	case Unknown:
 		return "unknown"
+	case Retired:
+		return "retired"
 	}
 	return "invalid"
 }
@@ -231,13 +256,16 @@ func (v Verdict) String() string {
 // Decide returns the verdict for a request with fingerprint fp, given the
 // record for its scope and whether this request just created it. A
 // different fingerprint is a conflict whatever the state, so a conflict
-// never reveals how far the first request got.
+// never reveals how far the first request got; the same fingerprint on a
+// tombstone is Retired.
 func Decide(rec Record, created bool, fp idem.Fingerprint) Verdict {
 	switch {
 	case rec.Fingerprint != fp:
 		return Conflict
 	case created:
 		return Execute
+	case rec.Retired():
+		return Retired
 	case rec.State.Terminal():
 		return Replay
 	case rec.State == idem.StateUnknown:

@@ -58,7 +58,9 @@ func commands() []command {
 		{"epoch", "show or bump the registry's writer epoch (older writers are fenced)", runEpoch},
 		{"fingerprint", "print a request's fingerprint and the parts it hashes", runFingerprint},
 		{"migrate", "apply the registry's migrations to a database", runMigrate},
+		{"ops", "list, show and reconcile operations (unknown outcomes)", runOps},
 		{"provider", "run the stand-alone downstream transfer provider", runProvider},
+		{"prune", "retire expired records into tombstones and delete expired tombstones", runPrune},
 		{"serve", "run the reference payments service", runServe},
 	}
 }

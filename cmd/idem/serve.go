@@ -15,6 +15,7 @@ import (
 
 	"github.com/idemkit/idem/drivers"
 	"github.com/idemkit/idem/payments"
+	"github.com/idemkit/idem/registry"
 )
 
 // shutdownTimeout bounds how long "idem serve" waits for requests in
@@ -33,6 +34,12 @@ const shutdownTimeout = 30 * time.Second
 // connections, waits up to shutdownTimeout for requests in flight, closes
 // the store and exits 0. Logs go to stderr as slog text.
 //
+// Every --prune-interval (default 1m; 0: off) it retires expired records
+// into tombstones and deletes expired tombstones, in batches of
+// registry.DefaultPruneBatch, logging what it did ("pruned retired=N
+// deleted=M") and carrying on after errors; see startPruning and "idem
+// prune".
+//
 // The server accepts and commits operations at the writer epoch given by
 // --writer-epoch, by default the registry's epoch when it starts (logged
 // as writer_epoch on the "listening on" line): "idem epoch bump" fences
@@ -47,13 +54,14 @@ func runServe(ctx context.Context, args []string, std stdio) int {
 	provider := fs.String("provider", "", "downstream provider `URL` for transfers (not used yet)")
 	lease := fs.Duration("lease", 30*time.Second, "how long an execution owns its operation before recovery may take over")
 	recoverEvery := fs.Duration("recover-interval", 5*time.Second, "how often to look for expired leases (not used yet)")
-	retention := fs.Duration("retention", 24*time.Hour, "how long operation records are kept")
+	retention := fs.Duration("retention", 24*time.Hour, "how long operation records are kept with their response; then they become tombstones (409 KEY_RETIRED)")
+	pruneEvery := fs.Duration("prune-interval", time.Minute, "how often to retire expired records and delete expired tombstones; 0 turns it off (run \"idem prune\" instead)")
 	epoch := fs.Int64("writer-epoch", -1, "writer `EPOCH` to accept and commit operations at; -1: the registry's epoch at start, so a later \"idem epoch bump\" fences this server")
 	if err := fs.Parse(args); err != nil || fs.NArg() != 0 {
 		return exitUsage
 	}
-	if *lease <= 0 || *recoverEvery <= 0 || *retention <= 0 {
-		fmt.Fprintln(std.err, "idem serve: --lease, --recover-interval and --retention must be positive")
+	if *lease <= 0 || *recoverEvery <= 0 || *retention <= 0 || *pruneEvery < 0 {
+		fmt.Fprintln(std.err, "idem serve: --lease, --recover-interval and --retention must be positive, --prune-interval not negative")
 		return exitUsage
 	}
 	if *epoch < -1 {
@@ -96,6 +104,9 @@ func runServe(ctx context.Context, args []string, std stdio) int {
 		log.Error("idem serve: cannot start the service", "err", err)
 		return exitRefused
 	}
+
+	// Stopped (deferred after store.Close, so run before it) once serving ends.
+	defer startPruning(ctx, store, *pruneEvery, registry.DefaultPruneBatch, log)()
 
 	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", *addr)
 	if err != nil {

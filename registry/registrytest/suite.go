@@ -66,6 +66,18 @@ var cases = []struct {
 	{"CompleteFencedByEpoch", testCompleteFencedByEpoch},
 	{"ClaimFencedByEpoch", testClaimFencedByEpoch},
 	{"DrainingRoundTrip", testDrainingRoundTrip},
+	{"PruneRetiresExpiredTerminal", testPruneRetiresExpired},
+	{"RetiredScopeRefused", testRetiredScopeRefused},
+	{"TombstoneTTLDeletion", testTombstoneTTL},
+	{"PruneRetryRace", testPruneRetryRace},
+	{"TombstoneImmutable", testTombstoneImmutable},
+	{"EffectKeyStable", testEffectKeyStable},
+	{"BeginEffectDurable", testBeginEffectDurable},
+	{"StaleGenerationCannotRecord", testStaleGenerationCannotRecord},
+	{"MarkUnknown", testMarkUnknown},
+	{"Reconcile", testReconcile},
+	{"ReconcileRace", testReconcileRace},
+	{"ListOperations", testListOperations},
 }
 
 const (

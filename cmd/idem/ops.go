@@ -1,0 +1,310 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/registry"
+)
+
+// runOps implements "idem ops list|show|reconcile" (SPEC O2, E2): the
+// operator's view of the registry's operations, and the human end of
+// reconciliation. Every action takes --db DSN (default sqlite:idem.db;
+// migrations are applied as by every command with --db) and --json; flags
+// may come before or after the action and the operation ID.
+//
+//	idem ops list [--state S] [--older-than D] [--limit N] [--json] --db DSN
+//
+// lists operations, oldest first: all of them, or those in state S
+// (RESERVED, EXECUTING, SUCCEEDED, FAILED_FINAL, UNKNOWN, REJECTED; case
+// does not matter) and created at least D ago (a Go duration: 90s, 15m,
+// 24h; measured against the database's clock). At most N (default 100)
+// are printed; when that many are, a note on stderr says so. "idem ops
+// list --state unknown --older-than 15m" is the list of operations waiting
+// for reconciliation past a 15-minute recovery SLO. Human output is a
+// table (OPERATION ID, STATE, OPERATION, GEN, AGE, CREATED AT); --json
+// prints one line {"operations":[…]} with the objects of ops show.
+//
+//	idem ops show ID [--json] --db DSN
+//
+// prints one operation: its record (state, owner generation, writer epoch,
+// scope and fingerprint in hex, times, and the stored response's status,
+// media type, Location, ETag, size and digest — never its body, which may
+// hold personal data), its effect attempts (name, downstream key, owner
+// generation, handle, result) and its reconciliation log. --json prints
+// {"operation":{…},"effects":[…],"reconciliations":[…]} on one line.
+//
+//	idem ops reconcile ID --outcome succeeded|failed --evidence TEXT [--actor NAME] [--json] --db DSN
+//
+// resolves an UNKNOWN operation by an operator's decision: its state
+// becomes SUCCEEDED or FAILED_FINAL, a response is stored (with its
+// digest) for every later retry with its key to replay, and the decision
+// is logged with method "operator", the actor (default $USER, else
+// "operator"), the evidence and the time. Nothing is executed. An
+// operation that is not UNKNOWN is refused (exit 1, nothing changed) — so
+// of two operators reconciling at once exactly one succeeds. Look up the
+// provider first (ops show prints the downstream key to ask it about).
+//
+// The stored response of an operator reconciliation is neutral — the
+// operator knows the outcome, not the response the handler would have
+// built — and the same for every operation:
+//
+//	succeeded: 200 application/json {"operation_id":"op_…","state":"SUCCEEDED","reconciled":true}
+//	failed:    422 application/json {"operation_id":"op_…","state":"FAILED_FINAL","reconciled":true}
+//
+// Clients tell the two apart by status and state. The failed response is
+// deliberately not a problem+json: no error code of the contract fits
+// (OUTCOME_UNKNOWN would be false once the outcome is known), and a new
+// code would change the contract. Recovery that learns the real answer
+// from the provider stores that instead (registry.Store.Reconcile).
+//
+// Exit codes: 0 done, 1 refused or failed (not found, not UNKNOWN, store
+// error), 2 bad usage.
+func runOps(ctx context.Context, args []string, std stdio) int {
+	action, rest := opsAction(args)
+	switch action {
+	case "list":
+		return opsList(ctx, rest, std)
+	case "show":
+		return opsShow(ctx, rest, std)
+	case "reconcile":
+		return opsReconcile(ctx, rest, std)
+	case "help", "-h", "--help":
+		opsUsage(std)
+		return exitOK
+	case "":
+		fmt.Fprintln(std.err, "idem ops: no action")
+	default:
+		fmt.Fprintf(std.err, "idem ops: unknown action %q\n", action)
+	}
+	opsUsage(std)
+	return exitUsage
+}
+
+// opsAction splits the action from the other arguments. The action is the
+// first argument, or, when that is a flag ("idem ops --db DSN list"), the
+// first argument that names an action.
+func opsAction(args []string) (action string, rest []string) {
+	if len(args) == 0 {
+		return "", nil
+	}
+	if strings.HasPrefix(args[0], "-") && args[0] != "-h" && args[0] != "--help" {
+		for i, a := range args {
+			if a == "list" || a == "show" || a == "reconcile" {
+				return a, append(slices.Clip(args[:i]), args[i+1:]...)
+			}
+		}
+	}
+	return args[0], args[1:]
+}
+
+func opsUsage(std stdio) {
+	fmt.Fprint(std.err, `usage:
+  idem ops list [--state S] [--older-than D] [--limit N] [--json] --db DSN
+  idem ops show ID [--json] --db DSN
+  idem ops reconcile ID --outcome succeeded|failed --evidence TEXT [--actor NAME] [--json] --db DSN
+`)
+}
+
+// opsFlags is a flag set with the flags every ops action has.
+type opsFlags struct {
+	*flag.FlagSet
+	db     *string
+	asJSON *bool
+}
+
+func newOpsFlags(action string, std stdio) opsFlags {
+	fs := flag.NewFlagSet("ops "+action, flag.ContinueOnError)
+	fs.SetOutput(std.err)
+	return opsFlags{
+		FlagSet: fs,
+		db:      fs.String("db", defaultDB, "registry database `DSN`: sqlite:PATH or postgres://…"),
+		asJSON:  fs.Bool("json", false, "print JSON on one line"),
+	}
+}
+
+// parse parses args, flags before and after the positional arguments,
+// and returns the positional ones; ok is false on a usage error (reported).
+func (f opsFlags) parse(args []string, positional int) (words []string, ok bool) {
+	for {
+		if err := f.Parse(args); err != nil {
+			return nil, false
+		}
+		if f.NArg() == 0 {
+			break
+		}
+		words, args = append(words, f.Arg(0)), f.Args()[1:]
+	}
+	if len(words) != positional {
+		fmt.Fprintf(f.Output(), "idem %s: want %d operation ID argument(s), got %q\n", f.Name(), positional, words)
+		return nil, false
+	}
+	return words, true
+}
+
+func opsList(ctx context.Context, args []string, std stdio) int {
+	f := newOpsFlags("list", std)
+	state := f.String("state", "", "list operations in state `S` only (e.g. UNKNOWN)")
+	olderThan := f.Duration("older-than", 0, "list operations created at least `D` ago (e.g. 15m)")
+	limit := f.Int("limit", registry.DefaultListLimit, "print at most `N` operations")
+	if _, ok := f.parse(args, 0); !ok {
+		return exitUsage
+	}
+	filter := registry.ListFilter{State: idem.State(strings.ToUpper(*state)), OlderThan: *olderThan, Limit: *limit}
+	switch {
+	case filter.State != "" && !filter.State.Valid():
+		fmt.Fprintf(std.err, "idem ops list: unknown state %q: want one of %v\n", *state, idem.States())
+		return exitUsage
+	case *olderThan < 0:
+		fmt.Fprintf(std.err, "idem ops list: --older-than %v is negative\n", *olderThan)
+		return exitUsage
+	case *limit <= 0:
+		fmt.Fprintf(std.err, "idem ops list: --limit %d: want a positive number\n", *limit)
+		return exitUsage
+	}
+	return withControl(ctx, "ops list", *f.db, std, func(store registry.Store) error {
+		recs, err := store.ListOperations(ctx, filter)
+		if err != nil {
+			return err
+		}
+		if *f.asJSON {
+			ops := make([]operationJSON, 0, len(recs))
+			for _, r := range recs {
+				ops = append(ops, toOperationJSON(r))
+			}
+			return printJSON(std.out, struct {
+				Operations []operationJSON `json:"operations"`
+			}{ops})
+		}
+		if err := printList(std.out, recs, time.Now()); err != nil {
+			return err
+		}
+		if len(recs) == *limit {
+			fmt.Fprintf(std.err, "idem ops list: showing the first %d; raise --limit to see more\n", *limit)
+		}
+		return nil
+	})
+}
+
+func opsShow(ctx context.Context, args []string, std stdio) int {
+	f := newOpsFlags("show", std)
+	words, ok := f.parse(args, 1)
+	if !ok {
+		return exitUsage
+	}
+	return withControl(ctx, "ops show", *f.db, std, func(store registry.Store) error {
+		return show(ctx, store, words[0], *f.asJSON, std)
+	})
+}
+
+// show prints an operation with its effects and reconciliations.
+func show(ctx context.Context, store registry.Store, id string, asJSON bool, std stdio) error {
+	rec, err := store.GetByID(ctx, id)
+	if errors.Is(err, registry.ErrNotFound) {
+		return fmt.Errorf("operation %s not found", id)
+	}
+	if err != nil {
+		return err
+	}
+	effs, err := store.Effects(ctx, id)
+	if err != nil {
+		return err
+	}
+	log, err := store.Reconciliations(ctx, id)
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		return printJSON(std.out, toShowJSON(rec, effs, log))
+	}
+	return printShow(std.out, rec, effs, log)
+}
+
+func opsReconcile(ctx context.Context, args []string, std stdio) int {
+	f := newOpsFlags("reconcile", std)
+	outcome := f.String("outcome", "", "the operation's real outcome: `succeeded` or failed")
+	evidence := f.String("evidence", "", "why the outcome is right: provider answer, ticket, … (`TEXT`, required)")
+	actor := f.String("actor", defaultActor(), "who decides (`NAME`; default $USER, else operator)")
+	words, ok := f.parse(args, 1)
+	if !ok {
+		return exitUsage
+	}
+	var state idem.State
+	switch strings.ToLower(*outcome) {
+	case "succeeded":
+		state = idem.StateSucceeded
+	case "failed":
+		state = idem.StateFailedFinal
+	default:
+		fmt.Fprintf(std.err, "idem ops reconcile: --outcome %q: want succeeded or failed\n", *outcome)
+		return exitUsage
+	}
+	switch {
+	case strings.TrimSpace(*evidence) == "":
+		fmt.Fprintln(std.err, "idem ops reconcile: --evidence is required: say why the outcome is right")
+		return exitUsage
+	case strings.TrimSpace(*actor) == "":
+		fmt.Fprintln(std.err, "idem ops reconcile: --actor is empty")
+		return exitUsage
+	}
+	id := words[0]
+	return withControl(ctx, "ops reconcile", *f.db, std, func(store registry.Store) error {
+		rec, err := store.Reconcile(ctx, id, registry.Reconciliation{
+			Outcome:  state,
+			Response: operatorResponse(id, state),
+			Method:   registry.ReconcileOperator,
+			Actor:    *actor,
+			Evidence: *evidence,
+		})
+		switch {
+		case errors.Is(err, registry.ErrNotFound):
+			return fmt.Errorf("operation %s not found", id)
+		case errors.Is(err, registry.ErrFenced):
+			if cur, gerr := store.GetByID(ctx, id); gerr == nil {
+				return fmt.Errorf("operation %s is %s, not %s: only operations whose outcome is unknown are reconciled; nothing was changed",
+					id, cur.State, idem.StateUnknown)
+			}
+			return err
+		case err != nil:
+			return err
+		}
+		if *f.asJSON {
+			return show(ctx, store, id, true, std)
+		}
+		fmt.Fprintf(std.out, "operation %s reconciled: %s -> %s (method %s, actor %s)\n",
+			id, idem.StateUnknown, rec.State, registry.ReconcileOperator, *actor)
+		fmt.Fprintf(std.out, "retries with its key now replay %d %s\n", rec.Response.Status, rec.Response.MediaType)
+		return nil
+	})
+}
+
+// defaultActor is $USER, or "operator".
+func defaultActor() string {
+	if u := strings.TrimSpace(os.Getenv("USER")); u != "" {
+		return u
+	}
+	return "operator"
+}
+
+// operatorResponse is the response stored by an operator reconciliation;
+// see runOps.
+func operatorResponse(operationID string, outcome idem.State) idem.Response {
+	body, _ := json.Marshal(struct {
+		OperationID string     `json:"operation_id"`
+		State       idem.State `json:"state"`
+		Reconciled  bool       `json:"reconciled"`
+	}{operationID, outcome, true})
+	status := 200
+	if outcome != idem.StateSucceeded {
+		status = 422
+	}
+	return idem.Response{Status: status, MediaType: "application/json", Body: body}
+}

@@ -1,0 +1,112 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/idemkit/idem/drivers"
+	"github.com/idemkit/idem/registry"
+)
+
+// runPrune implements "idem prune [--db DSN] [--batch N] [--once] [--json]"
+// (SPEC E5, O2, docs/operations.md): it retires the expired terminal
+// records of the registry into tombstones (their stored responses are
+// dropped) and deletes the tombstones whose TombstoneTTL has elapsed, in
+// batches of N (default 1000, each one transaction), until a batch finds
+// less than N of either — or after one batch with --once. Records in
+// flight (RESERVED, EXECUTING) and UNKNOWN records are never pruned: they
+// need recovery or reconciliation first. It is safe to run while servers
+// serve and prune themselves (idem serve --prune-interval): concurrent
+// prunes take disjoint records and retries see a record whole or as a
+// tombstone.
+//
+// Output: "retired N expired records, deleted M tombstones", or with
+// --json one line {"retired":N,"deleted":M}. On a database error the
+// counts done so far go to stderr with the error, and the exit code is 1.
+func runPrune(ctx context.Context, args []string, std stdio) int {
+	fs := flag.NewFlagSet("prune", flag.ContinueOnError)
+	fs.SetOutput(std.err)
+	dsn := fs.String("db", defaultDB, "registry database `DSN`: sqlite:PATH or postgres://…")
+	batch := fs.Int("batch", registry.DefaultPruneBatch, "records per batch (one transaction each)")
+	once := fs.Bool("once", false, "run one batch only")
+	asJSON := fs.Bool("json", false, `print {"retired":N,"deleted":M}`)
+	if err := fs.Parse(args); err != nil {
+		return exitUsage
+	}
+	if fs.NArg() != 0 || *batch <= 0 {
+		fmt.Fprintln(std.err, "usage: idem prune [--db DSN] [--batch N] [--once] [--json]; N must be positive")
+		return exitUsage
+	}
+	store, err := drivers.Open(ctx, *dsn, drivers.Options{})
+	if err != nil {
+		fmt.Fprintln(std.err, "idem prune:", err)
+		return exitRefused
+	}
+	defer store.Close()
+	var res registry.PruneResult
+	if *once {
+		res, err = store.Prune(ctx, *batch)
+	} else {
+		res, err = registry.PruneAll(ctx, store, *batch, nil)
+	}
+	if err != nil {
+		fmt.Fprintf(std.err, "idem prune: %v (retired %d, deleted %d before the error)\n", err, res.Retired, res.Deleted)
+		return exitRefused
+	}
+	if *asJSON {
+		b, err := json.Marshal(res)
+		if err != nil {
+			fmt.Fprintln(std.err, "idem prune:", err)
+			return exitRefused
+		}
+		fmt.Fprintf(std.out, "%s\n", b)
+		return exitOK
+	}
+	fmt.Fprintf(std.out, "retired %d expired records, deleted %d tombstones\n", res.Retired, res.Deleted)
+	return exitOK
+}
+
+// startPruning runs the scheduled prune of "idem serve": right away and
+// then every interval, registry.PruneAll in batches of batch, logging the
+// counts when it did something and the error when it failed — and
+// carrying on at the next interval either way. interval <= 0 disables it.
+// The returned function stops the loop and waits for it, so the store can
+// be closed afterwards.
+func startPruning(ctx context.Context, store registry.Pruner, interval time.Duration, batch int, log *slog.Logger) (stop func()) {
+	if interval <= 0 {
+		log.Info("scheduled pruning is off (--prune-interval 0); run idem prune")
+		return func() {}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(interval)
+		defer tick.Stop()
+		for {
+			res, err := registry.PruneAll(ctx, store, batch, nil)
+			switch {
+			case ctx.Err() != nil:
+				return
+			case err != nil:
+				log.Error("prune failed; retrying at the next interval", "err", err,
+					"retired", res.Retired, "deleted", res.Deleted, "interval", interval)
+			case res != (registry.PruneResult{}):
+				log.Info("pruned", "retired", res.Retired, "deleted", res.Deleted)
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
+}

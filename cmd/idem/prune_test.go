@@ -1,0 +1,178 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/drivers"
+	"github.com/idemkit/idem/registry"
+)
+
+// finished stores n SUCCEEDED operations kept for retention, whose
+// tombstones live ttl (0: forever), straight in the registry.
+func finished(t *testing.T, store registry.Store, n int, retention, ttl time.Duration) []registry.Record {
+	t.Helper()
+	var recs []registry.Record
+	for range n {
+		c := registry.Claim{Operation: "prune.test", Retention: retention, TombstoneTTL: ttl}
+		rand.Read(c.Scope[:])
+		rand.Read(c.Fingerprint[:])
+		rec, created, err := store.Reserve(t.Context(), c)
+		if err != nil || !created {
+			t.Fatalf("Reserve: %v %v", created, err)
+		}
+		done, err := store.Complete(t.Context(), rec, func(context.Context, registry.Tx, registry.Record) (registry.Outcome, error) {
+			return registry.Outcome{State: idem.StateSucceeded, Response: idem.Response{Status: 201, MediaType: "text/plain", Body: []byte("ok")}}, nil
+		})
+		if err != nil {
+			t.Fatalf("Complete: %v", err)
+		}
+		recs = append(recs, done)
+	}
+	return recs
+}
+
+// pruneJSON runs "idem prune args… --json" and decodes its one line.
+func pruneJSON(t *testing.T, args ...string) registry.PruneResult {
+	t.Helper()
+	code, out, stderr := runCmd(t, "", append([]string{"prune", "--json"}, args...)...)
+	var members map[string]int
+	if code != exitOK || json.Unmarshal([]byte(out), &members) != nil || len(members) != 2 || !strings.HasSuffix(out, "}\n") {
+		t.Fatalf("prune %q: code %d, out %q, stderr %q; want one line {\"retired\":N,\"deleted\":M}", args, code, out, stderr)
+	}
+	return registry.PruneResult{Retired: members["retired"], Deleted: members["deleted"]}
+}
+
+func TestPrune(t *testing.T) {
+	t.Parallel()
+	registries(t, func(t *testing.T, dsn string) {
+		store, err := drivers.Open(t.Context(), dsn, drivers.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer store.Close()
+		kept := finished(t, store, 5, time.Millisecond, 0)
+		freed := finished(t, store, 2, time.Millisecond, 300*time.Millisecond)
+		live := finished(t, store, 1, time.Hour, 0)
+		time.Sleep(20 * time.Millisecond)
+
+		if got := pruneJSON(t, "--db", dsn, "--once", "--batch", "3"); got != (registry.PruneResult{Retired: 3}) {
+			t.Errorf("prune --once --batch 3: %+v, want 3 retired", got)
+		}
+		// Batches of 2 until nothing is left: the other 4 expired records.
+		if got := pruneJSON(t, "--batch", "2", "--db", dsn); got != (registry.PruneResult{Retired: 4}) {
+			t.Errorf("prune --batch 2: %+v, want 4 retired", got)
+		}
+		for _, rec := range append(append([]registry.Record(nil), kept...), freed...) {
+			if got, err := store.Get(t.Context(), rec.Scope); err != nil || !got.Retired() || got.Response != nil {
+				t.Errorf("after prune: %s retired %v err %v, want a tombstone", rec.OperationID, got.Retired(), err)
+			}
+		}
+		time.Sleep(350 * time.Millisecond)
+		code, out, stderr := runCmd(t, "", "prune", "--db", dsn)
+		if code != exitOK || out != "retired 0 expired records, deleted 2 tombstones\n" {
+			t.Errorf("prune: code %d, out %q, stderr %q; want the two tombstones with a TTL deleted", code, out, stderr)
+		}
+		for _, rec := range freed {
+			if _, err := store.Get(t.Context(), rec.Scope); err == nil {
+				t.Errorf("tombstone %s with a TTL still there", rec.OperationID)
+			}
+		}
+		if got, err := store.Get(t.Context(), live[0].Scope); err != nil || got.Retired() {
+			t.Errorf("unexpired record: retired %v err %v", got.Retired(), err)
+		}
+		if got := pruneJSON(t, "--db", dsn); got != (registry.PruneResult{}) {
+			t.Errorf("prune with nothing due: %+v", got)
+		}
+	})
+}
+
+func TestPruneUsage(t *testing.T) {
+	t.Parallel()
+	db := "sqlite:" + filepath.Join(t.TempDir(), "u.db")
+	for _, c := range []struct {
+		args []string
+		code int
+	}{
+		{[]string{"prune", "--db", db, "--batch", "0"}, exitUsage},
+		{[]string{"prune", "--db", db, "now"}, exitUsage},
+		{[]string{"prune", "--nope"}, exitUsage},
+		{[]string{"prune", "--db", "mysql://u:secret@h/db"}, exitRefused},
+	} {
+		code, out, stderr := runCmd(t, "", c.args...)
+		if code != c.code || out != "" || strings.Contains(stderr, "secret") {
+			t.Errorf("%q: code %d (want %d), out %q, stderr %q", c.args, code, c.code, out, stderr)
+		}
+	}
+}
+
+// TestStartPruning: the scheduled prune runs at once and then every
+// interval, logs what it did, and keeps going after errors.
+func TestStartPruning(t *testing.T) {
+	t.Parallel()
+	store, err := drivers.Open(t.Context(), "sqlite:"+filepath.Join(t.TempDir(), "loop.db"), drivers.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := finished(t, store, 1, time.Millisecond, 0)[0]
+	logs := newLogWatch()
+	stop := startPruning(t.Context(), store, 10*time.Millisecond, 10, slog.New(slog.NewTextHandler(logs, nil)))
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(logs.String(), "msg=pruned retired=1 deleted=0") {
+		if time.Now().After(deadline) {
+			t.Fatalf("no prune logged:\n%s", logs)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if got, err := store.Get(t.Context(), rec.Scope); err != nil || !got.Retired() {
+		t.Errorf("after the scheduled prune: retired %v err %v", got.Retired(), err)
+	}
+	store.Close() // every later prune fails: logged, and the loop goes on
+	for strings.Count(logs.String(), "prune failed") < 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("failures not logged twice:\n%s", logs)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	stop()
+	if n := strings.Count(logs.String(), "msg=pruned"); n != 1 {
+		t.Errorf("%d prune lines, want 1 (nothing else was due):\n%s", n, logs)
+	}
+	startPruning(t.Context(), store, 0, 10, slog.New(slog.NewTextHandler(logs, nil)))() // off: returns at once
+}
+
+// TestServePrunes: "idem serve --retention --prune-interval" retires
+// finished payments, and a retry then gets 409 KEY_RETIRED with the
+// operation ID.
+func TestServePrunes(t *testing.T) {
+	t.Parallel()
+	db := "sqlite:" + filepath.Join(t.TempDir(), "serve-prune.db")
+	if code, _, stderr := runCmd(t, "", "serve", "--db", db, "--prune-interval", "-1s"); code != exitUsage {
+		t.Errorf("serve --prune-interval -1s: code %d, stderr %q", code, stderr)
+	}
+	s := startServe(t, "--db", db, "--retention", "50ms", "--prune-interval", "20ms")
+	const body = `{"amount":"1.00","currency":"EUR","payee":"acct_prune"}`
+	first, _ := s.post(t, "demo", "prune-key", body)
+	opID := first.Header.Get("Idempotency-Operation")
+	if first.StatusCode != http.StatusCreated || opID == "" {
+		t.Fatalf("first: %d %v", first.StatusCode, first.Header)
+	}
+	resp, b := pollUntil(t, "retry refused as retired", 10*time.Second,
+		func(int) (*http.Response, []byte) { return s.post(t, "demo", "prune-key", body) },
+		func(r *http.Response, b []byte) bool { return r.StatusCode == http.StatusConflict })
+	if problemCode(t, b) != "KEY_RETIRED" || resp.Header.Get("Idempotency-Operation") != opID || !strings.Contains(string(b), opID) {
+		t.Errorf("retry after retention: %d %v %s, want 409 KEY_RETIRED naming %s", resp.StatusCode, resp.Header, b, opID)
+	}
+	if !strings.Contains(s.logs.String(), "msg=pruned retired=1") {
+		t.Errorf("serve did not log the prune:\n%s", s.logs)
+	}
+	s.stop(t)
+}

@@ -1,0 +1,254 @@
+package idempg
+
+import (
+	"cmp"
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/internal/sqlfile"
+	"github.com/idemkit/idem/registry"
+)
+
+// effects.sql is its own embedded file: store.go embeds queries.sql only.
+//
+//go:embed effects.sql
+var effectsFS embed.FS
+
+// effectQueries holds the named statements of effects.sql.
+var effectQueries = sqlfile.MustLoad(effectsFS, "effects.sql")
+
+var _ registry.EffectStore = (*Store)(nil)
+
+// BeginEffect stores the attempt of the effect name before its downstream
+// call; see registry.EffectStore. One transaction: the fenced move of the
+// record to EXECUTING (which holds the record's row lock until commit, so
+// concurrent BeginEffect calls for one operation queue), then the upsert
+// of the attempt. ctx governs the whole call.
+//
+// Durability: the commit is synchronous whatever the session's or server's
+// synchronous_commit (off or local is raised to on for this transaction
+// only, effects.sql EffectDurable). The downstream call must never happen
+// for an attempt a crash could still lose: Reserve commits asynchronously,
+// and it is this commit that first flushes the reservation — the operation
+// ID the downstream key derives from — to disk (WAL is flushed in order).
+// If it were lost, a crash after the downstream call would let the client's
+// retry reserve anew under a new operation ID, and so a new downstream key:
+// a second effect. Once BeginEffect returned, the operation, its EXECUTING
+// state and its key survive any crash.
+func (s *Store) BeginEffect(ctx context.Context, rec registry.Record, name string) (registry.Effect, error) {
+	if name == "" {
+		return registry.Effect{}, errors.New("idempg: begin effect: empty effect name")
+	}
+	now, _ := s.clock()
+	var eff registry.Effect
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, effectQueries.Get("EffectDurable")); err != nil {
+			return translate(err)
+		}
+		var id string
+		err := tx.QueryRow(ctx, effectQueries.Get("EffectBeginOperation"),
+			rec.Scope[:], rec.OperationID, rec.OwnerGen, now, rec.WriterEpoch).Scan(&id)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return cmp.Or(writerFenced(ctx, tx, rec.WriterEpoch), registry.ErrFenced)
+		}
+		if err != nil {
+			return translate(err)
+		}
+		eff, err = scanEffect(tx.QueryRow(ctx, effectQueries.Get("EffectUpsert"),
+			rec.OperationID, name, registry.DownstreamKey(rec.OperationID, name), rec.OwnerGen, now))
+		return translate(err)
+	})
+	if err != nil {
+		return registry.Effect{}, fmt.Errorf("idempg: begin effect %s/%s: %w", rec.OperationID, name, translate(err))
+	}
+	return eff, nil
+}
+
+// RecordEffect stores the handle and result of an attempt; see
+// registry.EffectStore. One statement, which share-locks the record while
+// it checks the fence. ctx governs the statement.
+func (s *Store) RecordEffect(ctx context.Context, rec registry.Record, name, handle, result string) error {
+	if result != "" && result != registry.EffectSucceeded && result != registry.EffectFailed {
+		return fmt.Errorf("idempg: record effect: result %q: want %q, %q or empty",
+			result, registry.EffectSucceeded, registry.EffectFailed)
+	}
+	now, _ := s.clock()
+	tag, err := s.pool.Exec(ctx, effectQueries.Get("EffectRecord"),
+		rec.Scope[:], rec.OperationID, rec.OwnerGen, name, handle, result, now)
+	if err != nil {
+		return fmt.Errorf("idempg: record effect: %w", translate(err))
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("idempg: record effect %s/%s: %w", rec.OperationID, name, registry.ErrFenced)
+	}
+	return nil
+}
+
+// Effects lists the operation's attempts, oldest first. ctx governs the
+// query.
+func (s *Store) Effects(ctx context.Context, operationID string) ([]registry.Effect, error) {
+	rows, err := s.pool.Query(ctx, effectQueries.Get("Effects"), operationID)
+	if err != nil {
+		return nil, fmt.Errorf("idempg: effects: %w", translate(err))
+	}
+	effs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (registry.Effect, error) { return scanEffect(r) })
+	if err != nil {
+		return nil, fmt.Errorf("idempg: effects: %w", translate(err))
+	}
+	return effs, nil
+}
+
+// MarkUnknown moves rec's record EXECUTING → UNKNOWN at rec.OwnerGen; see
+// registry.EffectStore. ctx governs the transaction.
+func (s *Store) MarkUnknown(ctx context.Context, rec registry.Record) (registry.Record, error) {
+	now, _ := s.clock()
+	var out registry.Record
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		var id string
+		err := tx.QueryRow(ctx, effectQueries.Get("MarkUnknown"), rec.Scope[:], rec.OperationID, rec.OwnerGen, now).Scan(&id)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return registry.ErrFenced
+		}
+		if err != nil {
+			return err
+		}
+		out, err = scanRecord(tx.QueryRow(ctx, queries.Get("GetByID"), id))
+		return err
+	})
+	if err != nil {
+		return registry.Record{}, fmt.Errorf("idempg: mark unknown %s: %w", rec.OperationID, translate(err))
+	}
+	return out, nil
+}
+
+// Reconcile resolves an UNKNOWN record; see registry.EffectStore. One
+// statement moves the record and appends the log row; the record is read
+// back in the same transaction. The commit is durable. ctx governs the
+// transaction.
+func (s *Store) Reconcile(ctx context.Context, operationID string, r registry.Reconciliation) (registry.Record, error) {
+	if err := r.Validate(); err != nil {
+		return registry.Record{}, fmt.Errorf("idempg: reconcile: %w", err)
+	}
+	now, _ := s.clock()
+	resp := r.Response
+	digest := resp.Digest()
+	var out registry.Record
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		var logID int64
+		err := tx.QueryRow(ctx, effectQueries.Get("Reconcile"), operationID, string(r.Outcome),
+			resp.Status, resp.MediaType, resp.Location, resp.ETag, nonNil(resp.Body), digest[:],
+			r.Method, r.Actor, r.Evidence, now).Scan(&logID)
+		if errors.Is(err, pgx.ErrNoRows) {
+			// Not UNKNOWN, or no such record: tell the two apart.
+			var exists bool
+			if err := tx.QueryRow(ctx, effectQueries.Get("OperationExists"), operationID).Scan(&exists); err != nil {
+				return err
+			}
+			if !exists {
+				return registry.ErrNotFound
+			}
+			return registry.ErrFenced
+		}
+		if err != nil {
+			return err
+		}
+		out, err = scanRecord(tx.QueryRow(ctx, queries.Get("GetByID"), operationID))
+		return err
+	})
+	if err != nil {
+		return registry.Record{}, fmt.Errorf("idempg: reconcile %s: %w", operationID, translate(err))
+	}
+	return out, nil
+}
+
+// Reconciliations lists the operation's reconciliation log, oldest first.
+// ctx governs the query.
+func (s *Store) Reconciliations(ctx context.Context, operationID string) ([]registry.ReconciliationEntry, error) {
+	rows, err := s.pool.Query(ctx, effectQueries.Get("Reconciliations"), operationID)
+	if err != nil {
+		return nil, fmt.Errorf("idempg: reconciliations: %w", translate(err))
+	}
+	log, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (registry.ReconciliationEntry, error) {
+		var (
+			e       registry.ReconciliationEntry
+			outcome string
+		)
+		err := row.Scan(&e.ID, &e.OperationID, &outcome, &e.Method, &e.Actor, &e.Evidence, &e.CreatedAt)
+		e.Outcome, e.CreatedAt = idem.State(outcome), e.CreatedAt.UTC()
+		return e, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("idempg: reconciliations: %w", translate(err))
+	}
+	return log, nil
+}
+
+// ListOperations lists the records f selects, oldest first; see
+// registry.EffectStore. It selects the operation IDs and then reads each
+// record with GetByID, all in one batch inside one read-only REPEATABLE
+// READ transaction, so the records are those the selection saw. ctx
+// governs the call.
+func (s *Store) ListOperations(ctx context.Context, f registry.ListFilter) ([]registry.Record, error) {
+	if err := f.Validate(); err != nil {
+		return nil, fmt.Errorf("idempg: %w", err)
+	}
+	now, _ := s.clock()
+	query := "ListOperationIDs"
+	var state *string
+	if f.State != "" {
+		st := string(f.State)
+		state = &st
+		if f.State == idem.StateUnknown {
+			query = "ListUnknownOperationIDs"
+		}
+	}
+	var recs []registry.Record
+	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, effectQueries.Get(query), state, micros(f.OlderThan), now, f.LimitOrDefault())
+		if err != nil {
+			return err
+		}
+		ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil || len(ids) == 0 {
+			return err
+		}
+		batch := &pgx.Batch{}
+		for _, id := range ids {
+			batch.Queue(queries.Get("GetByID"), id)
+		}
+		results := tx.SendBatch(ctx, batch)
+		defer results.Close()
+		for range ids {
+			rec, err := scanRecord(results.QueryRow())
+			if err != nil {
+				return err
+			}
+			recs = append(recs, rec)
+		}
+		return results.Close()
+	})
+	if err != nil {
+		return nil, fmt.Errorf("idempg: list operations: %w", translate(err))
+	}
+	return recs, nil
+}
+
+// scanEffect reads one effect row in the column order of effects.sql.
+func scanEffect(row pgx.Row) (registry.Effect, error) {
+	var (
+		e              registry.Effect
+		handle, result *string
+	)
+	if err := row.Scan(&e.OperationID, &e.Name, &e.DownstreamKey, &e.OwnerGen, &handle, &result,
+		&e.CreatedAt, &e.UpdatedAt); err != nil {
+		return registry.Effect{}, err
+	}
+	e.Handle, e.Result = deref(handle), deref(result)
+	e.CreatedAt, e.UpdatedAt = e.CreatedAt.UTC(), e.UpdatedAt.UTC()
+	return e, nil
+}

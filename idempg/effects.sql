@@ -1,0 +1,132 @@
+-- Named queries of effects outside the database, unknown outcomes and
+-- reconciliation (migration 005), loaded by internal/sqlfile from
+-- effects.go. Conventions as in queries.sql: "now" is one parameter,
+-- NULL meaning database time; durations are bigint microseconds.
+--
+-- None of these statements lists the record columns: effects.go reads a
+-- record it changed with queries.sql's GetByID, in the same transaction,
+-- so the record's shape is defined in one place.
+
+-- name: EffectDurable
+-- Makes the current transaction's commit wait for its WAL to be flushed
+-- (and, with synchronous standbys, for them) even when the session or the
+-- server runs with synchronous_commit off or local. Stronger settings
+-- (on, remote_write, remote_apply) are kept. Transaction-local: it ends
+-- with the transaction. See BeginEffect for why.
+SELECT set_config('synchronous_commit', 'on', true)
+WHERE current_setting('synchronous_commit') IN ('off', 'local');
+
+-- name: EffectBeginOperation
+-- $1 scope, $2 operation_id, $3 owner_gen, $4 now, $5 writer epoch.
+-- The fenced move RESERVED|EXECUTING → EXECUTING; it takes the record's
+-- row lock for the rest of the transaction. No row: fenced.
+WITH clock AS (SELECT coalesce($4::timestamptz, statement_timestamp()) AS t)
+UPDATE idem_operations o
+SET state = 'EXECUTING', updated_at = clock.t
+FROM clock
+WHERE o.scope = $1 AND o.operation_id = $2 AND o.owner_gen = $3
+  AND o.state IN ('RESERVED', 'EXECUTING')
+  AND $5::bigint >= (SELECT writer_epoch FROM idem_control WHERE id = 1) -- the writer fence (migration 003)
+RETURNING o.operation_id;
+
+-- name: EffectUpsert
+-- $1 operation_id, $2 name, $3 downstream key, $4 owner_gen, $5 now.
+-- Inserts the attempt with an empty handle, or keeps the existing one —
+-- its key, handle and result untouched — and hands it to generation $4.
+WITH clock AS (SELECT coalesce($5::timestamptz, statement_timestamp()) AS t)
+INSERT INTO idem_effects AS e (operation_id, name, downstream_key, owner_gen, handle, result,
+                               created_at, updated_at)
+SELECT $1::text, $2::text, $3::text, $4::bigint, NULL, NULL, t, t
+FROM clock
+ON CONFLICT (operation_id, name) DO UPDATE
+SET owner_gen = EXCLUDED.owner_gen, updated_at = EXCLUDED.updated_at
+RETURNING e.operation_id, e.name, e.downstream_key, e.owner_gen, e.handle, e.result,
+          e.created_at, e.updated_at;
+
+-- name: EffectRecord
+-- $1 scope, $2 operation_id, $3 owner_gen, $4 name, $5 handle, $6 result
+-- ('' keeps the stored value), $7 now. The attempt passes to generation
+-- $3 (the trigger refuses a lower one). The fence CTE share-locks the
+-- record (so a concurrent takeover either commits first, and the fence
+-- then re-reads the new generation and fails, or waits for this one).
+WITH clock AS (SELECT coalesce($7::timestamptz, statement_timestamp()) AS t),
+fence AS (
+    SELECT 1 FROM idem_operations o
+    WHERE o.scope = $1 AND o.operation_id = $2 AND o.owner_gen = $3
+      AND o.state IN ('EXECUTING', 'UNKNOWN')
+    FOR SHARE
+)
+UPDATE idem_effects e
+SET handle = coalesce(nullif($5::text, ''), e.handle),
+    result = coalesce(nullif($6::text, ''), e.result),
+    owner_gen = $3::bigint, updated_at = clock.t
+FROM clock, fence
+WHERE e.operation_id = $2 AND e.name = $4;
+
+-- name: Effects
+SELECT operation_id, name, downstream_key, owner_gen, handle, result, created_at, updated_at
+FROM idem_effects
+WHERE operation_id = $1
+ORDER BY created_at, name;
+
+-- name: MarkUnknown
+-- $1 scope, $2 operation_id, $3 owner_gen, $4 now.
+WITH clock AS (SELECT coalesce($4::timestamptz, statement_timestamp()) AS t)
+UPDATE idem_operations o
+SET state = 'UNKNOWN', updated_at = clock.t
+FROM clock
+WHERE o.scope = $1 AND o.operation_id = $2 AND o.owner_gen = $3 AND o.state = 'EXECUTING'
+RETURNING o.operation_id;
+
+-- name: Reconcile
+-- $1 operation_id, $2 outcome, $3 status, $4 media type, $5 location,
+-- $6 etag, $7 body, $8 digest, $9 method, $10 actor, $11 evidence,
+-- $12 now. The compare-and-set UNKNOWN → outcome and the log row in one
+-- statement; the log row is inserted only if the update matched. Racing
+-- calls wait for the row lock and then find the record no longer UNKNOWN.
+WITH clock AS (SELECT coalesce($12::timestamptz, statement_timestamp()) AS t),
+upd AS (
+    UPDATE idem_operations o
+    SET state = $2::text, resp_status = $3::integer, resp_media_type = $4::text,
+        resp_location = $5::text, resp_etag = $6::text, resp_body = $7::bytea,
+        resp_digest = $8::bytea, updated_at = clock.t
+    FROM clock
+    WHERE o.operation_id = $1 AND o.state = 'UNKNOWN'
+    RETURNING o.operation_id
+)
+INSERT INTO idem_reconciliations (operation_id, outcome, method, actor, evidence, created_at)
+SELECT upd.operation_id, $2::text, $9::text, $10::text, $11::text, clock.t
+FROM upd, clock
+RETURNING id;
+
+-- name: OperationExists
+SELECT EXISTS (SELECT 1 FROM idem_operations WHERE operation_id = $1);
+
+-- name: Reconciliations
+SELECT id, operation_id, outcome, method, actor, evidence, created_at
+FROM idem_reconciliations
+WHERE operation_id = $1
+ORDER BY id;
+
+-- name: ListOperationIDs
+-- $1 state or NULL for any, $2 minimum age µs (0: any age), $3 now,
+-- $4 limit.
+WITH clock AS (SELECT coalesce($3::timestamptz, statement_timestamp()) AS t)
+SELECT o.operation_id
+FROM idem_operations o, clock
+WHERE ($1::text IS NULL OR o.state = $1::text)
+  AND ($2::bigint <= 0 OR o.created_at <= clock.t - $2::bigint * interval '1 microsecond')
+ORDER BY o.created_at, o.operation_id
+LIMIT $4;
+
+-- name: ListUnknownOperationIDs
+-- ListOperationIDs for state UNKNOWN ($1 unused but typed), written with
+-- the literal state so that the partial index idem_operations_unknown_age
+-- (migration 005) serves it under a generic plan too.
+WITH clock AS (SELECT coalesce($3::timestamptz, statement_timestamp()) AS t)
+SELECT o.operation_id
+FROM idem_operations o, clock
+WHERE o.state = 'UNKNOWN' AND $1::text = 'UNKNOWN'
+  AND ($2::bigint <= 0 OR o.created_at <= clock.t - $2::bigint * interval '1 microsecond')
+ORDER BY o.created_at, o.operation_id
+LIMIT $4;

@@ -1,0 +1,45 @@
+package idempg
+
+import (
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// TestEffectDurableRaisesOnlyWeakSettings checks the statement that makes
+// BeginEffect's commit synchronous: it raises off and local to on for its
+// own transaction only, and keeps stronger settings.
+func TestEffectDurableRaisesOnlyWeakSettings(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct{ session, inTx string }{
+		{"off", "on"}, {"local", "on"}, {"on", "on"}, {"remote_apply", "remote_apply"},
+	} {
+		t.Run(c.session, func(t *testing.T) {
+			t.Parallel()
+			ts := openStore(t, "&pool_max_conns=1&synchronous_commit="+c.session)
+			ctx := t.Context()
+			var got string
+			err := pgx.BeginFunc(ctx, ts.Pool(), func(tx pgx.Tx) error {
+				if _, err := tx.Exec(ctx, effectQueries.Get("EffectDurable")); err != nil {
+					return err
+				}
+				return tx.QueryRow(ctx, `SHOW synchronous_commit`).Scan(&got)
+			})
+			if err != nil || got != c.inTx {
+				t.Errorf("inside the transaction: synchronous_commit = %q (err %v), want %q", got, err, c.inTx)
+			}
+			// BeginEffect on a real record; the setting must not leak into
+			// the pooled session either way.
+			rec, _, err := ts.Reserve(ctx, newClaim("durable"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := ts.BeginEffect(ctx, rec, "transfer"); err != nil {
+				t.Fatalf("BeginEffect: %v", err)
+			}
+			if err := ts.Pool().QueryRow(ctx, `SHOW synchronous_commit`).Scan(&got); err != nil || got != c.session {
+				t.Errorf("pooled session after BeginEffect: synchronous_commit = %q (err %v), want %q", got, err, c.session)
+			}
+		})
+	}
+}

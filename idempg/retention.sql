@@ -1,0 +1,64 @@
+-- Named queries of retention (SPEC E5, migration 004), loaded by
+-- internal/sqlfile from retention.go. Conventions as in queries.sql: "now"
+-- is one parameter, NULL meaning database time, read once per statement.
+
+-- name: Prune
+-- $1 limit, $2 now. One statement, so one transaction and one instant.
+-- due: up to $1 terminal records not yet retired whose expiry has come,
+-- oldest expiry first; doomed: up to $1 tombstones whose deletion time has
+-- come. Both lock their rows FOR UPDATE SKIP LOCKED, so concurrent prunes
+-- take disjoint rows and never wait for each other; a row another
+-- transaction changed meanwhile is re-checked after the lock (READ
+-- COMMITTED), so a record is retired once and deleted once. The two sets
+-- are disjoint (doomed rows are tombstones, due rows are not), so a record
+-- retired here is not deleted in the same call. The transition trigger
+-- (migration 004) checks that retirement drops the whole response and
+-- changes nothing else; the delete trigger that only tombstones with a
+-- deletion time go. With a deleted tombstone go its published outbox
+-- messages (unpublished ones stay for the relay, which does not need the
+-- record) and its effect attempts and reconciliation log (migration 005).
+WITH clock AS (SELECT coalesce($2::timestamptz, statement_timestamp()) AS t),
+due AS (
+    SELECT o.scope
+    FROM idem_operations o, clock
+    WHERE o.retired_at IS NULL AND o.state IN ('SUCCEEDED', 'FAILED_FINAL', 'REJECTED')
+      AND o.expires_at <= clock.t
+    ORDER BY o.expires_at
+    LIMIT $1
+    FOR UPDATE OF o SKIP LOCKED
+),
+retired AS (
+    UPDATE idem_operations o
+    SET retired_at = clock.t,
+        tombstone_until = clock.t + o.tombstone_ttl * interval '1 microsecond',
+        resp_status = NULL, resp_media_type = NULL, resp_location = NULL,
+        resp_etag = NULL, resp_body = NULL, resp_digest = NULL,
+        updated_at = clock.t
+    FROM clock, due
+    WHERE o.scope = due.scope AND o.retired_at IS NULL
+    RETURNING o.scope
+),
+doomed AS (
+    SELECT o.scope, o.operation_id
+    FROM idem_operations o, clock
+    WHERE o.tombstone_until IS NOT NULL AND o.tombstone_until <= clock.t
+    ORDER BY o.tombstone_until
+    LIMIT $1
+    FOR UPDATE OF o SKIP LOCKED
+),
+outbox AS (
+    DELETE FROM idem_outbox b USING doomed
+    WHERE b.operation_id = doomed.operation_id AND b.published_at IS NOT NULL
+),
+effects AS (
+    DELETE FROM idem_effects x USING doomed WHERE x.operation_id = doomed.operation_id
+),
+reconciliations AS (
+    DELETE FROM idem_reconciliations x USING doomed WHERE x.operation_id = doomed.operation_id
+),
+deleted AS (
+    DELETE FROM idem_operations o USING doomed
+    WHERE o.scope = doomed.scope AND o.tombstone_until IS NOT NULL
+    RETURNING o.scope
+)
+SELECT (SELECT count(*) FROM retired), (SELECT count(*) FROM deleted);

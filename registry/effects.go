@@ -1,0 +1,219 @@
+package registry
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"fmt"
+	"time"
+
+	"github.com/idemkit/idem"
+)
+
+// Effects outside the database (SPEC E1–E2). A downstream system that
+// cannot join the local transaction is called like this:
+//
+//  1. BeginEffect(rec, name) commits, durably and fenced by the owner
+//     generation, the effect attempt with its stable downstream key and an
+//     empty handle, and moves the record RESERVED → EXECUTING;
+//  2. only then the downstream call, with Effect.DownstreamKey as its
+//     idempotency key;
+//  3. RecordEffect stores the provider's handle and result; Complete
+//     records the operation's outcome.
+//
+// If the outcome of step 2 is not known (timeout, lost connection, crash),
+// MarkUnknown moves the record EXECUTING → UNKNOWN. An UNKNOWN record is
+// never re-executed, taken over or completed: it leaves that state only
+// through Reconcile, after the provider was asked (by handle or key), the
+// call was replayed with the SAME key, or an operator decided — and every
+// reconciliation is logged.
+
+// Effect results as stored by RecordEffect.
+const (
+	EffectSucceeded = "succeeded"
+	EffectFailed    = "failed"
+)
+
+// Reconciliation methods (Reconciliation.Method).
+const (
+	// ReconcileProvider: the provider was asked for the effect by handle
+	// or downstream key.
+	ReconcileProvider = "provider"
+	// ReconcileReplay: the downstream call was replayed with the same
+	// downstream key and its answer decided the outcome.
+	ReconcileReplay = "replay"
+	// ReconcileOperator: a human decided (idem ops reconcile).
+	ReconcileOperator = "operator"
+)
+
+// DefaultListLimit is the number of records ListOperations returns when
+// ListFilter.Limit is zero or less.
+const DefaultListLimit = 100
+
+// downstreamKeyDomain separates downstream keys from every other hash of
+// idem. It is deliberately not tied to the contract version: the key of an
+// operation must never change, whatever version is running.
+const downstreamKeyDomain = "idem/downstream-key"
+
+// DownstreamKey returns the idempotency key to send downstream for the
+// effect called name of an operation: "idem-" followed by the first 40
+// hexadecimal digits (160 bits) of SHA-256 over the length-prefixed domain
+// tag, operation ID and name. It is a pure function of its arguments, so
+// every attempt of the effect — by any owner generation, after any
+// takeover, in any process — sends the same key, and the provider executes
+// the effect at most once. The operation ID is server-generated, never the
+// client's key. The result is 45 visible ASCII characters.
+func DownstreamKey(operationID, name string) string {
+	h := sha256.New()
+	var n [4]byte
+	for _, f := range []string{downstreamKeyDomain, operationID, name} {
+		binary.BigEndian.PutUint32(n[:], uint32(len(f)))
+		h.Write(n[:])
+		h.Write([]byte(f))
+	}
+	return "idem-" + hex.EncodeToString(h.Sum(nil))[:40]
+}
+
+// Effect is one effect attempt of an operation, as stored.
+type Effect struct {
+	OperationID string
+	// Name names the effect within its operation ("transfer").
+	Name string
+	// DownstreamKey is DownstreamKey(OperationID, Name), fixed when the
+	// attempt was first stored and never changed.
+	DownstreamKey string
+	// OwnerGen is the generation of the owner that last began the effect.
+	OwnerGen int64
+	// Handle is the provider's handle of the effect ("" until recorded).
+	Handle string
+	// Result is "", EffectSucceeded or EffectFailed.
+	Result    string
+	CreatedAt time.Time
+	UpdatedAt time.Time
+}
+
+// Reconciliation is how an UNKNOWN operation was resolved.
+type Reconciliation struct {
+	// Outcome is idem.StateSucceeded or idem.StateFailedFinal.
+	Outcome idem.State
+	// Response is the snapshot stored (with its digest) and replayed from
+	// now on.
+	Response idem.Response
+	// Method is ReconcileProvider, ReconcileReplay or ReconcileOperator.
+	Method string
+	// Actor names who reconciled: a worker or an operator. Required.
+	Actor string
+	// Evidence says why the outcome is right (provider answer, ticket…).
+	// Required.
+	Evidence string
+}
+
+// Validate reports whether r can be stored.
+func (r Reconciliation) Validate() error {
+	switch {
+	case r.Outcome != idem.StateSucceeded && r.Outcome != idem.StateFailedFinal:
+		return fmt.Errorf("registry: reconciliation outcome %q: want %s or %s", r.Outcome, idem.StateSucceeded, idem.StateFailedFinal)
+	case r.Method != ReconcileProvider && r.Method != ReconcileReplay && r.Method != ReconcileOperator:
+		return fmt.Errorf("registry: reconciliation method %q: want %s, %s or %s", r.Method, ReconcileProvider, ReconcileReplay, ReconcileOperator)
+	case r.Actor == "":
+		return fmt.Errorf("registry: reconciliation without an actor")
+	case r.Evidence == "":
+		return fmt.Errorf("registry: reconciliation without evidence")
+	case r.Response.Status < 100 || r.Response.Status > 999:
+		return fmt.Errorf("registry: reconciliation response status %d is not an HTTP status", r.Response.Status)
+	}
+	return nil
+}
+
+// ReconciliationEntry is one row of an operation's reconciliation log.
+// The response is not repeated there: it is the record's.
+type ReconciliationEntry struct {
+	ID          int64
+	OperationID string
+	Outcome     idem.State
+	Method      string
+	Actor       string
+	Evidence    string
+	CreatedAt   time.Time
+}
+
+// ListFilter selects records for ListOperations.
+type ListFilter struct {
+	// State, when set, keeps records in that state only.
+	State idem.State
+	// OlderThan, when positive, keeps records created at least that long
+	// before the store's "now" (database time unless injected).
+	OlderThan time.Duration
+	// Limit bounds the number of records; 0 or less means
+	// DefaultListLimit.
+	Limit int
+}
+
+// EffectStore records effects outside the database, unknown outcomes and
+// their reconciliation (SPEC E1–E2, O2). Every Store implements it; its
+// methods are safe for concurrent use, across processes too.
+type EffectStore interface {
+	// BeginEffect, in one transaction that is durable when BeginEffect
+	// returns: checks that rec's record is still at rec.OwnerGen and
+	// RESERVED or EXECUTING (else ErrFenced) and that rec.WriterEpoch is
+	// not older than the registry's (else ErrWriterFenced); moves it to
+	// EXECUTING; and inserts the attempt for name with
+	// DownstreamKey(rec.OperationID, name) and an empty handle — or, when
+	// the attempt exists, returns it unchanged (same key, handle and
+	// result) with its OwnerGen set to rec.OwnerGen. Call the downstream
+	// system only after it returned nil. Nothing is written on error.
+	BeginEffect(ctx context.Context, rec Record, name string) (Effect, error)
+	// RecordEffect stores the provider's handle and result (EffectSucceeded,
+	// EffectFailed or "" for not yet known) of the stored attempt name and
+	// sets its OwnerGen to rec.OwnerGen, if the record is still at
+	// rec.OwnerGen and EXECUTING or UNKNOWN; else (a stale generation, a
+	// terminal record, no such attempt) ErrFenced. An empty handle or
+	// result keeps the stored one. A recovery that took the record over
+	// may record what it learnt from the provider without beginning the
+	// effect again.
+	RecordEffect(ctx context.Context, rec Record, name, handle, result string) error
+	// Effects lists an operation's effect attempts, oldest first; none is
+	// not an error.
+	Effects(ctx context.Context, operationID string) ([]Effect, error)
+	// MarkUnknown moves rec's record EXECUTING → UNKNOWN if it is still at
+	// rec.OwnerGen, for a downstream call whose outcome is not known; else
+	// ErrFenced. It is never fenced by the writer epoch: recording that an
+	// outcome is unknown is always allowed.
+	MarkUnknown(ctx context.Context, rec Record) (Record, error)
+	// Reconcile moves the UNKNOWN record of operationID to r.Outcome with
+	// r.Response and its digest, and appends r to the reconciliation log,
+	// in one durable transaction. ErrNotFound if there is no such record;
+	// ErrFenced if it is not UNKNOWN (already reconciled, or never
+	// unknown): of concurrent calls exactly one succeeds. It never runs
+	// anything, and is fenced neither by an owner generation nor by the
+	// writer epoch: the UNKNOWN state is its fence. An invalid r
+	// (Validate) is an error, nothing written.
+	Reconcile(ctx context.Context, operationID string, r Reconciliation) (Record, error)
+	// Reconciliations lists an operation's reconciliation log, oldest
+	// first.
+	Reconciliations(ctx context.Context, operationID string) ([]ReconciliationEntry, error)
+	// ListOperations lists the records f selects, oldest (created_at)
+	// first, operation ID breaking ties.
+	ListOperations(ctx context.Context, f ListFilter) ([]Record, error)
+}
+
+// LimitOrDefault returns f.Limit, or DefaultListLimit when it is zero or
+// less.
+func (f ListFilter) LimitOrDefault() int {
+	if f.Limit <= 0 {
+		return DefaultListLimit
+	}
+	return f.Limit
+}
+
+// Validate reports whether f can be used.
+func (f ListFilter) Validate() error {
+	if f.State != "" && !f.State.Valid() {
+		return fmt.Errorf("registry: list: unknown state %q", f.State)
+	}
+	if f.OlderThan < 0 {
+		return fmt.Errorf("registry: list: negative age %v", f.OlderThan)
+	}
+	return nil
+}

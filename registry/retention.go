@@ -1,0 +1,109 @@
+package registry
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// Retention (SPEC E5). A record is kept with its response until its
+// ExpiresAt (Claim.Retention after its creation). After that, Prune
+// retires it: the record becomes a tombstone that keeps the scope, the
+// fingerprint, the operation ID and the final state, and drops the stored
+// response. A retry that finds a tombstone gets the verdict Retired (HTTP
+// 409 KEY_RETIRED with the operation ID) — it is neither replayed nor run
+// again — and a retry with a different fingerprint still gets Conflict.
+//
+// A tombstone is kept forever unless its claim declared, with
+// Claim.TombstoneTTL, that the operation's old effects provably cannot
+// reappear (say, the client's retry window and every queue that may
+// redeliver the request are shorter than the TTL). Only then does Prune
+// delete the tombstone, TombstoneTTL after it retired the record; the key
+// is free again from then on and a request with it is a new operation.
+//
+// Only terminal records (SUCCEEDED, FAILED_FINAL, REJECTED) are ever
+// retired. RESERVED and EXECUTING records are not, however old: they
+// await their owner or recovery (lease takeover). UNKNOWN records are not
+// either: they await reconciliation, and are retired only once reconciled
+// into a terminal state and expired.
+//
+// The drivers' migrations make the database enforce this: the only change
+// it accepts to a terminal record is its retirement (response dropped,
+// state and identity kept), a tombstone never changes, and the only
+// records that may be deleted are reservations (Store.Release) and
+// tombstones with a deletion time.
+
+// DefaultPruneBatch is the batch size of the scheduled prune of
+// "idem serve" and the default of "idem prune --batch".
+const DefaultPruneBatch = 1000
+
+// PruneResult counts what one Prune call did.
+type PruneResult struct {
+	// Retired is the number of expired terminal records turned into
+	// tombstones.
+	Retired int `json:"retired"`
+	// Deleted is the number of tombstones deleted (TombstoneTTL elapsed).
+	Deleted int `json:"deleted"`
+}
+
+// Add returns the sum of r and o.
+func (r PruneResult) Add(o PruneResult) PruneResult {
+	return PruneResult{Retired: r.Retired + o.Retired, Deleted: r.Deleted + o.Deleted}
+}
+
+// Pruner retires expired records and deletes expired tombstones. Every
+// Store implements it. Its method is safe for concurrent use, across
+// processes too, and against concurrent retries of the records it prunes.
+type Pruner interface {
+	// Prune, in one durable transaction, retires up to limit terminal
+	// records (SUCCEEDED, FAILED_FINAL, REJECTED) whose ExpiresAt is at
+	// or before the store's "now", oldest expiry first — their response
+	// is dropped, RetiredAt set, and TombstoneUntil set to RetiredAt +
+	// TombstoneTTL when the claim gave one — and deletes up to limit
+	// tombstones whose TombstoneUntil is at or before "now", together
+	// with their published outbox messages (unpublished ones are kept for
+	// the relay) and their effect and reconciliation rows. A record
+	// retired by a call is never deleted by the same call. In-flight and
+	// UNKNOWN records are never touched. Concurrent calls work on
+	// disjoint records (rows another call holds are skipped, not waited
+	// for). limit <= 0 does nothing.
+	Prune(ctx context.Context, limit int) (PruneResult, error)
+}
+
+// Retired reports whether the record is a tombstone: retired by Prune, its
+// response dropped (Response is nil).
+func (r Record) Retired() bool { return !r.RetiredAt.IsZero() }
+
+// PruneAll calls p.Prune with batch until a call retires and deletes
+// fewer than batch records each — nothing due is left that a concurrent
+// pruner does not hold — or ctx ends, and returns the sums. each, if not
+// nil, is called after every batch. On error it returns the sums so far
+// with the error. batch <= 0 means DefaultPruneBatch.
+func PruneAll(ctx context.Context, p Pruner, batch int, each func(PruneResult)) (PruneResult, error) {
+	if batch <= 0 {
+		batch = DefaultPruneBatch
+	}
+	var total PruneResult
+	for {
+		if err := ctx.Err(); err != nil {
+			return total, err
+		}
+		res, err := p.Prune(ctx, batch)
+		if err != nil {
+			return total, fmt.Errorf("registry: prune: %w", err)
+		}
+		total = total.Add(res)
+		if each != nil {
+			each(res)
+		}
+		if res.Retired < batch && res.Deleted < batch {
+			return total, nil
+		}
+	}
+}
+
+// TombstoneTTLOrForever returns c.TombstoneTTL, or 0 (keep the tombstone
+// forever) when it is zero or negative.
+func (c Claim) TombstoneTTLOrForever() time.Duration {
+	return max(c.TombstoneTTL, 0)
+}
