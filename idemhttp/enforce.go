@@ -127,6 +127,10 @@ func (m *Middleware) reserve(ctx context.Context, c registry.Claim) (registry.Re
 // it instead.
 func (m *Middleware) execute(w http.ResponseWriter, r *http.Request, next http.Handler, rec registry.Record, req Request, body []byte) {
 	op := &m.Operation
+	if op.Effects {
+		m.executeEffects(w, r, next, rec, req, body) // effect.go: no business transaction
+		return
+	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), cmpDuration(op.Lease, registry.DefaultLease))
 	defer cancel()
 	m.Metrics.inflight(op.Name, 1)

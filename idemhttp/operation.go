@@ -73,6 +73,13 @@ type Operation struct {
 	// business transaction rolls back and the client gets 500
 	// RESPONSE_TOO_LARGE.
 	MaxResponseBody int
+	// Effects declares that the handler calls downstream systems through
+	// Effect (SPEC E1–E2). The handler then runs WITHOUT a business
+	// transaction — Tx returns nil — and the outcome (with the outbox
+	// messages the handler queued) is recorded afterwards; once an effect
+	// was begun the reservation is never released. See effect.go for the
+	// status policy. Effect works in enforce mode only.
+	Effects bool
 }
 
 // DefaultMaxActiveKeys is the default per-principal bound on in-flight
@@ -87,6 +94,9 @@ func (op *Operation) validate() error {
 	case "", Enforce, Shadow, Off:
 	default:
 		return fmt.Errorf("idemhttp: operation %s: unknown mode %q", op.Name, op.Mode)
+	}
+	if op.Effects && op.mode() != Enforce {
+		return fmt.Errorf("idemhttp: operation %s: Effects needs the enforce mode", op.Name)
 	}
 	if op.TombstoneTTL < 0 {
 		return fmt.Errorf("idemhttp: operation %s: negative TombstoneTTL %v", op.Name, op.TombstoneTTL)

@@ -5,6 +5,8 @@
 // Routes (Service.Handler):
 //
 //	POST /v1/payments                 create a payment (idempotent, schema payments.v1)
+//	POST /v1/transfers                a transfer through the provider (idempotent, effects;
+//	                                  only with Config.Provider, see transfers.go)
 //	GET  /v1/payments                 the caller's payments, newest first
 //	GET  /v1/payments/{id}            one of the caller's payments
 //	GET  /v1/operations/{operationID} an operation's state, to its owner only
@@ -32,6 +34,7 @@ package payments
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"embed"
 	"encoding/json"
@@ -40,6 +43,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -92,9 +96,14 @@ type Config struct {
 	// the metrics with it (and panics if they are already registered), so
 	// two Services need two registries.
 	Registry *prometheus.Registry
-	// Provider is the downstream provider's base URL for transfers; it is
-	// accepted for the command line's sake and not used yet.
+	// Provider is the downstream provider's base URL for transfers
+	// ("http://127.0.0.1:9090"); "" leaves POST /v1/transfers unregistered
+	// (404).
 	Provider string
+	// ProviderTimeout bounds one provider call; 0 means
+	// DefaultProviderTimeout. A call that times out leaves its transfer
+	// UNKNOWN.
+	ProviderTimeout time.Duration
 	// WriterEpoch is the writer epoch the service accepts and commits
 	// operations at (SPEC E6); negative means the registry's epoch when New
 	// runs, which is what "idem serve" uses: a later "idem epoch bump"
@@ -165,6 +174,14 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 		Logger:      s.log,
 	}
 	s.mux.Handle("POST /v1/payments", create.Handler(http.HandlerFunc(s.create)))
+	if cfg.Provider != "" {
+		t := &transfers{s: s, baseURL: strings.TrimSuffix(cfg.Provider, "/"),
+			client: &http.Client{Timeout: cmp.Or(cfg.ProviderTimeout, DefaultProviderTimeout)}}
+		transfer := *create // same store, identity, admission, epoch and metrics
+		transfer.Operation.Name = OperationTransfer
+		transfer.Operation.Effects = true
+		s.mux.Handle("POST /v1/transfers", transfer.Handler(http.HandlerFunc(t.create)))
+	}
 	s.mux.HandleFunc("GET /v1/payments", s.authenticated(s.list))
 	s.mux.HandleFunc("GET /v1/payments/{id}", s.authenticated(s.get))
 	s.mux.HandleFunc("GET /v1/operations/{operationID}", s.authenticated(s.operation))
