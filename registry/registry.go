@@ -175,6 +175,7 @@ type Store interface {
 	// Pruner retires expired records and deletes tombstones (retention.go).
 	Pruner
 	EffectStore // effects outside the database, UNKNOWN and reconciliation (effects.go)
+	LeaseScanner
 	// Reserve is the two-phase acceptance point. It inserts a RESERVED
 	// record for c, owned by generation 1, and commits — or, when the scope
 	// exists, returns the existing record with created false. It never

@@ -40,6 +40,11 @@ const shutdownTimeout = 30 * time.Second
 // deleted=M") and carrying on after errors; see startPruning and "idem
 // prune".
 //
+// Every --recover-interval (default 5s) its recovery worker handles the
+// operations whose lease expired, taking them over for --lease and asking
+// --provider about effects outside the database; see startRecovery and
+// "idem recover".
+//
 // The server accepts and commits operations at the writer epoch given by
 // --writer-epoch, by default the registry's epoch when it starts (logged
 // as writer_epoch on the "listening on" line): "idem epoch bump" fences
@@ -53,7 +58,7 @@ func runServe(ctx context.Context, args []string, std stdio) int {
 	auth := fs.String("auth", "", "bearer tokens `FILE`: {\"<token>\": {\"tenant\": \"…\", \"principal\": \"…\"}}; without it the token \"demo\" is accepted")
 	provider := fs.String("provider", "", "downstream provider `URL` for transfers (not used yet)")
 	lease := fs.Duration("lease", 30*time.Second, "how long an execution owns its operation before recovery may take over")
-	recoverEvery := fs.Duration("recover-interval", 5*time.Second, "how often to look for expired leases (not used yet)")
+	recoverEvery := fs.Duration("recover-interval", 5*time.Second, "how often the recovery worker looks for expired leases (see idem recover)")
 	retention := fs.Duration("retention", 24*time.Hour, "how long operation records are kept with their response; then they become tombstones (409 KEY_RETIRED)")
 	pruneEvery := fs.Duration("prune-interval", time.Minute, "how often to retire expired records and delete expired tombstones; 0 turns it off (run \"idem prune\" instead)")
 	epoch := fs.Int64("writer-epoch", -1, "writer `EPOCH` to accept and commit operations at; -1: the registry's epoch at start, so a later \"idem epoch bump\" fences this server")
@@ -107,6 +112,7 @@ func runServe(ctx context.Context, args []string, std stdio) int {
 
 	// Stopped (deferred after store.Close, so run before it) once serving ends.
 	defer startPruning(ctx, store, *pruneEvery, registry.DefaultPruneBatch, log)()
+	defer startRecovery(ctx, store, *provider, *recoverEvery, *lease, log)()
 
 	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", *addr)
 	if err != nil {

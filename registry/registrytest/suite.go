@@ -78,6 +78,7 @@ var cases = []struct {
 	{"Reconcile", testReconcile},
 	{"ReconcileRace", testReconcileRace},
 	{"ListOperations", testListOperations},
+	{"ExpiredLeases", testExpiredLeases},
 }
 
 const (

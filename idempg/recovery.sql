@@ -1,0 +1,15 @@
+-- Named queries of recovery (SPEC E3), loaded by internal/sqlfile from
+-- recovery.go. Conventions as in queries.sql: "now" is one parameter, NULL
+-- meaning database time, read once per statement.
+
+-- name: ExpiredLeaseIDs
+-- $1 now, $2 limit. The literal states match the partial index
+-- idem_operations_lease (migration 001), which serves the range scan on
+-- lease_until under a generic plan too. A plain read: the caller's
+-- TakeOver (compare-and-set) decides which worker gets each record.
+WITH clock AS (SELECT coalesce($1::timestamptz, statement_timestamp()) AS t)
+SELECT o.operation_id
+FROM idem_operations o, clock
+WHERE o.state IN ('RESERVED', 'EXECUTING') AND o.lease_until <= clock.t
+ORDER BY o.lease_until, o.operation_id
+LIMIT $2;

@@ -1,0 +1,14 @@
+-- Named queries of recovery (SPEC E3), loaded by internal/sqlfile from
+-- recovery.go. Conventions as in queries.sql: $1 is "now" (NULL means
+-- database time); times are INTEGER microseconds.
+
+-- name: ExpiredLeaseIDs
+-- $1 now, $2 limit. The literal states match the partial index
+-- idem_operations_lease (migration 001). A plain read: the caller's
+-- TakeOver (compare-and-set) decides which worker gets each record.
+WITH clock(now) AS (SELECT coalesce($1, CAST(round(unixepoch('subsec') * 1000000) AS INTEGER)))
+SELECT o.operation_id
+FROM idem_operations AS o, clock AS c
+WHERE o.state IN ('RESERVED', 'EXECUTING') AND o.lease_until <= c.now
+ORDER BY o.lease_until, o.operation_id
+LIMIT $2;

@@ -1,0 +1,24 @@
+package registry
+
+import "context"
+
+// Recovery (SPEC E3). A recovery worker lists records whose lease has
+// expired and takes each over with TakeOver, a compare-and-set on the owner
+// generation: several workers may list the same record, only one TakeOver
+// wins, the others get ErrFenced and skip it. Listing therefore locks
+// nothing.
+
+// DefaultRecoverBatch is the batch size of the recovery worker of
+// "idem serve" and the default of "idem recover --batch".
+const DefaultRecoverBatch = 100
+
+// LeaseScanner finds in-flight records whose lease has expired. Every
+// Store implements it.
+type LeaseScanner interface {
+	// ExpiredLeases returns up to limit records in RESERVED or EXECUTING
+	// whose LeaseUntil is at or before the store's "now" (database time
+	// unless injected), oldest lease first, operation ID breaking ties. It
+	// is a plain read: it locks nothing and a listed record may have moved
+	// on by the time the caller acts on it. limit <= 0 returns nothing.
+	ExpiredLeases(ctx context.Context, limit int) ([]Record, error)
+}
