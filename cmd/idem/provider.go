@@ -2,12 +2,10 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"log/slog"
 	"net"
 	"net/http"
-	"time"
 
 	"github.com/idemkit/idem/provider"
 )
@@ -39,36 +37,9 @@ func runProvider(ctx context.Context, args []string, std stdio) int {
 		log.Error("idem provider: cannot listen", "err", err)
 		return exitRefused
 	}
-	srv := &http.Server{
-		Handler:           provider.New().Handler(),
-		ReadHeaderTimeout: 10 * time.Second,
-		BaseContext:       func(net.Listener) context.Context { return ctx },
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-	}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
-	bound := ln.Addr().String()
-	log.Info("listening on "+bound, "addr", bound)
-
-	select {
-	case err := <-served: // Serve never returns nil
-		log.Error("idem provider: serving failed", "err", err)
-		return exitRefused
-	case <-ctx.Done():
-	}
-	log.Info("shutting down")
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownTimeout)
-	defer cancel()
-	code := exitOK
-	if err := srv.Shutdown(sctx); err != nil {
-		log.Error("idem provider: requests still running at the shutdown deadline were cut off", "err", err)
-		srv.Close()
-		code = exitRefused
-	}
-	if err := <-served; !errors.Is(err, http.ErrServerClosed) {
-		log.Error("idem provider: serving failed", "err", err)
-		code = exitRefused
-	}
-	log.Info("stopped")
-	return code
+	return serveUntilDone(ctx, log, "idem provider", ln, &http.Server{
+		Handler: provider.New().Handler(),
+		// Requests held by the hang modes end with the command's context.
+		BaseContext: func(net.Listener) context.Context { return ctx },
+	})
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -17,11 +16,6 @@ import (
 	"github.com/idemkit/idem/payments"
 	"github.com/idemkit/idem/registry"
 )
-
-// shutdownTimeout bounds how long "idem serve" waits for requests in
-// flight when it stops; requests still running after it are cut off
-// (their operations are left to recovery, as after a crash).
-const shutdownTimeout = 30 * time.Second
 
 // runServe implements "idem serve": the reference payments service (see
 // package payments) on the registry named by --db, whose migrations are
@@ -119,35 +113,6 @@ func runServe(ctx context.Context, args []string, std stdio) int {
 		log.Error("idem serve: cannot listen", "err", err)
 		return exitRefused
 	}
-	srv := &http.Server{
-		Handler:           svc.Handler(),
-		ReadHeaderTimeout: 10 * time.Second,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-	}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
-	bound := ln.Addr().String()
-	log.Info("listening on "+bound, "addr", bound, "db", drivers.Kind(*dsn), "writer_epoch", svc.WriterEpoch())
-
-	select {
-	case err := <-served: // Serve never returns nil
-		log.Error("idem serve: serving failed", "err", err)
-		return exitRefused
-	case <-ctx.Done():
-	}
-	log.Info("shutting down")
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownTimeout)
-	defer cancel()
-	code := exitOK
-	if err := srv.Shutdown(sctx); err != nil {
-		log.Error("idem serve: requests still running at the shutdown deadline were cut off", "err", err)
-		srv.Close()
-		code = exitRefused
-	}
-	if err := <-served; !errors.Is(err, http.ErrServerClosed) {
-		log.Error("idem serve: serving failed", "err", err)
-		code = exitRefused
-	}
-	log.Info("stopped")
-	return code
+	return serveUntilDone(ctx, log, "idem serve", ln, &http.Server{Handler: svc.Handler()},
+		"db", drivers.Kind(*dsn), "writer_epoch", svc.WriterEpoch())
 }
