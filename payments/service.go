@@ -173,6 +173,7 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 		Metrics:     idemhttp.NewMetrics(reg),
 		Logger:      s.log,
 	}
+	reg.MustRegister(idemhttp.NewUnknownCollector(cfg.Store))
 	s.mux.Handle("POST /v1/payments", create.Handler(http.HandlerFunc(s.create)))
 	if cfg.Provider != "" {
 		t := &transfers{s: s, baseURL: strings.TrimSuffix(cfg.Provider, "/"),
