@@ -167,8 +167,8 @@ func (er *effectRun) state() (begun, allFailed, unknown bool) {
 // is then recorded by Complete (see the status policy above).
 func (m *Middleware) executeEffects(w http.ResponseWriter, r *http.Request, next http.Handler, rec registry.Record, req Request, body []byte) {
 	op := &m.Operation
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), cmpDuration(op.Lease, registry.DefaultLease))
-	defer cancel()
+	ctx, stop := m.executionContext(r, rec)
+	defer stop()
 	m.Metrics.inflight(op.Name, 1)
 	defer m.Metrics.inflight(op.Name, -1)
 	rw := newRecorder(w, cmpInt(op.MaxResponseBody, idem.DefaultMaxResponseBody))

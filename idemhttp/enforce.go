@@ -123,16 +123,16 @@ func (m *Middleware) reserve(ctx context.Context, c registry.Claim) (registry.Re
 
 // execute runs the handler inside the fenced business transaction and
 // records its outcome. Once here the request has crossed the acceptance
-// point: a client disconnect no longer cancels it (A8); the lease bounds
-// it instead.
+// point: a client disconnect no longer cancels it (A8); the operation's
+// MaxDuration bounds it instead (executionContext).
 func (m *Middleware) execute(w http.ResponseWriter, r *http.Request, next http.Handler, rec registry.Record, req Request, body []byte) {
 	op := &m.Operation
 	if op.Effects {
 		m.executeEffects(w, r, next, rec, req, body) // effect.go: no business transaction
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), cmpDuration(op.Lease, registry.DefaultLease))
-	defer cancel()
+	ctx, stop := m.executionContext(r, rec)
+	defer stop()
 	m.Metrics.inflight(op.Name, 1)
 	defer m.Metrics.inflight(op.Name, -1)
 	rw := newRecorder(w, cmpInt(op.MaxResponseBody, idem.DefaultMaxResponseBody))

@@ -59,9 +59,16 @@ type Operation struct {
 	// See registry.Claim.TombstoneTTL.
 	TombstoneTTL time.Duration
 	// Lease is how long an execution owns its operation before recovery
-	// may take over; it also bounds the handler's run time. 0 means
-	// registry.DefaultLease.
+	// may take over; unless MaxDuration is longer, it also bounds the
+	// handler's run time. 0 means registry.DefaultLease.
 	Lease time.Duration
+	// MaxDuration bounds one execution of the handler; 0 means the lease.
+	// When it is longer than the lease, the middleware extends the lease
+	// while the handler runs (a heartbeat every third of the lease), so
+	// long handlers are not taken over by recovery. On SQLite a handler
+	// that has written holds the single write lock, so its heartbeats wait
+	// for its commit: give long same-database handlers a long Lease there.
+	MaxDuration time.Duration
 	// Mode is Enforce, Shadow or Off; "" means Enforce.
 	Mode Mode
 	// MaxActiveKeys bounds the in-flight operations one principal may
@@ -89,6 +96,9 @@ const DefaultMaxActiveKeys = 1000
 func (op *Operation) validate() error {
 	if op.Name == "" || op.APIRevision == "" {
 		return fmt.Errorf("idemhttp: operation needs a Name and an APIRevision")
+	}
+	if op.MaxDuration < 0 || op.Lease < 0 {
+		return fmt.Errorf("idemhttp: operation %s: negative Lease or MaxDuration", op.Name)
 	}
 	switch op.Mode {
 	case "", Enforce, Shadow, Off:

@@ -13,3 +13,14 @@ FROM idem_operations o, clock
 WHERE o.state IN ('RESERVED', 'EXECUTING') AND o.lease_until <= clock.t
 ORDER BY o.lease_until, o.operation_id
 LIMIT $2;
+
+-- name: ExtendLease
+-- The lease heartbeat: $1 scope, $2 operation_id, $3 owner_gen, $4 lease
+-- µs, $5 now. Fenced like every change; no row means ErrFenced.
+WITH clock AS (SELECT coalesce($5::timestamptz, statement_timestamp()) AS t)
+UPDATE idem_operations o
+SET lease_until = clock.t + $4::bigint * interval '1 microsecond', updated_at = clock.t
+FROM clock
+WHERE o.scope = $1 AND o.operation_id = $2 AND o.owner_gen = $3
+  AND o.state IN ('RESERVED', 'EXECUTING')
+RETURNING o.lease_until;

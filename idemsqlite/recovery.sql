@@ -12,3 +12,13 @@ FROM idem_operations AS o, clock AS c
 WHERE o.state IN ('RESERVED', 'EXECUTING') AND o.lease_until <= c.now
 ORDER BY o.lease_until, o.operation_id
 LIMIT $2;
+
+-- name: ExtendLease
+-- The lease heartbeat: $1 now, $2 scope, $3 operation_id, $4 owner_gen,
+-- $5 lease µs. Fenced like every change; no row means ErrFenced.
+WITH clock(now) AS (SELECT coalesce($1, CAST(round(unixepoch('subsec') * 1000000) AS INTEGER)))
+UPDATE idem_operations
+SET lease_until = clock.now + $5, updated_at = clock.now
+FROM clock
+WHERE scope = $2 AND operation_id = $3 AND owner_gen = $4 AND state IN ('RESERVED', 'EXECUTING')
+RETURNING lease_until;

@@ -1,6 +1,9 @@
 package registry
 
-import "context"
+import (
+	"context"
+	"time"
+)
 
 // Recovery (SPEC E3). A recovery worker lists records whose lease has
 // expired and takes each over with TakeOver, a compare-and-set on the owner
@@ -21,4 +24,9 @@ type LeaseScanner interface {
 	// is a plain read: it locks nothing and a listed record may have moved
 	// on by the time the caller acts on it. limit <= 0 returns nothing.
 	ExpiredLeases(ctx context.Context, limit int) ([]Record, error)
+	// ExtendLease is the heartbeat of a long execution: it moves the lease
+	// of rec's record to now + lease (0 means DefaultLease) if the record
+	// is still RESERVED or EXECUTING at rec.OwnerGen, and returns the new
+	// LeaseUntil; ErrFenced otherwise.
+	ExtendLease(ctx context.Context, rec Record, lease time.Duration) (time.Time, error)
 }

@@ -79,6 +79,7 @@ var cases = []struct {
 	{"ReconcileRace", testReconcileRace},
 	{"ListOperations", testListOperations},
 	{"ExpiredLeases", testExpiredLeases},
+	{"ExtendLease", testExtendLease},
 }
 
 const (
