@@ -58,6 +58,8 @@ var ErrEffectFailed = errors.New("idemhttp: downstream effect failed")
 type effectRun struct {
 	store   registry.Store
 	rec     registry.Record
+	replay  map[string]registry.Effect // set when settling an UNKNOWN operation by replay (unknown.go)
+	proof   []string                   // what the replayed calls answered, for the reconciliation log
 	mu      sync.Mutex
 	results map[string]string // begun effects: name → result ("" unknown)
 	unknown bool              // the record was marked UNKNOWN
@@ -96,6 +98,9 @@ func Effect(ctx context.Context, name string, call func(ctx context.Context, dow
 	defer er.mu.Unlock() // effects of one operation run one at a time
 	if er.unknown || er.fenced {
 		return "", ErrOutcomeUnknown
+	}
+	if er.replay != nil {
+		return er.replayEffect(ctx, name, call)
 	}
 	eff, err := er.store.BeginEffect(ctx, er.rec, name)
 	if err != nil {

@@ -61,6 +61,9 @@ func (m *Middleware) serveEnforce(w http.ResponseWriter, r *http.Request, next h
 		case d.Verdict == registry.Replay:
 			m.replay(w, r, rec)
 			return
+		case d.Verdict == registry.Unknown && m.Operation.Effects && m.Operation.ReplayUnknown:
+			m.settleByReplay(w, r, next, rec, req, body) // unknown_replay.go
+			return
 		case d.Wait:
 			rec, err = m.await(r.Context(), rec, req.Wait)
 			if errors.Is(err, registry.ErrNotFound) && attempt == 0 {

@@ -62,6 +62,16 @@ type Operation struct {
 	// may take over; unless MaxDuration is longer, it also bounds the
 	// handler's run time. 0 means registry.DefaultLease.
 	Lease time.Duration
+	// ReplayUnknown lets a retry with the same key and the same request
+	// settle an UNKNOWN effect-bearing operation by replaying it (SPEC E2,
+	// method b): the handler runs again and every Effect re-sends its call
+	// with the SAME downstream key, so a downstream system that honours
+	// the key returns its first result instead of acting twice; no new
+	// effect may start. If every replayed call answers, the outcome is
+	// recorded through Store.Reconcile (method "replay") and returned;
+	// otherwise the operation stays UNKNOWN (409 OUTCOME_UNKNOWN). Enable
+	// it only for downstream systems that honour idempotency keys.
+	ReplayUnknown bool
 	// MaxDuration bounds one execution of the handler; 0 means the lease.
 	// When it is longer than the lease, the middleware extends the lease
 	// while the handler runs (a heartbeat every third of the lease), so
@@ -99,6 +109,9 @@ func (op *Operation) validate() error {
 	}
 	if op.MaxDuration < 0 || op.Lease < 0 {
 		return fmt.Errorf("idemhttp: operation %s: negative Lease or MaxDuration", op.Name)
+	}
+	if op.ReplayUnknown && !op.Effects {
+		return fmt.Errorf("idemhttp: operation %s: ReplayUnknown needs Effects", op.Name)
 	}
 	switch op.Mode {
 	case "", Enforce, Shadow, Off:

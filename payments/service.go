@@ -181,6 +181,7 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 		transfer := *create // same store, identity, admission, epoch and metrics
 		transfer.Operation.Name = OperationTransfer
 		transfer.Operation.Effects = true
+		transfer.Operation.ReplayUnknown = true // the provider honours the downstream key
 		s.mux.Handle("POST /v1/transfers", transfer.Handler(http.HandlerFunc(t.create)))
 	}
 	s.mux.HandleFunc("GET /v1/payments", s.authenticated(s.list))
