@@ -186,6 +186,7 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 	}
 	s.mux.HandleFunc("GET /v1/payments", s.authenticated(s.list))
 	s.mux.HandleFunc("GET /v1/payments/{id}", s.authenticated(s.get))
+	s.mux.HandleFunc("GET /v1/transfers/{id}", s.authenticated(s.getTransfer))
 	s.mux.HandleFunc("GET /v1/operations/{operationID}", s.authenticated(s.operation))
 	s.mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	s.mux.HandleFunc("GET /healthz", s.healthz)
