@@ -17,9 +17,13 @@ import (
 // with SQLITE_BUSY, FULL sync so a commit is durable when it returns,
 // foreign keys on, and BEGIN IMMEDIATE for every read-write transaction so
 // a transaction takes the write lock before it reads anything.
+//
+// The busy timeout comes first: pragmas run in this order on every new
+// connection, and switching a new file to WAL takes a lock that racing
+// first connections would otherwise fail on at once ("database is locked").
 var settings = []struct{ key, value, pragma string }{
-	{"_pragma", "journal_mode(WAL)", "journal_mode"},
 	{"_pragma", "busy_timeout(10000)", "busy_timeout"},
+	{"_pragma", "journal_mode(WAL)", "journal_mode"},
 	{"_pragma", "synchronous(FULL)", "synchronous"},
 	{"_pragma", "foreign_keys(1)", "foreign_keys"},
 	{"_txlock", "immediate", ""},
