@@ -207,31 +207,7 @@ func (s *Store) ListOperations(ctx context.Context, f registry.ListFilter) ([]re
 			query = "ListUnknownOperationIDs"
 		}
 	}
-	var recs []registry.Record
-	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, effectQueries.Get(query), state, micros(f.OlderThan), now, f.LimitOrDefault())
-		if err != nil {
-			return err
-		}
-		ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
-		if err != nil || len(ids) == 0 {
-			return err
-		}
-		batch := &pgx.Batch{}
-		for _, id := range ids {
-			batch.Queue(queries.Get("GetByID"), id)
-		}
-		results := tx.SendBatch(ctx, batch)
-		defer results.Close()
-		for range ids {
-			rec, err := scanRecord(results.QueryRow())
-			if err != nil {
-				return err
-			}
-			recs = append(recs, rec)
-		}
-		return results.Close()
-	})
+	recs, err := s.recordsByIDs(ctx, effectQueries.Get(query), state, micros(f.OlderThan), now, f.LimitOrDefault())
 	if err != nil {
 		return nil, fmt.Errorf("idempg: list operations: %w", translate(err))
 	}

@@ -30,9 +30,21 @@ func (s *Store) ExpiredLeases(ctx context.Context, limit int) ([]registry.Record
 		return nil, nil
 	}
 	now, _ := s.clock()
+	recs, err := s.recordsByIDs(ctx, recoveryQueries.Get("ExpiredLeaseIDs"), now, limit)
+	if err != nil {
+		return nil, fmt.Errorf("idempg: expired leases: %w", translate(err))
+	}
+	return recs, nil
+}
+
+// recordsByIDs runs idsQuery, which returns operation IDs, and reads their
+// records, all in one read-only REPEATABLE READ transaction so IDs and
+// records are one snapshot; the records come back in the IDs' order with
+// one batched round trip. Errors are returned untranslated.
+func (s *Store) recordsByIDs(ctx context.Context, idsQuery string, args ...any) ([]registry.Record, error) {
 	var recs []registry.Record
 	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, recoveryQueries.Get("ExpiredLeaseIDs"), now, limit)
+		rows, err := tx.Query(ctx, idsQuery, args...)
 		if err != nil {
 			return err
 		}
@@ -55,8 +67,5 @@ func (s *Store) ExpiredLeases(ctx context.Context, limit int) ([]registry.Record
 		}
 		return results.Close()
 	})
-	if err != nil {
-		return nil, fmt.Errorf("idempg: expired leases: %w", translate(err))
-	}
-	return recs, nil
+	return recs, err
 }

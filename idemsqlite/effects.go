@@ -224,44 +224,13 @@ func (s *Store) ListOperations(ctx context.Context, f registry.ListFilter) ([]re
 			query = "ListUnknownOperationIDs"
 		}
 	}
-	tx, err := s.db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	recs, err := s.recordsByIDs(ctx, effectQueries.Get(query), s.nowParam(), state, f.OlderThan.Microseconds(), f.LimitOrDefault())
 	if err != nil {
 		return nil, s.fail("list operations", err)
-	}
-	defer tx.Rollback() //nolint:errcheck // read-only: nothing to commit
-	ids, err := operationIDs(ctx, tx, query, s.nowParam(), state, f.OlderThan.Microseconds(), f.LimitOrDefault())
-	if err != nil {
-		return nil, s.fail("list operations", err)
-	}
-	recs := make([]registry.Record, 0, len(ids))
-	get := s.txStmt(ctx, tx, "GetByID")
-	for _, id := range ids {
-		rec, err := scanRecord(get.QueryRowContext(ctx, id))
-		if err != nil {
-			return nil, s.fail("list operations", err)
-		}
-		recs = append(recs, rec)
 	}
 	return recs, nil
 }
 
-// operationIDs runs one of the List…OperationIDs queries.
-func operationIDs(ctx context.Context, tx *sql.Tx, query string, args ...any) ([]string, error) {
-	rows, err := tx.QueryContext(ctx, effectQueries.Get(query), args...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var ids []string
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			return nil, err
-		}
-		ids = append(ids, id)
-	}
-	return ids, rows.Err()
-}
 
 // scanEffect reads one effect row in the column order of effects.sql.
 func scanEffect(row scanner) (registry.Effect, error) {

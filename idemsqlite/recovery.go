@@ -32,41 +32,48 @@ func (s *Store) ExpiredLeases(ctx context.Context, limit int) ([]registry.Record
 	if limit <= 0 {
 		return nil, nil
 	}
-	tx, err := s.db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	recs, err := s.recordsByIDs(ctx, recoveryQueries.Get("ExpiredLeaseIDs"), s.nowParam(), limit)
 	if err != nil {
 		return nil, s.fail("expired leases", err)
 	}
-	defer tx.Rollback() //nolint:errcheck // read-only: nothing to commit
-	ids, err := expiredLeaseIDs(ctx, tx, s.nowParam(), limit)
+	return recs, nil
+}
+
+// recordsByIDs runs idsQuery, which returns operation IDs, and reads their
+// records with GetByID, all in one read-only (deferred) transaction: a
+// consistent snapshot in WAL mode that takes no write lock. The records
+// come back in the IDs' order. Errors are returned untranslated.
+func (s *Store) recordsByIDs(ctx context.Context, idsQuery string, args ...any) ([]registry.Record, error) {
+	tx, err := s.db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
-		return nil, s.fail("expired leases", err)
+		return nil, err
+	}
+	defer tx.Rollback() //nolint:errcheck // read-only: nothing to commit
+	rows, err := tx.QueryContext(ctx, idsQuery, args...)
+	if err != nil {
+		return nil, err
+	}
+	var ids []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		ids = append(ids, id)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, err
 	}
 	recs := make([]registry.Record, 0, len(ids))
 	get := s.txStmt(ctx, tx, "GetByID")
 	for _, id := range ids {
 		rec, err := scanRecord(get.QueryRowContext(ctx, id))
 		if err != nil {
-			return nil, s.fail("expired leases", err)
+			return nil, err
 		}
 		recs = append(recs, rec)
 	}
 	return recs, nil
-}
-
-// expiredLeaseIDs runs ExpiredLeaseIDs in tx.
-func expiredLeaseIDs(ctx context.Context, tx *sql.Tx, now any, limit int) ([]string, error) {
-	rows, err := tx.QueryContext(ctx, recoveryQueries.Get("ExpiredLeaseIDs"), now, limit)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var ids []string
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			return nil, err
-		}
-		ids = append(ids, id)
-	}
-	return ids, rows.Err()
 }
