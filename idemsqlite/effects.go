@@ -231,7 +231,6 @@ func (s *Store) ListOperations(ctx context.Context, f registry.ListFilter) ([]re
 	return recs, nil
 }
 
-
 // scanEffect reads one effect row in the column order of effects.sql.
 func scanEffect(row scanner) (registry.Effect, error) {
 	var (
