@@ -30,6 +30,16 @@ type operationJSON struct {
 	LeaseUntil  time.Time     `json:"lease_until"`
 	ExpiresAt   time.Time     `json:"expires_at"`
 	Response    *responseJSON `json:"response,omitempty"`
+	// Tombstone is set once prune retired the record (409 KEY_RETIRED).
+	Tombstone *tombstoneJSON `json:"tombstone,omitempty"`
+}
+
+// tombstoneJSON describes a retired record. Until is omitted while the
+// tombstone is kept forever (TTL 0).
+type tombstoneJSON struct {
+	RetiredAt  time.Time  `json:"retired_at"`
+	Until      *time.Time `json:"until,omitempty"`
+	TTLSeconds float64    `json:"ttl_seconds"`
 }
 
 type responseJSON struct {
@@ -76,6 +86,14 @@ func toOperationJSON(r registry.Record) operationJSON {
 		d := resp.Digest()
 		o.Response = &responseJSON{Status: resp.Status, MediaType: resp.MediaType, Location: resp.Location,
 			ETag: resp.ETag, BodyBytes: len(resp.Body), Digest: "sha256:" + hex.EncodeToString(d[:])}
+	}
+	if r.Retired() {
+		tomb := &tombstoneJSON{RetiredAt: r.RetiredAt.UTC(), TTLSeconds: r.TombstoneTTL.Seconds()}
+		if !r.TombstoneUntil.IsZero() {
+			until := r.TombstoneUntil.UTC()
+			tomb.Until = &until
+		}
+		o.Tombstone = tomb
 	}
 	return o
 }
@@ -144,6 +162,13 @@ func printShow(w io.Writer, r registry.Record, effs []registry.Effect, log []reg
 		}
 	} else {
 		fmt.Fprintf(tw, "response\tnone\n")
+	}
+	if tomb := o.Tombstone; tomb != nil {
+		until := "kept forever"
+		if tomb.Until != nil {
+			until = "deletable after " + stamp(*tomb.Until)
+		}
+		fmt.Fprintf(tw, "tombstone\tretired at %s, %s\n", stamp(tomb.RetiredAt), until)
 	}
 	if err := tw.Flush(); err != nil {
 		return err

@@ -76,6 +76,21 @@ func TestPrune(t *testing.T) {
 				t.Errorf("after prune: %s retired %v err %v, want a tombstone", rec.OperationID, got.Retired(), err)
 			}
 		}
+		// ops show tells a tombstone kept forever from one with a TTL.
+		forever := opsJSON[showJSON](t, "ops", "show", kept[0].OperationID, "--db", dsn).Operation
+		if tomb := forever.Tombstone; tomb == nil || tomb.RetiredAt.IsZero() || tomb.Until != nil || tomb.TTLSeconds != 0 || forever.Response != nil {
+			t.Errorf("ops show of a tombstone kept forever: %+v, tombstone %+v", forever, tomb)
+		}
+		withTTL := opsJSON[showJSON](t, "ops", "show", freed[0].OperationID, "--db", dsn).Operation
+		if tomb := withTTL.Tombstone; tomb == nil || tomb.Until == nil || tomb.Until.Sub(tomb.RetiredAt) != 300*time.Millisecond || tomb.TTLSeconds != 0.3 {
+			t.Errorf("ops show of a tombstone with a TTL: tombstone %+v", tomb)
+		}
+		if code, out, _ := runCmd(t, "", "ops", "show", "--db", dsn, kept[0].OperationID); code != exitOK || !strings.Contains(out, "tombstone") || !strings.Contains(out, "kept forever") {
+			t.Errorf("ops show (human) of a tombstone: code %d\n%s", code, out)
+		}
+		if live := opsJSON[showJSON](t, "ops", "show", live[0].OperationID, "--db", dsn).Operation; live.Tombstone != nil {
+			t.Errorf("ops show of a live record has a tombstone: %+v", live.Tombstone)
+		}
 		time.Sleep(350 * time.Millisecond)
 		code, out, stderr := runCmd(t, "", "prune", "--db", dsn)
 		if code != exitOK || out != "retired 0 expired records, deleted 2 tombstones\n" {
