@@ -47,9 +47,10 @@ type Config struct {
 	// Header is sent with every request: the first credential and any
 	// other header the endpoint needs. It must not hold KeyHeader.
 	Header http.Header
-	// AltHeader replaces Header for the second credential of the scoping
-	// scenario; nil skips that scenario. It must authenticate a different
-	// principal than Header.
+	// AltHeader is the second credential of the scoping scenario: its
+	// fields replace the same-named fields of Header (the others are
+	// kept) in that scenario's second request. It must authenticate a
+	// different principal than Header. nil skips the scenario.
 	AltHeader http.Header
 	// KeyHeader is the idempotency key's header; "" means
 	// DefaultKeyHeader. Keys are random version 4 UUIDs.

@@ -58,6 +58,18 @@ func TestParseHeader(t *testing.T) {
 	}
 }
 
+func TestAltHeaders(t *testing.T) {
+	t.Parallel()
+	h := http.Header{"Authorization": {"Bearer a"}, "X-Version": {"2"}}
+	got := altHeaders(h, http.Header{"Authorization": {"Bearer b"}})
+	if got.Get("Authorization") != "Bearer b" || got.Get("X-Version") != "2" || h.Get("Authorization") != "Bearer a" {
+		t.Fatalf("%v (from %v)", got, h)
+	}
+	if got := altHeaders(nil, http.Header{"A": {"1"}}); got.Get("A") != "1" {
+		t.Fatalf("%v", got)
+	}
+}
+
 func TestValues(t *testing.T) {
 	t.Parallel()
 	if got := render(`{"a":"x{{unique}}","n":{{unique}},"v":"1{{variant}}"}`, "7", "2"); got != `{"a":"x7","n":7,"v":"12"}` {

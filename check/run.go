@@ -3,6 +3,7 @@ package check
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -33,6 +34,7 @@ func Scenarios() []Scenario {
 // runner holds what the scenarios of one run share.
 type runner struct {
 	cfg      Config
+	alt      http.Header  // the second credential's headers: Header, AltHeader's names replaced
 	requests atomic.Int64 // requests sent so far
 	mu       sync.Mutex   // serialises progress lines
 }
@@ -64,7 +66,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &runner{cfg: cfg}
+	r := &runner{cfg: cfg, alt: altHeaders(cfg.Header, cfg.AltHeader)}
 	start := time.Now()
 	rep := &Report{Target: cfg.Method + " " + cfg.URL, StartedAt: start.UTC()}
 	all := Scenarios()
@@ -94,4 +96,16 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	rep.finish(start)
 	return rep, ctx.Err()
+}
+
+// altHeaders is h with the fields of alt replacing the same-named ones.
+func altHeaders(h, alt http.Header) http.Header {
+	out := h.Clone()
+	if out == nil {
+		out = http.Header{}
+	}
+	for name, values := range alt {
+		out[name] = values
+	}
+	return out
 }

@@ -21,7 +21,7 @@ func checkScoping(ctx context.Context, r *runner, res *Result) {
 	if !ok {
 		return
 	}
-	alt := r.settle(ctx, key, body, r.cfg.AltHeader)
+	alt := r.settle(ctx, key, body, r.alt)
 	res.tally(first, alt)
 	switch {
 	case alt.Status == http.StatusUnauthorized || alt.Status == http.StatusForbidden:

@@ -41,7 +41,7 @@ func runCheck(ctx context.Context, args []string, std stdio) int {
 	method := fs.String("method", check.DefaultMethod, "HTTP `METHOD` of the write endpoint")
 	body := fs.String("body", "", "body `TEMPLATE`: JSON text; {{unique}} becomes a fresh number per key, {{variant}} "+check.VariantSame+" (or "+check.VariantChanged+" in the changed payload)")
 	fs.Var(&header, "header", "`'Name: value'` sent with every request, e.g. the first credential (repeatable)")
-	fs.Var(&alt, "alt-header", "`'Name: value'` of a second credential, for the scoping scenario; replaces --header (repeatable)")
+	fs.Var(&alt, "alt-header", "`'Name: value'` of a second credential, for the scoping scenario; replaces the same-named --header (repeatable)")
 	keyHeader := fs.String("key-header", check.DefaultKeyHeader, "`NAME` of the idempotency key header")
 	concurrency := fs.Int("concurrency", check.DefaultConcurrency, "`N` simultaneous identical requests (concurrent), requests in flight (load)")
 	idField := fs.String("id-field", "", "JSON `MEMBER` of a 2xx body naming the created resource (dots walk into objects); default: the Location header")
