@@ -9,7 +9,7 @@ import (
 
 // Bounds of the in-flight scenario.
 const (
-	inFlightRounds     = 5 // attempts to catch an original in flight
+	inFlightRounds     = 10// attempts to catch an original in flight
 	inFlightDuplicates = 3 // duplicates sent once the original is written
 )
 

@@ -39,8 +39,8 @@ const (
 // overlap deterministic: duplicates sent together always meet a first
 // execution still in flight (so check-then-insert always loses its race
 // and a sound API always answers them 409). Requests sent alone pay it
-// once per key.
-const companionWindow = time.Second
+// once per key. Two seconds leave a wide margin on a busy machine.
+const companionWindow = 2 * time.Second
 
 // fakeAPI is a small idempotent API held in memory, with one deliberate
 // flaw: POST /things (Idempotency-Key required) creates a thing and

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -65,7 +66,8 @@ func checkPayments(t *testing.T, base string, tweak func(*Config)) *Report {
 		Header:    bearer("tok-alice"),
 		AltHeader: bearer("tok-bob"),
 		CountURL:  "/v1/payments",
-		LoadKeys:  50,
+		LoadKeys:  100,
+		Timeout:   2 * time.Minute, // the test machine may be busy
 	}
 	if tweak != nil {
 		tweak(&cfg)
@@ -86,8 +88,10 @@ func checkPayments(t *testing.T, base string, tweak func(*Config)) *Report {
 func TestPaymentsSQLite(t *testing.T) {
 	t.Parallel()
 	base := servePayments(t, "sqlite:"+filepath.Join(t.TempDir(), "check.db"))
-	rep := checkPayments(t, base, nil)
-	if l, _ := rep.Result("load"); l.Load == nil || l.Load.Requests != 100 || l.Load.ThroughputRPS <= 0 {
+	// SQLite has one writer and is slow under -race on a busy machine:
+	// fewer requests in flight.
+	rep := checkPayments(t, base, func(c *Config) { c.Concurrency, c.LoadKeys = 16, 30 })
+	if l, _ := rep.Result("load"); l.Load == nil || l.Load.Requests != 60 || l.Load.ThroughputRPS <= 0 {
 		t.Errorf("load figures %+v", l.Load)
 	}
 }
@@ -95,5 +99,5 @@ func TestPaymentsSQLite(t *testing.T) {
 func TestPaymentsPostgres(t *testing.T) {
 	t.Parallel()
 	base := servePayments(t, pgtest.DSN(t))
-	checkPayments(t, base, func(c *Config) { c.IDField = "id"; c.LoadKeys = 100 })
+	checkPayments(t, base, func(c *Config) { c.IDField = "id" })
 }

@@ -30,7 +30,7 @@ func checkArgs(s *server, extra ...string) []string {
 		"--header", "Authorization: Bearer tok-a",
 		"--alt-header", "Authorization: Bearer tok-b",
 		"--count-url", "/v1/payments",
-		"--concurrency", "10", "--load", "10"}, extra...)
+		"--concurrency", "10", "--load", "10", "--timeout", "2m"}, extra...)
 }
 
 var scenarioList = []string{"replay", "conflict", "concurrent", "in-flight", "scoping", "hygiene", "load"}
