@@ -9,8 +9,8 @@ import (
 
 // Bounds of the in-flight scenario.
 const (
-	inFlightRounds     = 10// attempts to catch an original in flight
-	inFlightDuplicates = 3 // duplicates sent once the original is written
+	inFlightRounds     = 10 // attempts to catch an original in flight
+	inFlightDuplicates = 3  // duplicates sent once the original is written
 )
 
 // oneEffect judges all the answers to one key (what says which requests
