@@ -33,19 +33,21 @@ func fakeConfig(srv *httptest.Server) Config {
 func TestBrokenServers(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct {
-		flaw   flaw
-		fails  []string
-		detail string // in the first failure's detail
-		tweak  func(*Config)
+		flaw  flaw
+		fails []string
+		why   []string // in each failure's detail
+		tweak func(*Config)
 	}{
 		{flaw: sound},
 		{flaw: sound, tweak: func(c *Config) { c.IDField = "id"; c.CountURL = "" }},
-		{flaw: noFingerprint, fails: []string{"conflict"}, detail: "changed payload replayed the first outcome"},
-		{flaw: fingerprintInScope, fails: []string{"conflict"}, detail: "changed payload accepted"},
-		{flaw: checkThenInsert, fails: []string{"concurrent", "in-flight", "load"}, detail: "resources for one key"},
-		{flaw: unstableReplay, fails: []string{"replay"}, detail: "changed the body"},
-		{flaw: unscoped, fails: []string{"scoping"}, detail: "got the first credential's outcome"},
-		{flaw: leakyReplay, fails: []string{"hygiene"}, detail: "repeats the first answer's Set-Cookie"},
+		{flaw: noFingerprint, fails: []string{"conflict"}, why: []string{"changed payload replayed the first outcome"}},
+		{flaw: fingerprintInScope, fails: []string{"conflict"}, why: []string{"changed payload accepted"}},
+		{flaw: checkThenInsert, fails: []string{"concurrent", "in-flight", "load"},
+			why: []string{"identical requests at once created", "sent while it was in flight created", "keys created more than one resource"}},
+		{flaw: unstableReplay, fails: []string{"replay"}, why: []string{"changed the body"}},
+		{flaw: unscoped, fails: []string{"scoping"}, why: []string{"got the first credential's outcome"}},
+		{flaw: leakyReplay, fails: []string{"hygiene"}, why: []string{"repeats the first answer's Set-Cookie"}},
+		{flaw: staleDate, fails: []string{"hygiene"}, why: []string{"is not later than the first answer's"}},
 	} {
 		name := string(c.flaw)
 		if c.tweak != nil {
@@ -82,10 +84,10 @@ func TestBrokenServers(t *testing.T) {
 					t.Errorf("%s sent no request", s.Name)
 				}
 			}
-			if len(c.fails) > 0 {
-				first, _ := rep.Result(c.fails[0])
-				if !strings.Contains(first.Detail, c.detail) || len(first.Evidence) == 0 {
-					t.Errorf("%s: detail %q (want %q), evidence %q", first.Name, first.Detail, c.detail, first.Evidence)
+			for i, name := range c.fails {
+				r, _ := rep.Result(name)
+				if !strings.Contains(r.Detail, c.why[i]) || len(r.Evidence) == 0 {
+					t.Errorf("%s: detail %q (want %q), evidence %q", name, r.Detail, c.why[i], r.Evidence)
 				}
 			}
 			for _, s := range Scenarios() {

@@ -32,6 +32,8 @@ const (
 	unscoped flaw = "unscoped"
 	// leakyReplay replays the first answer's Set-Cookie and Date headers.
 	leakyReplay flaw = "leaky-replay"
+	// staleDate replays the first answer's Date header only.
+	staleDate flaw = "stale-date"
 )
 
 // companionWindow is how long a fresh execution of a fakeAPI waits for a
@@ -224,6 +226,8 @@ func (a *fakeAPI) replay(w http.ResponseWriter, out fakeOutcome) {
 		body = thingBody(out, time.Now())
 	case leakyReplay:
 		h.Set("Set-Cookie", out.cookie)
+		h.Set("Date", out.date)
+	case staleDate:
 		h.Set("Date", out.date)
 	}
 	w.WriteHeader(http.StatusCreated)
