@@ -3,6 +3,7 @@ package check
 import (
 	"context"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 )
@@ -74,7 +75,7 @@ func checkConcurrent(ctx context.Context, r *runner, res *Result) {
 	res.tally(answers...)
 	final := r.settle(ctx, key, body, r.cfg.Header)
 	res.note("answers: %s; then a retry: %s", statusList(res.Statuses), final.statusText())
-	if r.oneEffect(ctx, res, itoa(n)+" identical requests at once", before, append(answers, final)) {
+	if r.oneEffect(ctx, res, strconv.Itoa(n)+" identical requests at once", before, append(answers, final)) {
 		res.pass("%d identical requests at once caused one resource (%s)", n, r.resource(final))
 	}
 }
@@ -122,7 +123,7 @@ func checkInFlight(ctx context.Context, r *runner, res *Result) {
 			got = append(got, d.statusText())
 		}
 		res.note("round %d: original %s, duplicates %s, then a retry %s", round, orig.statusText(), strings.Join(got, ", "), final.statusText())
-		if !r.oneEffect(ctx, res, "an original and "+itoa(inFlightDuplicates)+" duplicates sent while it was in flight", before, append(dups, orig, final)) {
+		if !r.oneEffect(ctx, res, "an original and "+strconv.Itoa(inFlightDuplicates)+" duplicates sent while it was in flight", before, append(dups, orig, final)) {
 			return
 		}
 		if caught {

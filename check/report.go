@@ -188,3 +188,11 @@ func verdictWord(s Status) string {
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// list joins at most n of s, saying how many were left out.
+func list(s []string, n int) string {
+	if len(s) <= n {
+		return strings.Join(s, ", ")
+	}
+	return strings.Join(s[:n], ", ") + fmt.Sprintf(", … (%d more)", len(s)-n)
+}
