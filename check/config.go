@@ -84,8 +84,9 @@ type Config struct {
 	// Client sends the requests; nil means a client of its own with
 	// Timeout and enough idle connections for Concurrency.
 	Client *http.Client
-	// Progress receives one line per step while the check runs; nil
-	// discards them. Writes come from one goroutine at a time.
+	// Progress receives one line per step while the check runs
+	// ("idem check: [3/7] concurrent: pass — …"); nil discards them.
+	// Writes come from one goroutine at a time.
 	Progress io.Writer
 }
 
