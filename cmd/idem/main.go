@@ -54,6 +54,7 @@ const (
 func commands() []command {
 	return []command{
 		{"canon", "print the canonical form of a payload read from stdin", runCanon},
+		{"check", "check that an HTTP API's write endpoint is safe to retry (black box)", runCheck},
 		{"drain", "show or set the registry's drain flag (new operations answer 503 DRAINING)", runDrain},
 		{"epoch", "show or bump the registry's writer epoch (older writers are fenced)", runEpoch},
 		{"fingerprint", "print a request's fingerprint and the parts it hashes", runFingerprint},
