@@ -53,6 +53,7 @@ const (
 
 func commands() []command {
 	return []command{
+		{"bench", "measure plain vs idempotent create throughput side by side (and the database's insert rate)", runBench},
 		{"canon", "print the canonical form of a payload read from stdin", runCanon},
 		{"drain", "show or set the registry's drain flag (new operations answer 503 DRAINING)", runDrain},
 		{"epoch", "show or bump the registry's writer epoch (older writers are fenced)", runEpoch},
