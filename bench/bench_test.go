@@ -192,8 +192,8 @@ func checkRows(t *testing.T, dsn string, replayKeys int) {
 			`SELECT count(*) FROM payments`:    &pays,
 			`SELECT count(*) FROM idem_outbox`: &msgs,
 			`SELECT count(*) FROM payments p WHERE (SELECT count(*) FROM idem_outbox o WHERE o.operation_id = p.operation_id AND o.topic = 'payment.created') <> 1`: &orphans,
-			`SELECT count(*) FROM idem_operations`: &ops,
-			`SELECT count(*) FROM idem_operations WHERE state = '` + string(idem.StateSucceeded) + `'`:       &succeeded,
+			`SELECT count(*) FROM idem_operations`:                                                      &ops,
+			`SELECT count(*) FROM idem_operations WHERE state = '` + string(idem.StateSucceeded) + `'`:  &succeeded,
 			`SELECT count(*) FROM idem_operations o JOIN payments p ON p.operation_id = o.operation_id`: &withPayment,
 		} {
 			if err := tx.QueryRow(ctx, q).Scan(dst); err != nil {
