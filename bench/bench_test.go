@@ -53,7 +53,7 @@ func TestRunSQLite(t *testing.T) {
 func TestRunPostgres(t *testing.T) {
 	t.Parallel()
 	dsn := pgtest.DSN(t)
-	cfg := tinyConfig(dsn)
+	cfg := tinyConfig(dsn + "&pool_max_conns=8") // pool settings reach the pool only
 	runAndCheck(t, cfg, "postgres")
 
 	// The run worked in its own schema and dropped it: nothing is left,

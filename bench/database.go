@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/idemkit/idem/drivers"
 )
@@ -50,8 +51,14 @@ func newSchema(ctx context.Context, dsn string) (*freshDB, error) {
 	rand.Read(rnd[:])
 	schema := fmt.Sprintf("idem_bench_%s_%s", time.Now().UTC().Format("20060102150405"), hex.EncodeToString(rnd[:]))
 	ident := pgx.Identifier{schema}.Sanitize()
+	// pgxpool's parser, not pgx's: the DSN may carry pool_* parameters,
+	// which a plain connection would send to the server as settings.
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("bench: %w", err)
+	}
 	exec := func(ctx context.Context, sql string) error {
-		conn, err := pgx.Connect(ctx, dsn)
+		conn, err := pgx.ConnectConfig(ctx, cfg.ConnConfig.Copy())
 		if err != nil {
 			return err
 		}
