@@ -136,7 +136,7 @@ func runAndCheck(t *testing.T, cfg Config, kind string) *Report {
 			t.Errorf("result %d: clients %v, want %d", i, c, cfg.Clients[i])
 		}
 		for _, f := range []string{"plain_rps", "idem_first_rps", "idem_replay_rps", "db_insert_rps",
-			"first_ratio", "replay_ratio", "reservation_p99_ms", "replay_reservation_p99_ms", "reservations"} {
+			"first_ratio", "replay_ratio", "reservation_p99_ms", "reservation_p50_ms", "replay_reservation_p99_ms", "reservations"} {
 			if v := num(f); !(v > 0) || math.IsInf(v, 0) {
 				t.Errorf("result %d: %s = %v, want a positive number", i, f, v)
 			}
@@ -145,6 +145,9 @@ func runAndCheck(t *testing.T, cfg Config, kind string) *Report {
 		if !near(num("first_ratio"), num("idem_first_rps")/num("plain_rps")) ||
 			!near(num("replay_ratio"), num("idem_replay_rps")/num("plain_rps")) {
 			t.Errorf("result %d: ratios are not idem ÷ plain: %s", i, b)
+		}
+		if num("reservation_p50_ms") > num("reservation_p99_ms") {
+			t.Errorf("result %d: reservation p50 above p99: %s", i, b)
 		}
 		var rounds map[string][]float64
 		if err := json.Unmarshal(raw["rounds_rps"], &rounds); err != nil {
@@ -268,13 +271,15 @@ func TestMedianAndP99(t *testing.T) {
 		}
 	}
 	var s samples
-	if ms, n := s.p99(); ms != 0 || n != 0 {
+	if ms, n := s.quantile(0.99); ms != 0 || n != 0 {
 		t.Errorf("empty p99 %v, %d", ms, n)
 	}
 	for i := 1; i <= 200; i++ {
 		s.add(time.Duration(201-i) * time.Millisecond)
 	}
-	if ms, n := s.p99(); ms != 198 || n != 200 {
-		t.Errorf("p99 of 1..200 ms = %v (n %d), want 198", ms, n)
+	for q, want := range map[float64]float64{0.99: 198, 0.5: 100, 1: 200, 0.001: 1} {
+		if ms, n := s.quantile(q); ms != want || n != 200 {
+			t.Errorf("quantile %v of 1..200 ms = %v (n %d), want %v", q, ms, n, want)
+		}
 	}
 }

@@ -54,6 +54,8 @@ type Result struct {
 	// every timed first execution of all rounds, Reservations of them.
 	ReservationP99Ms float64 `json:"reservation_p99_ms"`
 	Reservations     int     `json:"reservations"`
+	// ReservationP50Ms is the median of the same samples.
+	ReservationP50Ms float64 `json:"reservation_p50_ms"`
 	// ReplayReservationP99Ms is the same over the timed replays, where
 	// Reserve finds the finished operation.
 	ReplayReservationP99Ms float64 `json:"replay_reservation_p99_ms"`
@@ -128,12 +130,12 @@ func (rep *Report) WriteTable(w io.Writer) error {
 	fmt.Fprintf(w, "idem bench: %s, %s, %d CPUs; median of %d rounds of %s per cell (warm-up %s), %d replay keys\n\n",
 		rep.DB, rep.Go, rep.CPUs, rep.Rounds, seconds(rep.DurationSeconds), seconds(rep.WarmupSeconds), rep.ReplayKeys)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "clients\tplain/s\tidem first/s\tidem replay/s\tdb insert/s\tfirst÷plain\treplay÷plain\treserve p99 ms\treplay reserve p99 ms\t")
+	fmt.Fprintln(tw, "clients\tplain/s\tidem first/s\tidem replay/s\tdb insert/s\tfirst÷plain\treplay÷plain\treserve p50 ms\treserve p99 ms\treplay reserve p99 ms\t")
 	for _, r := range rep.Results {
-		fmt.Fprintf(tw, "%d\t%.0f\t%.0f\t%.0f\t%.0f\t%.2f %s\t%.2f %s\t%.2f %s\t%.2f\t\n",
+		fmt.Fprintf(tw, "%d\t%.0f\t%.0f\t%.0f\t%.0f\t%.2f %s\t%.2f %s\t%.2f\t%.2f %s\t%.2f\t\n",
 			r.Clients, r.PlainRPS, r.IdemFirstRPS, r.IdemReplayRPS, r.DBInsertRPS,
 			r.FirstRatio, mark(r.Pass.First), r.ReplayRatio, mark(r.Pass.Replay),
-			r.ReservationP99Ms, mark(r.Pass.Reservation), r.ReplayReservationP99Ms)
+			r.ReservationP50Ms, r.ReservationP99Ms, mark(r.Pass.Reservation), r.ReplayReservationP99Ms)
 	}
 	if err := tw.Flush(); err != nil {
 		return err

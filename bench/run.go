@@ -147,8 +147,9 @@ func measure(ctx context.Context, cfg Config, kind string, t *target, timed *tim
 	}
 	for ci := range rep.Results {
 		r := &rep.Results[ci]
-		r.ReservationP99Ms, r.Reservations = firstRes[ci].p99()
-		r.ReplayReservationP99Ms, _ = replayRes[ci].p99()
+		r.ReservationP50Ms, _ = firstRes[ci].quantile(0.50)
+		r.ReservationP99Ms, r.Reservations = firstRes[ci].quantile(0.99)
+		r.ReplayReservationP99Ms, _ = replayRes[ci].quantile(0.99)
 		r.summarise(rep.Targets)
 	}
 	return rep, nil

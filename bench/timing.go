@@ -49,16 +49,16 @@ func (s *samples) add(d time.Duration) {
 	s.mu.Unlock()
 }
 
-// p99 returns the 99th percentile (nearest rank) in milliseconds and the
-// number of samples; 0, 0 without samples.
-func (s *samples) p99() (ms float64, n int) {
+// quantile returns the q-quantile (nearest rank, 0 < q ≤ 1) in
+// milliseconds and the number of samples; 0, 0 without samples.
+func (s *samples) quantile(q float64) (ms float64, n int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if len(s.d) == 0 {
 		return 0, 0
 	}
 	slices.Sort(s.d)
-	rank := int(math.Ceil(0.99 * float64(len(s.d))))
+	rank := max(1, int(math.Ceil(q*float64(len(s.d)))))
 	return float64(s.d[rank-1]) / float64(time.Millisecond), len(s.d)
 }
 
