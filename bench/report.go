@@ -28,6 +28,8 @@ type Report struct {
 	// Go and CPUs describe the machine the run was on.
 	Go   string `json:"go"`
 	CPUs int    `json:"cpus"`
+	// Load is the load average around the run; nil where unknown.
+	Load *Load `json:"load_average,omitempty"`
 	// Rounds, DurationSeconds, WarmupSeconds and ReplayKeys are the
 	// run's settings (Config, defaults applied).
 	Rounds          int     `json:"rounds"`
@@ -127,8 +129,12 @@ func (rep *Report) Misses() []string {
 
 // WriteTable writes the report as a table for people.
 func (rep *Report) WriteTable(w io.Writer) error {
-	fmt.Fprintf(w, "idem bench: %s, %s, %d CPUs; median of %d rounds of %s per cell (warm-up %s), %d replay keys\n\n",
+	fmt.Fprintf(w, "idem bench: %s, %s, %d CPUs; median of %d rounds of %s per cell (warm-up %s), %d replay keys\n",
 		rep.DB, rep.Go, rep.CPUs, rep.Rounds, seconds(rep.DurationSeconds), seconds(rep.WarmupSeconds), rep.ReplayKeys)
+	if rep.Load != nil {
+		fmt.Fprintf(w, "load average %.2f at the start, %.2f at the end\n", rep.Load.Start, rep.Load.End)
+	}
+	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "clients\tplain/s\tidem first/s\tidem replay/s\tdb insert/s\tfirst÷plain\treplay÷plain\treserve p50 ms\treserve p99 ms\treplay reserve p99 ms\t")
 	for _, r := range rep.Results {

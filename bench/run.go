@@ -86,10 +86,15 @@ func Run(ctx context.Context, cfg Config) (_ *Report, err error) {
 		client: &http.Client{Transport: transport}, store: store,
 		runID: hex.EncodeToString(rnd[:]), replayKeys: cfg.ReplayKeys,
 	}
+	startLoad, haveLoad := loadAverage()
 	if err := t.prepareReplays(ctx); err != nil {
 		return nil, err
 	}
-	return measure(ctx, cfg, db.kind, t, timed)
+	rep, err := measure(ctx, cfg, db.kind, t, timed)
+	if endLoad, ok := loadAverage(); err == nil && ok && haveLoad {
+		rep.Load = &Load{Start: startLoad, End: endLoad}
+	}
+	return rep, err
 }
 
 // measure times every cell cfg.Rounds times, interleaved, and summarises.
