@@ -289,3 +289,18 @@ func TestMedianAndP99(t *testing.T) {
 		}
 	}
 }
+
+// TestParsedBody checks that the db_insert variant writes the payment the
+// HTTP variants' body describes.
+func TestParsedBody(t *testing.T) {
+	t.Parallel()
+	got := parsedBody
+	got.Memo = nil
+	if err := json.Unmarshal([]byte(requestBody), &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Amount != parsedBody.Amount || got.Currency != parsedBody.Currency || got.Payee != parsedBody.Payee ||
+		got.Memo == nil || *got.Memo != *parsedBody.Memo {
+		t.Errorf("requestBody reads as %+v, parsedBody is %+v", got, parsedBody)
+	}
+}

@@ -64,7 +64,7 @@ type target struct {
 	replayKeys        int
 }
 
-// ops returns the request function of a variant.
+// op returns the request function of a variant.
 func (t *target) op(variant string) op {
 	switch variant {
 	case variantPlain:
