@@ -53,6 +53,7 @@ const (
 
 func commands() []command {
 	return []command{
+		{"bench", "measure plain vs idempotent create throughput side by side (and the database's insert rate)", runBench},
 		{"canon", "print the canonical form of a payload read from stdin", runCanon},
 		{"check", "check that an HTTP API's write endpoint is safe to retry (black box)", runCheck},
 		{"drain", "show or set the registry's drain flag (new operations answer 503 DRAINING)", runDrain},

@@ -1,0 +1,85 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+
+	"github.com/idemkit/idem/bench"
+)
+
+// runBench implements "idem bench --db DSN": one side-by-side run of the
+// plain payments handler, the same handler behind idem (first execution
+// and replay) and the database's raw insert rate, at each client count
+// (package bench). It prints a table, or the report as JSON with --json;
+// progress goes to stderr. The exit code is 0 when the run worked,
+// whether or not the targets were met; with --check a missed target exits
+// 1 too.
+func runBench(ctx context.Context, args []string, std stdio) int {
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.SetOutput(std.err)
+	dsn := fs.String("db", "", "database `DSN`: postgres://… (a new schema is created and dropped) or sqlite:PATH (PATH must not exist); required")
+	clients := fs.String("clients", "1,16,64", "comma-separated client `counts`")
+	duration := fs.Duration("duration", bench.DefaultDuration, "how long each cell is timed, per round")
+	warmup := fs.Duration("warmup", bench.DefaultWarmup, "untimed run before each timed cell (0: none)")
+	rounds := fs.Int("rounds", bench.DefaultRounds, "rounds; cells are interleaved and the medians reported")
+	replayKeys := fs.Int("replay-keys", bench.DefaultReplayKeys, "operations executed before timing for the replays to repeat")
+	asJSON := fs.Bool("json", false, "print the report as JSON")
+	check := fs.Bool("check", false, "exit 1 when a target is missed")
+	keep := fs.Bool("keep", false, "keep the run's schema or file")
+	quiet := fs.Bool("quiet", false, "no progress lines on stderr")
+	if err := fs.Parse(args); err != nil || fs.NArg() != 0 {
+		return exitUsage
+	}
+	counts, err := parseCounts(*clients)
+	if *dsn == "" || err != nil || *duration <= 0 || *warmup < 0 || *rounds <= 0 || *replayKeys <= 0 {
+		fmt.Fprintln(std.err, "idem bench: need --db, positive --clients, --duration, --rounds and --replay-keys, and --warmup ≥ 0")
+		return exitUsage
+	}
+	cfg := bench.Config{DSN: *dsn, Clients: counts, Duration: *duration, Warmup: *warmup,
+		Rounds: *rounds, ReplayKeys: *replayKeys, Keep: *keep, Progress: std.err}
+	if *warmup == 0 {
+		cfg.Warmup = -1 // none
+	}
+	if *quiet {
+		cfg.Progress = io.Discard
+	}
+	rep, err := bench.Run(ctx, cfg)
+	if err != nil {
+		fmt.Fprintln(std.err, "idem bench:", err)
+		return exitRefused
+	}
+	if *asJSON {
+		enc := json.NewEncoder(std.out)
+		enc.SetIndent("", "  ")
+		err = enc.Encode(rep)
+	} else {
+		err = rep.WriteTable(std.out)
+	}
+	if err != nil {
+		fmt.Fprintln(std.err, "idem bench:", err)
+		return exitRefused
+	}
+	if *check && !rep.Met() {
+		fmt.Fprintln(std.err, "idem bench: targets missed:", strings.Join(rep.Misses(), "; "))
+		return exitRefused
+	}
+	return exitOK
+}
+
+// parseCounts parses "1,16,64" into positive counts.
+func parseCounts(s string) ([]int, error) {
+	var out []int
+	for f := range strings.SplitSeq(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n <= 0 {
+			return nil, fmt.Errorf("bad client count %q", f)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}

@@ -1,0 +1,112 @@
+package main
+
+import (
+	"encoding/json"
+	"math"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/idemkit/idem/internal/pgtest"
+)
+
+// tinyBench are flags for a run short enough for tests.
+var tinyBench = []string{"--clients", "1,3", "--duration", "150ms", "--warmup", "20ms", "--rounds", "1", "--replay-keys", "12"}
+
+func TestBenchSQLite(t *testing.T) {
+	t.Parallel()
+	testBenchJSON(t, "sqlite:"+filepath.Join(t.TempDir(), "b.db"), "sqlite")
+	// The table, without progress.
+	code, out, stderr := runCmd(t, "", append([]string{"bench", "--db", "sqlite:" + filepath.Join(t.TempDir(), "t.db"), "--quiet"}, tinyBench...)...)
+	if code != exitOK || stderr != "" {
+		t.Fatalf("code %d, stderr %q", code, stderr)
+	}
+	for _, want := range []string{"idem bench: sqlite", "clients", "idem first/s", "first÷plain", "reserve p99 ms", "targets (set for PostgreSQL)"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("table lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+func TestBenchPostgres(t *testing.T) {
+	t.Parallel()
+	testBenchJSON(t, pgtest.DSN(t), "postgres")
+}
+
+// testBenchJSON runs "idem bench --json --check" and checks the report
+// and that the exit code follows the pass flags.
+func testBenchJSON(t *testing.T, dsn, kind string) {
+	code, out, stderr := runCmd(t, "", append([]string{"bench", "--db", dsn, "--json", "--check"}, tinyBench...)...)
+	var rep struct {
+		DB      string `json:"db"`
+		Results []struct {
+			Clients          int
+			PlainRPS         float64 `json:"plain_rps"`
+			IdemFirstRPS     float64 `json:"idem_first_rps"`
+			IdemReplayRPS    float64 `json:"idem_replay_rps"`
+			DBInsertRPS      float64 `json:"db_insert_rps"`
+			FirstRatio       float64 `json:"first_ratio"`
+			ReplayRatio      float64 `json:"replay_ratio"`
+			ReservationP99Ms float64 `json:"reservation_p99_ms"`
+			Pass             map[string]bool
+		}
+	}
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("code %d, output not JSON (%v):\n%s\nstderr:\n%s", code, err, out, stderr)
+	}
+	if rep.DB != kind || len(rep.Results) != 2 || rep.Results[0].Clients != 1 || rep.Results[1].Clients != 3 {
+		t.Fatalf("report %s", out)
+	}
+	met := true
+	for _, r := range rep.Results {
+		for _, v := range []float64{r.PlainRPS, r.IdemFirstRPS, r.IdemReplayRPS, r.DBInsertRPS, r.ReservationP99Ms} {
+			if !(v > 0) {
+				t.Errorf("non-positive figure in %+v", r)
+			}
+		}
+		if math.Abs(r.FirstRatio-r.IdemFirstRPS/r.PlainRPS) > 1e-9 || math.Abs(r.ReplayRatio-r.IdemReplayRPS/r.PlainRPS) > 1e-9 {
+			t.Errorf("ratios are not idem ÷ plain: %+v", r)
+		}
+		if len(r.Pass) != 3 {
+			t.Errorf("pass %v", r.Pass)
+		}
+		for _, ok := range r.Pass {
+			met = met && ok
+		}
+	}
+	// --check: exit 1 exactly when a target was missed, and say which.
+	if want := map[bool]int{true: exitOK, false: exitRefused}[met]; code != want {
+		t.Errorf("exit code %d with targets met = %v; stderr:\n%s", code, met, stderr)
+	}
+	if !met && !strings.Contains(stderr, "targets missed:") {
+		t.Errorf("stderr does not list the misses:\n%s", stderr)
+	}
+	if !strings.Contains(stderr, "round 1/1  clients 3") {
+		t.Errorf("no progress on stderr:\n%s", stderr)
+	}
+}
+
+func TestBenchUsage(t *testing.T) {
+	t.Parallel()
+	existing := filepath.Join(t.TempDir(), "x.db")
+	if code, _, _ := runCmd(t, "", "migrate", "--db", "sqlite:"+existing); code != exitOK {
+		t.Fatal("migrate failed")
+	}
+	for _, c := range []struct {
+		args []string
+		want int
+	}{
+		{[]string{"bench"}, exitUsage},
+		{[]string{"bench", "--db", "sqlite:y.db", "--clients", "1,x"}, exitUsage},
+		{[]string{"bench", "--db", "sqlite:y.db", "--clients", "0"}, exitUsage},
+		{[]string{"bench", "--db", "sqlite:y.db", "--duration", "0s"}, exitUsage},
+		{[]string{"bench", "--db", "sqlite:y.db", "extra"}, exitUsage},
+		{[]string{"bench", "--db", "sqlite:" + existing}, exitRefused},
+		{[]string{"bench", "--db", "mysql://u:secret@h/db"}, exitRefused},
+	} {
+		code, _, stderr := runCmd(t, "", c.args...)
+		if code != c.want || strings.Contains(stderr, "secret") {
+			t.Errorf("%v: code %d, want %d; stderr %q", c.args, code, c.want, stderr)
+		}
+	}
+}
