@@ -98,29 +98,6 @@ func checkRace(t *testing.T, shots []shot) (winner reply, winnerBody string) {
 	return winner, winnerBody
 }
 
-// TestConcurrentDuplicates: 100 identical requests and one with another
-// amount race on one key; exactly one executes and writes exactly one
-// payment and one outbox row.
-func TestConcurrentDuplicates(t *testing.T) {
-	eachDB(t, func(t *testing.T, dsn string) {
-		s := startServer(t, dsn)
-		bodies := make([]string, 101)
-		for i := range 100 {
-			bodies[i] = payBody
-		}
-		bodies[100] = `{"amount":"99.99","currency":"EUR","payee":"acct_1","memo":"x"}`
-		winner, body := checkRace(t, race([]*server{s}, "demo", "k-race", bodies))
-		if body != payBody {
-			t.Logf("the request with the other amount won the race")
-		}
-		wantReplay(t, "retry after the race", winner, s.post(t, "demo", "k-race", body))
-		op := winner.header.Get("Idempotency-Operation")
-		if c := countRows(t, dsn, op); c != (counts{1, 1, 1, 1}) {
-			t.Errorf("rows after the race: %+v; want exactly one payment and one outbox row, for %s", c, op)
-		}
-	})
-}
-
 // TestTwoInstances: two servers on one PostgreSQL database share the
 // registry: one replays the other's outcome, a race spread over both
 // executes once, and Prefer: wait on either sees an outcome committed
