@@ -24,7 +24,6 @@ type snapshot struct {
 	ProviderExecuted int `json:"provider_executed"`
 }
 
-
 // openDB opens the run's database with database/sql: PostgreSQL through
 // pgx's stdlib driver, SQLite read-only.
 func openDB(dsn string) (*sql.DB, error) {

@@ -58,4 +58,3 @@ func TestFaultStorm(t *testing.T) {
 		}
 	})
 }
-
