@@ -54,8 +54,11 @@ func pick[T any](short, long_ T) T {
 // servers' logs — to a directory it logs.
 type faultRun struct {
 	t    *testing.T
-	dsn  string
-	seed uint64
+	dsn  string // the database, as the test reads it
+	// serverDSN, when set, is what the servers get instead of dsn (pool
+	// settings, a proxy's address).
+	serverDSN string
+	seed      uint64
 	rng  *rand.Rand // used by the test goroutine only
 	hist *recorder
 
@@ -106,11 +109,15 @@ func (f *faultRun) serve(name string, env []string, clean bool, flags ...string)
 			rev = flags[i+1]
 		}
 	}
+	dsn := f.dsn
+	if f.serverDSN != "" {
+		dsn = f.serverDSN
+	}
 	var s *server
 	if clean && len(env) == 0 {
-		s = startServer(f.t, f.dsn, flags...)
+		s = startServer(f.t, dsn, flags...)
 	} else {
-		s = startChild(f.t, env, append([]string{"serve", "--addr", "127.0.0.1:0", "--db", f.dsn}, flags...)...)
+		s = startChild(f.t, env, append([]string{"serve", "--addr", "127.0.0.1:0", "--db", dsn}, flags...)...)
 	}
 	s.name, s.rev = name, rev
 	f.mu.Lock()
