@@ -53,14 +53,14 @@ func pick[T any](short, long_ T) T {
 // the artifacts — history as JSON lines, the database's rows, the
 // servers' logs — to a directory it logs.
 type faultRun struct {
-	t    *testing.T
-	dsn  string // the database, as the test reads it
+	t   *testing.T
+	dsn string // the database, as the test reads it
 	// serverDSN, when set, is what the servers get instead of dsn (pool
 	// settings, a proxy's address).
 	serverDSN string
 	seed      uint64
-	rng  *rand.Rand // used by the test goroutine only
-	hist *recorder
+	rng       *rand.Rand // used by the test goroutine only
+	hist      *recorder
 
 	mu      sync.Mutex
 	servers []*server
