@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/http"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -36,7 +37,7 @@ import (
 // no lock-order cycle can form. The analogue is a write lock held by
 // another connection when the business transaction begins: the server
 // waits (failpoint after-reserve=wait) until the test holds the lock,
-// then its business transaction cannot start and --store-timeout (1s)
+// then its business transaction cannot start and --store-timeout (2s)
 // fails it closed — 503 STORE_UNAVAILABLE — with nothing written; the
 // reservation is released, or, if the release cannot get the lock
 // either, left to the recovery worker (--lease 1s); a retry executes once.
@@ -130,18 +131,29 @@ func deadlockPostgres(t *testing.T) {
 func lockedSQLite(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "fault.db")
 	f := newFault(t, "sqlite:"+path)
-	s := f.serve("A", []string{"IDEM_FAILPOINTS=after-reserve=wait"}, false, "--store-timeout", "1s", "--lease", "1s", "--recover-interval", "200ms")
+	s := f.serve("A", []string{"IDEM_FAILPOINTS=after-reserve=wait"}, false, "--store-timeout", "2s", "--lease", "1s", "--recover-interval", "200ms")
 	key, body := f.key("locked"), `{"amount":"`+f.amount()+`","currency":"EUR","payee":"acct_1","memo":"x"}`
 
+	// Send until the request waits at the failpoint: on a loaded machine
+	// the reservation itself may fail closed first (503, nothing reserved).
 	answer := make(chan reply, 1)
-	go func() {
+	send := func() {
 		r, err := f.post(s, "/v1/payments", "demo", key, body)
 		if err != nil {
 			r = reply{status: -1, body: []byte(err.Error())}
 		}
 		answer <- r
-	}()
-	awaitLog(t, s, "failpoint after-reserve waiting")
+	}
+	go send()
+	await(t, "the request waits after its reservation", func() bool {
+		select {
+		case r := <-answer:
+			wantProblem(t, "a request answered before its reservation", r, http.StatusServiceUnavailable, "STORE_UNAVAILABLE")
+			go send()
+		default:
+		}
+		return strings.Contains(s.log.String(), "failpoint after-reserve waiting")
+	})
 	unlock := holdSQLiteWriteLock(t, path)
 	start := time.Now()
 	if err := syscall.Kill(s.cmd.Process.Pid, syscall.SIGUSR1); err != nil {
@@ -150,8 +162,8 @@ func lockedSQLite(t *testing.T) {
 	first := <-answer
 	took := time.Since(start)
 	wantProblem(t, "the request whose business transaction found the write lock held", first, http.StatusServiceUnavailable, "STORE_UNAVAILABLE")
-	if took > 10*time.Second {
-		t.Errorf("the 503 came %v after the lock was held; want about --store-timeout (1s) per call", took)
+	if took > poolBound {
+		t.Errorf("the 503 came %v after the lock was held; want about --store-timeout (2s) per call", took)
 	}
 	unlock()
 	if snap := f.takeSnapshot(); len(snap.Payments)+len(snap.Outbox) != 0 {

@@ -144,6 +144,23 @@ func (f *faultRun) mustPost(s *server, path, token, key, body string, kv ...stri
 	return r
 }
 
+// postUntil sends the request again while it fails closed (503
+// STORE_UNAVAILABLE, as a loaded machine may answer) until want accepts
+// the answer, for up to awaitTimeout, and returns that answer.
+func (f *faultRun) postUntil(s *server, path, token, key, body string, want func(reply) bool) reply {
+	f.t.Helper()
+	deadline := time.Now().Add(awaitTimeout)
+	for {
+		r := f.mustPost(s, path, token, key, body)
+		if want(r) {
+			return r
+		}
+		if problemErr(r, http.StatusServiceUnavailable, string(idem.CodeStoreUnavailable)) != "" || time.Now().After(deadline) {
+			f.t.Fatalf("POST %s (key %s) to %s: %v %v", path, key, s.name, r, r.header)
+		}
+	}
+}
+
 // fingerprintOf computes the request's fingerprint as the reference
 // service does (the payments.v1 schema binding of both idempotent
 // routes), or "" when the body is refused.

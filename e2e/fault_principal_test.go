@@ -39,10 +39,7 @@ func TestFaultPrincipal(t *testing.T) {
 
 		ops := map[string]string{}
 		for _, w := range who {
-			r := f.mustPost(s, "/v1/payments", w.token, key, w.body)
-			if r.status != http.StatusCreated {
-				t.Fatalf("retry as %s: %v", w.token, r)
-			}
+			r := f.postUntil(s, "/v1/payments", w.token, key, w.body, func(r reply) bool { return r.status == http.StatusCreated })
 			ops[w.token] = r.header.Get("Idempotency-Operation")
 		}
 		wantProblem(t, "bob with alice's body", f.mustPost(s, "/v1/payments", "tok-b", key, bodyA), http.StatusUnprocessableEntity, "PAYLOAD_CONFLICT")
@@ -59,7 +56,9 @@ func TestFaultPrincipal(t *testing.T) {
 				wantProblem(t, w.token+" reads "+other.token+"'s operation", r, http.StatusNotFound, "NOT_FOUND")
 			}
 		}
-		if counts := f.check(allow{}); counts["executed"] != len(who) {
+		// Unavailable: a loaded machine may fail some of the concurrent
+		// requests closed; the retries above settle them.
+		if counts := f.check(allow{Unavailable: true}); counts["executed"] != len(who) {
 			t.Errorf("answers %v; want exactly %d executions, one per principal", counts, len(who))
 		}
 	})

@@ -46,7 +46,7 @@ import (
 // to test exactly that.
 //
 // Every registry call made for a request is bounded by --store-timeout
-// (default 30s; 0: unbounded): a database that does not answer in time —
+// (default 1m; 0: unbounded): a database that does not answer in time —
 // an exhausted pool, a lock held elsewhere — fails the request with 503
 // STORE_UNAVAILABLE instead of holding it (see boundedStore).
 //

@@ -8,11 +8,11 @@ import (
 	"github.com/idemkit/idem/registry"
 )
 
-// defaultStoreTimeout is the default of "idem serve --store-timeout": the
-// default lease, and above what SQLite's driver waits for its write lock
-// (its queue, then its busy timeout), so a slow but working database is
-// not cut off.
-const defaultStoreTimeout = 30 * time.Second
+// defaultStoreTimeout is the default of "idem serve --store-timeout":
+// well above what SQLite's driver waits for its write lock (its queue,
+// then its busy timeout) and above what a loaded but working database
+// takes, so only a database that does not answer is cut off.
+const defaultStoreTimeout = time.Minute
 
 // boundedStore gives every registry call made while serving a request a
 // deadline, so that a database that does not answer — an exhausted
