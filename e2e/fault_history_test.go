@@ -45,14 +45,6 @@ type exchange struct {
 var headersOfInterest = []string{"Content-Type", "Location", "ETag", "Idempotency-Contract", "Idempotency-Operation",
 	"Idempotent-Replayed", "Retry-After", "Link", "Preference-Applied"}
 
-func (e exchange) reply() reply {
-	h := http.Header{}
-	for k, v := range e.Header {
-		h.Set(k, v)
-	}
-	return reply{status: e.Status, header: h, body: []byte(e.Body)}
-}
-
 func (e exchange) op() string       { return e.Header["Idempotency-Operation"] }
 func (e exchange) replayed() bool   { return e.Header["Idempotent-Replayed"] == "true" }
 func (e exchange) idempotent() bool { return e.Method == http.MethodPost && e.Scope != "" }
