@@ -56,7 +56,7 @@ func deadlockPostgres(t *testing.T) {
 	dsn := pgtest.DSN(t)
 	f := newFault(t, dsn)
 	f.serverDSN = withParams(t, dsn, "deadlock_timeout", "2s")
-	s := f.serve("A", nil, true)
+	s := f.serve("A", nil, true, "--prune-interval", "0") // pruning deletes outbox rows: it would queue on the lock too
 	key, body := f.key("deadlock"), `{"amount":"`+f.amount()+`","currency":"EUR","payee":"acct_1","memo":"x"}`
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -84,11 +84,12 @@ func deadlockPostgres(t *testing.T) {
 	}()
 	// The server's outcome statement (it inserts the outbox row) waits
 	// for the test's table lock: its payment row is inserted by now.
-	// (pg_locks: its statement waits for a lock on the table; the text
-	// in pg_stat_activity is cut at track_activity_query_size.)
+	// (pg_locks: a session that holds a lock on payments waits for one on
+	// idem_outbox; the text in pg_stat_activity is cut at
+	// track_activity_query_size, so the statement is not matched by text.)
 	await(t, "the server's transaction blocks on idem_outbox", func() bool {
 		var n int
-		err := watch.QueryRow(ctx, `SELECT count(*) FROM pg_locks WHERE relation = 'idem_outbox'::regclass AND NOT granted`).Scan(&n)
+		err := watch.QueryRow(ctx, businessBlocked).Scan(&n)
 		return err == nil && n == 1
 	})
 	var op string
@@ -229,3 +230,9 @@ func holdSQLiteWriteLock(t *testing.T, path string) (unlock func()) {
 	t.Cleanup(unlock)
 	return unlock
 }
+
+// businessBlocked counts the sessions that hold a lock on payments (they
+// inserted a payment) and wait for one on idem_outbox: business
+// transactions blocked at their outcome statement.
+const businessBlocked = `SELECT count(*) FROM pg_locks w JOIN pg_locks p ON p.pid = w.pid
+	WHERE w.relation = 'idem_outbox'::regclass AND NOT w.granted AND p.relation = 'payments'::regclass AND p.granted`
