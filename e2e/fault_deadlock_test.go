@@ -26,7 +26,7 @@ import (
 // waits until the server's outcome statement is blocked on that lock
 // (pg_stat_activity, polled), then inserts a payment with the id the
 // server's transaction has just inserted, which waits for the server's
-// transaction: a cycle. The server's session has the shorter
+// transaction: a cycle. The server's connections have the shorter
 // deadlock_timeout (2s, set in its DSN; the test's is 60s), so PostgreSQL
 // aborts the server's transaction with 40P01. The client gets 503
 // STORE_UNAVAILABLE, the reservation is released, no payment and no
@@ -84,7 +84,7 @@ func deadlockPostgres(t *testing.T) {
 	}()
 	// The server's outcome statement (it inserts the outbox row) waits
 	// for the test's table lock: its payment row is inserted by now.
-	// (pg_locks: a session that holds a lock on payments waits for one on
+	// (pg_locks: a backend that holds a lock on payments waits for one on
 	// idem_outbox; the text in pg_stat_activity is cut at
 	// track_activity_query_size, so the statement is not matched by text.)
 	await(t, "the server's transaction blocks on idem_outbox", func() bool {
@@ -231,7 +231,7 @@ func holdSQLiteWriteLock(t *testing.T, path string) (unlock func()) {
 	return unlock
 }
 
-// businessBlocked counts the sessions that hold a lock on payments (they
+// businessBlocked counts the backends that hold a lock on payments (they
 // inserted a payment) and wait for one on idem_outbox: business
 // transactions blocked at their outcome statement.
 const businessBlocked = `SELECT count(*) FROM pg_locks w JOIN pg_locks p ON p.pid = w.pid
