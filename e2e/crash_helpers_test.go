@@ -7,8 +7,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -80,43 +78,6 @@ func wantKilled(t *testing.T, s *server) {
 	if !ok || !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
 		t.Fatalf("idem serve exited with %v; want death by SIGKILL", s.err)
 	}
-}
-
-// history records every request and its answer of one scenario, for the
-// log of a failing test.
-type history struct {
-	mu      sync.Mutex
-	start   time.Time
-	entries []string
-}
-
-func newHistory(t *testing.T) *history {
-	h := &history{start: time.Now()}
-	t.Cleanup(func() {
-		if t.Failed() {
-			h.mu.Lock()
-			defer h.mu.Unlock()
-			t.Logf("history (%d exchanges):\n%s", len(h.entries), strings.Join(h.entries, "\n"))
-		}
-	})
-	return h
-}
-
-func (h *history) add(format string, args ...any) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.entries = append(h.entries, fmt.Sprintf("%8.3fs ", time.Since(h.start).Seconds())+fmt.Sprintf(format, args...))
-}
-
-// do sends one request through s and records it.
-func (h *history) do(s *server, method, path, token string, header http.Header, body string) (reply, error) {
-	r, err := s.send(method, path, token, header, body)
-	if err != nil {
-		h.add("%s %s%s %v %s -> error: %v", method, s.url, path, header, body, err)
-	} else {
-		h.add("%s %s%s %v %s -> %d %v %s", method, s.url, path, header, body, r.status, r.header, r.body)
-	}
-	return r, err
 }
 
 // retryAfter is r's Retry-After in seconds, at least 1 and at most 5.

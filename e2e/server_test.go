@@ -22,6 +22,8 @@ const (
 
 // server is one "idem serve" child process.
 type server struct {
+	name   string // in recorded histories ("A", "B", "provider"); "" for "-"
+	rev    string // its --api-revision; "" means v1
 	url    string // http://ADDR
 	cmd    *exec.Cmd
 	log    *logLines

@@ -65,7 +65,8 @@ var queries = sqlfile.MustLoad(sqlFiles, "payments.sql")
 const (
 	// OperationCreate is the idempotent operation of POST /v1/payments.
 	OperationCreate = "payments.create"
-	// APIRevision is the API major revision bound into every scope.
+	// APIRevision is the API major revision bound into every scope, unless
+	// Config.APIRevision says otherwise.
 	APIRevision = "v1"
 	// TopicCreated is the outbox topic of a new payment; the message
 	// payload is the payment as JSON, as in the 201 response.
@@ -110,6 +111,12 @@ type Config struct {
 	// fences this service. 0, the registry's initial epoch, stays valid
 	// until the first bump.
 	WriterEpoch int64
+	// APIRevision is the API major revision bound into the scope of every
+	// operation; "" means APIRevision ("v1"). The routes and payloads do
+	// not change with it: it exists so that tests (and "idem serve
+	// --api-revision") can run a server whose operations live in another
+	// revision's scopes, which never hit the records of the first (SPEC C2).
+	APIRevision string
 	// AdmitRefresh is how often the service reads the registry's control
 	// row to follow drain and epoch changes; 0 means
 	// idemhttp.DefaultAdmitRefresh.
@@ -159,7 +166,7 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 		Store: cfg.Store,
 		Operation: idemhttp.Operation{
 			Name:        OperationCreate,
-			APIRevision: APIRevision,
+			APIRevision: cmp.Or(cfg.APIRevision, APIRevision),
 			Binding: idem.Binding{
 				Canon: canon.Options{Mode: canon.ModeSchema, Schema: Schema()},
 			},

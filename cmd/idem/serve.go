@@ -39,6 +39,17 @@ import (
 // --provider about effects outside the database; see startRecovery and
 // "idem recover".
 //
+// --api-revision (default v1) names the API major revision bound into
+// every operation's scope (SPEC C2): a server started with another
+// revision never replays, conflicts with or waits for the operations of
+// the first, on the same database. It changes nothing else; it is there
+// to test exactly that.
+//
+// Every registry call made for a request is bounded by --store-timeout
+// (default 1m; 0: unbounded): a database that does not answer in time —
+// an exhausted pool, a lock held elsewhere — fails the request with 503
+// STORE_UNAVAILABLE instead of holding it (see boundedStore).
+//
 // The server accepts and commits operations at the writer epoch given by
 // --writer-epoch, by default the registry's epoch when it starts (logged
 // as writer_epoch on the "listening on" line): "idem epoch bump" fences
@@ -55,12 +66,18 @@ func runServe(ctx context.Context, args []string, std stdio) int {
 	recoverEvery := fs.Duration("recover-interval", 5*time.Second, "how often the recovery worker looks for expired leases (see idem recover)")
 	retention := fs.Duration("retention", 24*time.Hour, "how long operation records are kept with their response; then they become tombstones (409 KEY_RETIRED)")
 	pruneEvery := fs.Duration("prune-interval", time.Minute, "how often to retire expired records and delete expired tombstones; 0 turns it off (run \"idem prune\" instead)")
+	apiRevision := fs.String("api-revision", payments.APIRevision, "API major `REVISION` bound into every operation's scope; for testing a revision change, the routes stay the same")
+	storeTimeout := fs.Duration("store-timeout", defaultStoreTimeout, "bound on each registry call made for a request; a call that takes longer fails the request with 503 STORE_UNAVAILABLE (0: unbounded)")
 	epoch := fs.Int64("writer-epoch", -1, "writer `EPOCH` to accept and commit operations at; -1: the registry's epoch at start, so a later \"idem epoch bump\" fences this server")
 	if err := fs.Parse(args); err != nil || fs.NArg() != 0 {
 		return exitUsage
 	}
-	if *lease <= 0 || *recoverEvery <= 0 || *retention <= 0 || *pruneEvery < 0 {
-		fmt.Fprintln(std.err, "idem serve: --lease, --recover-interval and --retention must be positive, --prune-interval not negative")
+	if *lease <= 0 || *recoverEvery <= 0 || *retention <= 0 || *pruneEvery < 0 || *storeTimeout < 0 {
+		fmt.Fprintln(std.err, "idem serve: --lease, --recover-interval and --retention must be positive, --prune-interval and --store-timeout not negative")
+		return exitUsage
+	}
+	if *apiRevision == "" {
+		fmt.Fprintln(std.err, "idem serve: --api-revision must not be empty")
 		return exitUsage
 	}
 	if *epoch < -1 {
@@ -90,7 +107,7 @@ func runServe(ctx context.Context, args []string, std stdio) int {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	svc, err := payments.New(ctx, payments.Config{
-		Store:       store,
+		Store:       withStoreTimeout(store, *storeTimeout),
 		Auth:        tokens,
 		Lease:       *lease,
 		Retention:   *retention,
@@ -98,6 +115,7 @@ func runServe(ctx context.Context, args []string, std stdio) int {
 		Registry:    reg,
 		Provider:    *provider,
 		WriterEpoch: *epoch,
+		APIRevision: *apiRevision,
 	})
 	if err != nil {
 		log.Error("idem serve: cannot start the service", "err", err)

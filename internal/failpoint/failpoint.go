@@ -4,8 +4,12 @@
 //	IDEM_FAILPOINTS=name=action[,name=action]
 //
 // with actions "kill" (SIGKILL the process at once), "pause" (print
-// "failpoint NAME paused" to stderr and block forever) and "error" (Hit
-// returns an error). The seams are named by the code that calls Hit:
+// "failpoint NAME paused" to stderr and block forever), "error" (Hit
+// returns an error) and "wait" (print "failpoint NAME waiting" to stderr
+// and block until the process receives SIGUSR1, then carry on: a test
+// can act on the process's state at the seam — take a lock, cut a
+// connection — before letting it go on; one SIGUSR1 releases every Hit
+// waiting at that moment). The seams are named by the code that calls Hit:
 // after-reserve, before-commit, after-commit, after-downstream.
 //
 // The variable is read once, at first use. Unset, Hit costs one atomic
@@ -16,6 +20,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/signal"
 	"strings"
 	"sync"
 	"syscall"
@@ -42,6 +47,35 @@ var (
 
 func load() {
 	actions = parse(os.Getenv(Env))
+	for _, a := range actions {
+		if a == "wait" {
+			startResumer()
+			break
+		}
+	}
+}
+
+// resume is closed and replaced on every SIGUSR1 (action "wait").
+var (
+	resumeMu sync.Mutex
+	resume   chan struct{}
+)
+
+// startResumer turns SIGUSR1 into a broadcast to the waiting Hits. It
+// runs only when some failpoint is configured to wait, so the signal
+// keeps its default meaning otherwise.
+func startResumer() {
+	resume = make(chan struct{})
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGUSR1)
+	go func() {
+		for range sigs {
+			resumeMu.Lock()
+			close(resume)
+			resume = make(chan struct{})
+			resumeMu.Unlock()
+		}
+	}()
 }
 
 // parse reads "name=action,…"; malformed entries are ignored.
@@ -60,7 +94,8 @@ func parse(s string) map[string]string {
 }
 
 // Hit runs the action configured for name, if any: it kills the process,
-// blocks forever, or returns ErrInjected (wrapped with the name).
+// blocks forever, blocks until SIGUSR1, or returns ErrInjected (wrapped
+// with the name).
 func Hit(name string) error {
 	once.Do(load)
 	switch actions[name] {
@@ -74,6 +109,12 @@ func Hit(name string) error {
 		select {}
 	case "error":
 		return fmt.Errorf("%w at %s", ErrInjected, name)
+	case "wait":
+		resumeMu.Lock()
+		ch := resume
+		resumeMu.Unlock()
+		fmt.Fprintf(os.Stderr, "failpoint %s waiting\n", name)
+		<-ch
 	}
 	return nil
 }

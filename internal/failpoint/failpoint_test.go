@@ -62,12 +62,37 @@ func TestActions(t *testing.T) {
 	})
 }
 
+func TestWait(t *testing.T) {
+	cmd := exec.Command(os.Args[0], "-test.run=^TestChild$")
+	cmd.Env = append(os.Environ(), "IDEM_FAILPOINT_CHILD=1", Env+"=after-reserve=wait,after-commit=error")
+	stderr, _ := cmd.StderrPipe()
+	var stdout strings.Builder
+	cmd.Stdout = &stdout
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line, _ := bufio.NewReader(stderr).ReadString('\n')
+	if line != "failpoint after-reserve waiting\n" {
+		cmd.Process.Kill()
+		cmd.Wait()
+		t.Fatalf("first stderr line %q", line)
+	}
+	// The child blocks at after-reserve until SIGUSR1, then goes on to
+	// after-commit and prints its error.
+	if err := cmd.Process.Signal(syscall.SIGUSR1); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err != nil || !strings.Contains(stdout.String(), "child got: failpoint: injected error at after-commit") {
+		t.Errorf("after SIGUSR1: %v, output %s", err, stdout.String())
+	}
+}
+
 func TestChild(t *testing.T) {
 	if os.Getenv("IDEM_FAILPOINT_CHILD") == "" {
 		t.Skip("runs only as the child of TestActions")
 	}
-	if err := Hit(AfterReserve); err != nil {
-		t.Fatalf("unconfigured seam: %v", err)
+	if err := Hit(AfterReserve); err != nil { // unconfigured, or "wait"
+		t.Fatalf("after-reserve: %v", err)
 	}
 	err := Hit(AfterCommit)
 	os.Stdout.WriteString("child got: " + err.Error() + "\n")

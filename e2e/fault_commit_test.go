@@ -1,0 +1,83 @@
+package e2e
+
+import (
+	"net/http"
+	"net/url"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/idemkit/idem/internal/pgproxy"
+	"github.com/idemkit/idem/internal/pgtest"
+)
+
+// TestFaultDroppedCommitReply (V1: dropped commit reply).
+//
+// PostgreSQL: the server reaches its database through internal/pgproxy,
+// armed to cut the connection right after PostgreSQL answered the COMMIT
+// of the transaction that inserted the payment: the payment, the outbox
+// row and the outcome are committed, but the server's commit fails with a
+// broken connection. The middleware reads the record again; the client
+// gets the committed outcome (201, marked as a replay) — or, if that read
+// fails too, a retryable 503 — and every retry replays the SAME payment:
+// one payment and one outbox row.
+//
+// SQLite runs in the server's process, so there is no reply to lose; the
+// analogue is a commit that succeeded while the caller is told it failed
+// (failpoint after-commit=error), which takes the same path through the
+// middleware.
+func TestFaultDroppedCommitReply(t *testing.T) {
+	t.Run("postgres", func(t *testing.T) {
+		t.Parallel()
+		dsn := pgtest.DSN(t)
+		u, err := url.Parse(dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		proxy, err := pgproxy.Listen(u.Host)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { proxy.Close() })
+		f := newFault(t, dsn)
+		u.Host = proxy.Addr()
+		f.serverDSN = u.String()
+		s := f.serve("A", nil, true)
+		for round := range pick(3, 12) {
+			key, body := f.key("commit"), `{"amount":"`+f.amount()+`","currency":"EUR","payee":"acct_1","memo":"x"}`
+			proxy.CutCommitOf("INSERT INTO payments")
+			first := f.mustPost(s, "/v1/payments", "demo", key, body)
+			select {
+			case <-proxy.Cuts():
+			case <-time.After(awaitTimeout):
+				t.Fatalf("round %d: the proxy cut no commit reply", round)
+			}
+			switch {
+			case first.status == http.StatusCreated:
+				if first.header.Get("Idempotent-Replayed") != "true" {
+					t.Errorf("round %d: the answer after a lost commit reply is not marked as a replay of the committed outcome: %v", round, first.header)
+				}
+			default:
+				wantProblem(t, "the request whose commit reply was lost", first, http.StatusServiceUnavailable, "STORE_UNAVAILABLE")
+			}
+			f.mustPost(s, "/v1/payments", "demo", key, body)
+			f.mustPost(s, "/v1/payments", "demo", `"`+key+`"`, body)
+			awaitLog(t, s, "recording the outcome failed")
+		}
+		if counts := f.check(allow{Unavailable: true}); counts["executed"] != 0 {
+			t.Errorf("answers %v: an answer claims a fresh execution, but every commit reply was lost", counts)
+		}
+	})
+	t.Run("sqlite", func(t *testing.T) {
+		t.Parallel()
+		f := newFault(t, "sqlite:"+filepath.Join(t.TempDir(), "fault.db"))
+		s := f.serve("A", []string{"IDEM_FAILPOINTS=after-commit=error"}, false)
+		key, body := f.key("commit"), `{"amount":"`+f.amount()+`","currency":"EUR","payee":"acct_1","memo":"x"}`
+		first := f.mustPost(s, "/v1/payments", "demo", key, body)
+		if first.status != http.StatusCreated || first.header.Get("Idempotent-Replayed") != "true" {
+			t.Errorf("the answer after a commit reported as failed: %v %v; want the committed 201, marked as a replay", first, first.header)
+		}
+		f.mustPost(s, "/v1/payments", "demo", key, body)
+		f.check(allow{})
+	})
+}

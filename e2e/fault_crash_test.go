@@ -1,0 +1,195 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+// crashDeadline bounds each scenario's retries and polls after the restart.
+const crashDeadline = 30 * time.Second
+
+// Flags of every "idem serve" in the crash scenarios: a short lease and a
+// fast recovery worker, so a crashed owner's operation is taken over soon.
+var crashFlags = []string{"--lease", "1s", "--recover-interval", "200ms"}
+
+// TestFaultCrashPayments (V1: SIGKILL): idem serve dies by SIGKILL at the
+// failpoints after-reserve, before-commit and after-commit of POST
+// /v1/payments; a restarted server (no failpoints, same database) and the
+// client's retries end with exactly one payment and one outbox row for
+// the key, and every later retry replays the first 201 byte for byte.
+// After after-commit the first 201 seen is already a replay of the
+// committed outcome; before it, nothing was committed, so it is not.
+func TestFaultCrashPayments(t *testing.T) {
+	for _, seam := range []string{"after-reserve", "before-commit", "after-commit"} {
+		t.Run(seam, func(t *testing.T) {
+			t.Parallel()
+			eachDB(t, func(t *testing.T, dsn string) { crashPayment(t, dsn, seam) })
+		})
+	}
+}
+
+func crashPayment(t *testing.T, dsn, seam string) {
+	f := newFault(t, dsn)
+	key, body := f.key("crash-"+seam), `{"amount":"`+f.amount()+`","currency":"EUR","payee":"acct_1","memo":"x"}`
+
+	began := time.Now()
+	a := f.serve("A", []string{"IDEM_FAILPOINTS=" + seam + "=kill"}, false, crashFlags...)
+	if r, err := f.post(a, "/v1/payments", "demo", key, body); err == nil {
+		t.Fatalf("POST with %s=kill answered %v; want the connection to break", seam, r)
+	}
+	wantKilled(t, a)
+	killed := time.Now()
+
+	b := f.serve("B", nil, true, crashFlags...)
+	restarted := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), crashDeadline)
+	defer cancel()
+	var first reply
+	for first.status != http.StatusCreated {
+		if ctx.Err() != nil {
+			t.Fatalf("no 201 within %v of the restart", crashDeadline)
+		}
+		r := f.mustPost(b, "/v1/payments", "demo", key, body, "Prefer", "wait=2")
+		switch {
+		case r.status == http.StatusCreated:
+			first = r
+		case problemErr(r, http.StatusConflict, "IN_PROGRESS") == "":
+			if op := r.header.Get("Idempotency-Operation"); op == "" {
+				t.Fatalf("409 IN_PROGRESS without Idempotency-Operation: %v %v", r, r.header)
+			} else if msg := inProgressErr(r, op); msg != "" {
+				t.Errorf("retry after the restart: %s", msg)
+			}
+			sleepCtx(ctx, retryAfter(r))
+		default:
+			t.Fatalf("retry after the restart: %v %v; want 201 or 409 IN_PROGRESS", r, r.header)
+		}
+	}
+	settled := time.Now()
+
+	replayed := first.header.Get("Idempotent-Replayed") == "true"
+	switch {
+	case seam == "after-commit" && !replayed:
+		t.Errorf("first 201 after a crash after the commit was executed again (no Idempotent-Replayed: true): %v %v", first, first.header)
+	case seam != "after-commit" && replayed:
+		t.Errorf("first 201 after a crash at %s is a replay, but nothing was committed before the crash: %v %v", seam, first, first.header)
+	}
+	f.mustPost(b, "/v1/payments", "demo", key, body) // a further retry: a replay
+	counts := f.check(allow{Errors: true})
+	if counts["executed"]+counts["replayed"] < 2 || (seam != "after-commit" && counts["executed"] != 1) {
+		t.Errorf("answers %v; want the outcome at least twice, executed once unless committed before the crash", counts)
+	}
+	t.Logf("%s: killed after %v, restarted in %v, 201 %v after the restart (replayed=%v)",
+		seam, killed.Sub(began).Round(time.Millisecond), restarted.Sub(killed).Round(time.Millisecond),
+		settled.Sub(restarted).Round(time.Millisecond), replayed)
+}
+
+// TestFaultCrashTransfer (V1: SIGKILL after downstream success): idem
+// serve dies by SIGKILL right after the provider executed a transfer
+// (failpoint after-downstream). The restarted server settles the
+// operation — its recovery worker asks the provider by downstream key, or
+// a retry that finds it UNKNOWN re-sends the SAME key — and until then
+// every retry answers 409 IN_PROGRESS or OUTCOME_UNKNOWN and none
+// executes anew; afterwards retries replay the settled outcome; the
+// provider executed exactly once (no UNKNOWN re-executed before
+// reconciliation).
+func TestFaultCrashTransfer(t *testing.T) {
+	eachDB(t, func(t *testing.T, dsn string) {
+		f := newFault(t, dsn)
+		key, body := f.key("crash-transfer"), `{"amount":"`+f.amount()+`","currency":"EUR","payee":"acct_1"}`
+		prov := f.provider()
+		flags := append([]string{"--provider", prov.url}, crashFlags...)
+
+		began := time.Now()
+		a := f.serve("A", []string{"IDEM_FAILPOINTS=after-downstream=kill"}, false, flags...)
+		if r, err := f.post(a, "/v1/transfers", "demo", key, body); err == nil {
+			t.Fatalf("POST with after-downstream=kill answered %v; want the connection to break", r)
+		}
+		wantKilled(t, a)
+		killed := time.Now()
+		if n := f.takeSnapshot().ProviderExecuted; n != 1 {
+			t.Fatalf("provider executed %d transfers before the crash; want 1", n)
+		}
+
+		b := f.serve("B", nil, true, flags...)
+		restarted := time.Now()
+		ctx, cancel := context.WithTimeout(context.Background(), crashDeadline)
+		defer cancel()
+
+		// Retry and poll until an answer carries the outcome.
+		var op string
+		var outcome reply
+		for outcome.status == 0 {
+			if ctx.Err() != nil {
+				t.Fatalf("operation %q not settled within %v of the restart", op, crashDeadline)
+			}
+			r := f.mustPost(b, "/v1/transfers", "demo", key, body)
+			if got := r.header.Get("Idempotency-Operation"); got != "" {
+				op = got
+			}
+			var pr problem
+			json.Unmarshal(r.body, &pr)
+			switch {
+			case r.status/100 == 2:
+				outcome = r
+				continue
+			case r.status == http.StatusConflict && (pr.Code == "IN_PROGRESS" || pr.Code == "OUTCOME_UNKNOWN"):
+			default:
+				t.Fatalf("retry before the settlement: %v %v; want 409 IN_PROGRESS or OUTCOME_UNKNOWN", r, r.header)
+			}
+			if op == "" {
+				t.Fatalf("409 without Idempotency-Operation: %v %v", r, r.header)
+			}
+			g, err := f.do(b, http.MethodGet, "/v1/operations/"+op, "demo", nil, "")
+			var v struct{ State string }
+			if err != nil || g.status != http.StatusOK || json.Unmarshal(g.body, &v) != nil {
+				t.Fatalf("GET /v1/operations/%s: %v %v", op, g, err)
+			}
+			if v.State != "SUCCEEDED" {
+				sleepCtx(ctx, 200*time.Millisecond) // the worker runs every 200ms; poll at that pace
+			}
+		}
+		settled := time.Now()
+		// Settled by the worker, the stored outcome is its 200
+		// {"operation_id","state":"SUCCEEDED","reconciled":true} (the
+		// provider's answer alone does not rebuild a 201 Transfer), a
+		// replay; settled by a retry, the transfer's own 201.
+		var rb struct {
+			OperationID string `json:"operation_id"`
+			State       string `json:"state"`
+			Reconciled  bool   `json:"reconciled"`
+		}
+		switch {
+		case outcome.status == http.StatusCreated && outcome.header.Get("Idempotent-Replayed") == "":
+		case outcome.status == http.StatusOK && outcome.header.Get("Idempotent-Replayed") == "true" &&
+			json.Unmarshal(outcome.body, &rb) == nil && rb.OperationID == op && rb.State == "SUCCEEDED" && rb.Reconciled:
+		default:
+			t.Errorf("first outcome after the restart: %v %v; want the 201 of a settling retry or a replay of 200 {operation_id %s, state SUCCEEDED, reconciled true}",
+				outcome, outcome.header, op)
+		}
+		g, err := f.do(b, http.MethodGet, "/v1/operations/"+op, "demo", nil, "")
+		var v struct {
+			State  string
+			Status int
+			Links  struct{ Resource string }
+		}
+		if err != nil || json.Unmarshal(g.body, &v) != nil || g.status != http.StatusOK || v.State != "SUCCEEDED" ||
+			v.Status != outcome.status || v.Links.Resource != outcome.header.Get("Location") {
+			t.Errorf("GET /v1/operations/%s after the settlement: %v %v; want SUCCEEDED, status %d, resource %q", op, g, err, outcome.status, outcome.header.Get("Location"))
+		}
+		if log := b.log.String(); !strings.Contains(log, op) || (!strings.Contains(log, "recovery: reconciled from the provider") &&
+			!strings.Contains(log, "unknown operation settled by replay")) {
+			t.Errorf("the restarted server did not log a reconciliation of %s", op)
+		}
+		f.mustPost(b, "/v1/transfers", "demo", key, body) // a further retry: a replay
+		if f.check(allow{Errors: true}); f.last.ProviderExecuted != 1 {
+			t.Errorf("provider executed %d transfers in all; want exactly 1", f.last.ProviderExecuted)
+		}
+		t.Logf("after-downstream: killed after %v, restarted in %v, settled %v after the restart",
+			killed.Sub(began).Round(time.Millisecond), restarted.Sub(killed).Round(time.Millisecond),
+			settled.Sub(restarted).Round(time.Millisecond))
+	})
+}

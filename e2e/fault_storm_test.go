@@ -1,0 +1,72 @@
+package e2e
+
+import (
+	"net/http"
+	"sync"
+	"testing"
+)
+
+// TestFaultStorm (V1: concurrency): 100 concurrent requests with one key
+// and one payload — in equivalent byte forms (members reordered) — plus
+// one with another amount, all at once. Exactly one executes; every
+// other request with its payload gets the same outcome byte for byte or
+// 409 IN_PROGRESS; the different one (or, if it won, all the others) gets
+// 422 PAYLOAD_CONFLICT; the database holds one payment and one outbox
+// row. Any request may also fail closed (503 STORE_UNAVAILABLE) on an
+// overloaded machine; sequential retries then settle it. The long form
+// repeats it with more keys.
+func TestFaultStorm(t *testing.T) {
+	eachDB(t, func(t *testing.T, dsn string) {
+		f := newFault(t, dsn)
+		s := f.serve("A", nil, true)
+		for round := range pick(1, 5) {
+			key := f.key("storm")
+			amount, memo := f.amount(), f.key("memo")
+			forms := []string{
+				`{"amount":"` + amount + `","currency":"EUR","payee":"acct_1","memo":"` + memo + `"}`,
+				`{"memo":"` + memo + `","payee":"acct_1","currency":"EUR","amount":"` + amount + `"}`,
+				` { "currency" : "EUR", "amount":"` + amount + `", "memo":"` + memo + `","payee":"acct_1"}`,
+			}
+			bodies := make([]string, 101)
+			for i := range 100 {
+				bodies[i] = forms[f.rng.IntN(len(forms))]
+			}
+			other := f.amount()
+			for other == amount {
+				other = f.amount()
+			}
+			odd := f.rng.IntN(len(bodies))
+			bodies[100], bodies[odd] = bodies[odd], `{"amount":"`+other+`","currency":"EUR","payee":"acct_1","memo":"`+memo+`"}`
+
+			start := make(chan struct{})
+			var wg sync.WaitGroup
+			for _, body := range bodies {
+				wg.Go(func() {
+					<-start
+					f.post(s, "/v1/payments", "demo", key, body)
+				})
+			}
+			close(start)
+			wg.Wait()
+			// Sequential retries after the storm: the payload's retry gets
+			// the outcome, the odd one's a conflict (or, if it won, the
+			// outcome too) — also when the storm's own answers were 503
+			// (a loaded database fails closed).
+			f.postUntil(s, "/v1/payments", "demo", key, forms[f.rng.IntN(len(forms))], func(r reply) bool { return r.status == http.StatusCreated })
+			f.postUntil(s, "/v1/payments", "demo", key, bodies[odd], func(r reply) bool {
+				return r.status == http.StatusCreated || problemErr(r, http.StatusUnprocessableEntity, "PAYLOAD_CONFLICT") == ""
+			})
+			t.Logf("round %d: key %s, the odd request was #%d of the storm", round, key, odd)
+		}
+		// A request may fail closed (503) when the machine is too loaded
+		// for the store to answer within --store-timeout; the invariants
+		// hold all the same.
+		counts := f.check(allow{Unavailable: true})
+		if counts["executed"] != pick(1, 5) {
+			t.Errorf("%d executions; want exactly one per storm", counts["executed"])
+		}
+		if counts["conflict"] < pick(1, 5) {
+			t.Errorf("%d conflicts; want at least one per storm (the odd payload)", counts["conflict"])
+		}
+	})
+}

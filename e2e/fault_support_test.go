@@ -1,0 +1,82 @@
+package e2e
+
+import (
+	"context"
+	"net/url"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// awaitTimeout bounds every poll of the fault suite.
+const awaitTimeout = 30 * time.Second
+
+// await polls cond every 10ms until it holds, failing the test after
+// awaitTimeout; the failure shows *last, if given (what cond saw).
+func await(t *testing.T, what string, cond func() bool, last ...*string) {
+	t.Helper()
+	deadline := time.Now().Add(awaitTimeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			if len(last) > 0 {
+				what += " (last seen: " + *last[0] + ")"
+			}
+			t.Fatalf("%s: not within %v", what, awaitTimeout)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// awaitLog waits until s has logged a line containing substr.
+func awaitLog(t *testing.T, s *server, substr string) {
+	t.Helper()
+	await(t, "idem "+s.name+" logs "+substr, func() bool { return strings.Contains(s.log.String(), substr) })
+}
+
+// terminate stops s with SIGTERM and checks that it exits cleanly.
+func terminate(t *testing.T, s *server) {
+	t.Helper()
+	s.client.CloseIdleConnections()
+	if err := syscall.Kill(s.cmd.Process.Pid, syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-s.exited:
+		if s.err != nil {
+			t.Fatalf("idem serve %s did not exit cleanly on SIGTERM: %v", s.name, s.err)
+		}
+	case <-time.After(stopTimeout):
+		t.Fatalf("idem serve %s still runs %v after SIGTERM", s.name, stopTimeout)
+	}
+}
+
+// pgConn opens a connection of the test's own to the PostgreSQL
+// database; ctx bounds the whole test's use of it.
+func pgConn(t *testing.T, ctx context.Context, dsn string) *pgx.Conn {
+	t.Helper()
+	c, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close(context.Background()) })
+	return c
+}
+
+// withParams returns dsn with extra query parameters (pgx passes the
+// ones it does not know to PostgreSQL as run-time settings).
+func withParams(t *testing.T, dsn string, kv ...string) string {
+	t.Helper()
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := u.Query()
+	for i := 0; i+1 < len(kv); i += 2 {
+		q.Set(kv[i], kv[i+1])
+	}
+	u.RawQuery = q.Encode()
+	return u.String()
+}
