@@ -8,8 +8,13 @@ import (
 )
 
 // gateWait bounds how long a write transaction queues at the gate before
-// it goes to SQLite's busy handler anyway (the busy timeout of Open).
-const gateWait = 10 * time.Second
+// it goes to SQLite's busy handler anyway (the busy timeout of Open). It is
+// long because queueing here is fair and SQLite's polling is not: on a
+// loaded machine a burst of 100 writers can queue for more than 10 s, and
+// a waiter that left the queue early then polled and timed out with
+// SQLITE_BUSY although the lock was only ever busy with work. The caller's
+// context bounds the wait as well (idem serve --store-timeout).
+const gateWait = time.Minute
 
 // gate queues the write transactions of one database opened by Open, in
 // this process, first come first served. SQLite admits one writer at a
