@@ -23,26 +23,64 @@ import (
 // Complete returns the updated record. ctx governs the whole transaction,
 // fn included.
 //
+// Round trips: BEGIN, fn's statements, then the outcome statement and
+// COMMIT together in one pipelined batch. The outcome statement fails
+// when its compare-and-set matches nothing (queries.sql, Finish), so the
+// COMMIT behind it cannot commit fn's writes without the outcome. fn must
+// leave the transaction open (not commit or roll back the pgx.Tx that
+// Tx.Native returns); Complete refuses to record an outcome otherwise.
+//
 // Writer fence: registry.ErrWriterFenced, all rolled back, when
 // rec.WriterEpoch is older than the registry's; see control.go.
 func (s *Store) Complete(ctx context.Context, rec registry.Record, fn registry.BusinessFunc) (registry.Record, error) {
 	now, _ := s.clock()
-	tx, err := s.pool.Begin(ctx)
+	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return registry.Record{}, fmt.Errorf("idempg: complete: %w", translate(err))
 	}
-	defer tx.Rollback(ctx) // no-op after Commit
+	defer conn.Release() // after the rollback below: defers run last in, first out
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		return registry.Record{}, fmt.Errorf("idempg: complete: %w", translate(err))
+	}
+	open := true // the transaction may still be open on the server
+	defer func() {
+		if open {
+			_ = tx.Rollback(ctx) // its error adds nothing: the outcome is not recorded either way
+		}
+	}()
 	out, err := fn(ctx, txAdapter{tx}, rec)
 	if err != nil {
 		return registry.Record{}, err
 	}
-	done, err := finish(ctx, tx, rec, out, now)
+	args, err := finishArgs(rec, out, now, true)
 	if err != nil {
 		return registry.Record{}, err
 	}
-	if err := tx.Commit(ctx); err != nil {
-		return registry.Record{}, fmt.Errorf("idempg: complete: commit: %w", translate(err))
+	if conn.Conn().PgConn().TxStatus() == 'I' {
+		return registry.Record{}, errors.New("idempg: complete: the business function ended the transaction")
 	}
+	batch := &pgx.Batch{}
+	batch.Queue(queries.Get("Finish"), args...)
+	batch.Queue("commit")
+	results := conn.SendBatch(ctx, batch)
+	done, finishErr := scanRecord(results.QueryRow())
+	tag, commitErr := results.Exec()
+	closeErr := results.Close()
+	switch {
+	case isFenced(finishErr):
+		_ = tx.Rollback(ctx)
+		open = false
+		return registry.Record{}, fmt.Errorf("idempg: complete %s: %w", rec.OperationID,
+			cmp.Or(writerFenced(ctx, conn, rec.WriterEpoch), registry.ErrFenced))
+	case finishErr != nil:
+		return registry.Record{}, fmt.Errorf("idempg: complete: %w", translate(finishErr))
+	case commitErr != nil || closeErr != nil:
+		return registry.Record{}, fmt.Errorf("idempg: complete: commit: %w", translate(cmp.Or(commitErr, closeErr)))
+	case tag.String() != "COMMIT":
+		return registry.Record{}, fmt.Errorf("idempg: complete: commit: %w", pgx.ErrTxCommitRollback)
+	}
+	open = false
 	return done, nil
 }
 
@@ -118,13 +156,33 @@ func (s *Store) lostClaim(ctx context.Context, tx pgx.Tx, c registry.Claim, inse
 // finish records out for rec in tx: one fenced compare-and-set statement
 // that also inserts the outbox rows. It refuses an outcome that is not
 // terminal or, when rec.State is in flight, not a legal transition from
-// it; the database's trigger guards the stored state as well.
+// it; the database's trigger guards the stored state as well. A fenced
+// update leaves tx usable.
 func finish(ctx context.Context, tx pgx.Tx, rec registry.Record, out registry.Outcome, now *time.Time) (registry.Record, error) {
+	args, err := finishArgs(rec, out, now, false)
+	if err != nil {
+		return registry.Record{}, err
+	}
+	done, err := scanRecord(tx.QueryRow(ctx, queries.Get("Finish"), args...))
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return registry.Record{}, fmt.Errorf("idempg: complete %s: %w", rec.OperationID,
+			cmp.Or(writerFenced(ctx, tx, rec.WriterEpoch), registry.ErrFenced))
+	case err != nil:
+		return registry.Record{}, fmt.Errorf("idempg: complete: %w", translate(err))
+	}
+	return done, nil
+}
+
+// finishArgs checks out against rec and returns the parameters of the
+// Finish statement; raise says whether a fenced update fails the statement
+// (and so the transaction) rather than return no row.
+func finishArgs(rec registry.Record, out registry.Outcome, now *time.Time, raise bool) ([]any, error) {
 	if !out.State.Terminal() {
-		return registry.Record{}, fmt.Errorf("idempg: outcome state %q is not terminal", out.State)
+		return nil, fmt.Errorf("idempg: outcome state %q is not terminal", out.State)
 	}
 	if rec.State.InFlight() && !idem.CanTransition(rec.State, out.State) {
-		return registry.Record{}, fmt.Errorf("idempg: illegal transition %s -> %s", rec.State, out.State)
+		return nil, fmt.Errorf("idempg: illegal transition %s -> %s", rec.State, out.State)
 	}
 	ids := make([]string, len(out.Outbox))
 	topics := make([]string, len(out.Outbox))
@@ -136,18 +194,11 @@ func finish(ctx context.Context, tx pgx.Tx, rec registry.Record, out registry.Ou
 	}
 	resp := out.Response
 	digest := resp.Digest()
-	done, err := scanRecord(tx.QueryRow(ctx, queries.Get("Finish"),
+	return []any{
 		rec.Scope[:], rec.OwnerGen, string(out.State), resp.Status, resp.MediaType,
 		resp.Location, resp.ETag, nonNil(resp.Body), digest[:], now,
-		rec.OperationID, ids, topics, payloads, rec.WriterEpoch))
-	switch {
-	case errors.Is(err, pgx.ErrNoRows):
-		return registry.Record{}, fmt.Errorf("idempg: complete %s: %w", rec.OperationID,
-			cmp.Or(writerFenced(ctx, tx, rec.WriterEpoch), registry.ErrFenced))
-	case err != nil:
-		return registry.Record{}, fmt.Errorf("idempg: complete: %w", translate(err))
-	}
-	return done, nil
+		rec.OperationID, ids, topics, payloads, rec.WriterEpoch, raise,
+	}, nil
 }
 
 // nonNil returns b, or an empty slice for nil, so that bytea NOT NULL

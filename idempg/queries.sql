@@ -188,7 +188,11 @@ WHERE operation_id = $1;
 -- $11 operation_id, $12 message IDs, $13 topics, $14 payloads. The outbox
 -- rows are inserted only if the update matched. $15 is the committing
 -- writer's epoch (Record.WriterEpoch): older than idem_control's, nothing
--- matches (the writer fence, migration 003).
+-- matches (the writer fence, migration 003). When nothing matches and
+-- $16 is true, the statement fails with SQLSTATE IDM01 (idem_fenced,
+-- migration 006), which aborts the transaction: a COMMIT sent after it in
+-- the same round trip rolls back instead (Complete). With $16 false it
+-- returns no row and the transaction stays usable (ClaimAndExecute).
 WITH clock AS (SELECT coalesce($10::timestamptz, statement_timestamp()) AS t),
 upd AS (
     UPDATE idem_operations o
@@ -212,7 +216,10 @@ outbox AS (
     WHERE EXISTS (SELECT 1 FROM upd)
     ORDER BY m.n
 )
-SELECT * FROM upd;
+SELECT * FROM upd
+WHERE (SELECT CASE WHEN EXISTS (SELECT 1 FROM upd) THEN true
+              WHEN $16::boolean THEN idem_fenced($11::text)
+              ELSE false END);
 
 -- name: Release
 -- $1 scope, $2 owner_gen, $3 operation_id: generations restart at 1 for
