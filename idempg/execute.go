@@ -23,9 +23,10 @@ import (
 // Complete returns the updated record. ctx governs the whole transaction,
 // fn included.
 //
-// Round trips: BEGIN, fn's statements, then the outcome statement and
-// COMMIT together in one pipelined batch. The outcome statement fails
-// when its compare-and-set matches nothing (queries.sql, Finish), so the
+// Round trips: none of its own for BEGIN, which goes with fn's first
+// statement (lazytx.go), and one for the outcome statement and COMMIT,
+// sent together in one pipelined batch. The outcome statement fails when
+// its compare-and-set matches nothing (queries.sql, Finish), so the
 // COMMIT behind it cannot commit fn's writes without the outcome. fn must
 // leave the transaction open (not commit or roll back the pgx.Tx that
 // Tx.Native returns); Complete refuses to record an outcome otherwise.
@@ -38,39 +39,51 @@ func (s *Store) Complete(ctx context.Context, rec registry.Record, fn registry.B
 	if err != nil {
 		return registry.Record{}, fmt.Errorf("idempg: complete: %w", translate(err))
 	}
-	defer conn.Release() // after the rollback below: defers run last in, first out
-	tx, err := conn.Begin(ctx)
-	if err != nil {
-		return registry.Record{}, fmt.Errorf("idempg: complete: %w", translate(err))
-	}
-	open := true // the transaction may still be open on the server
 	defer func() {
-		if open {
-			_ = tx.Rollback(ctx) // its error adds nothing: the outcome is not recorded either way
+		// Roll back whatever is still open. If that fails, the pool
+		// destroys the connection on Release (it is not idle), which ends
+		// the transaction on the server.
+		if pc := conn.Conn().PgConn(); !pc.IsClosed() && pc.TxStatus() != 'I' {
+			_, _ = conn.Exec(ctx, "rollback")
 		}
+		conn.Release()
 	}()
-	out, err := fn(ctx, txAdapter{tx}, rec)
+	tx := &lazyTx{ctx: ctx, conn: conn}
+	out, err := fn(ctx, tx, rec)
 	if err != nil {
 		return registry.Record{}, err
+	}
+	if tx.err != nil {
+		return registry.Record{}, tx.err
 	}
 	args, err := finishArgs(rec, out, now, true)
 	if err != nil {
 		return registry.Record{}, err
 	}
-	if conn.Conn().PgConn().TxStatus() == 'I' {
+	batch := &pgx.Batch{}
+	switch {
+	case !tx.begun: // fn ran no statement
+		batch.Queue("begin")
+	case conn.Conn().PgConn().TxStatus() == 'I':
 		return registry.Record{}, errors.New("idempg: complete: the business function ended the transaction")
 	}
-	batch := &pgx.Batch{}
 	batch.Queue(queries.Get("Finish"), args...)
 	batch.Queue("commit")
 	results := conn.SendBatch(ctx, batch)
+	var beginErr error
+	if !tx.begun {
+		_, beginErr = results.Exec()
+	}
 	done, finishErr := scanRecord(results.QueryRow())
 	tag, commitErr := results.Exec()
 	closeErr := results.Close()
 	switch {
+	case beginErr != nil:
+		return registry.Record{}, fmt.Errorf("idempg: complete: begin: %w", translate(beginErr))
 	case isFenced(finishErr):
-		_ = tx.Rollback(ctx)
-		open = false
+		if _, err := conn.Exec(ctx, "rollback"); err != nil {
+			return registry.Record{}, fmt.Errorf("idempg: complete %s: %w (rolling back: %w)", rec.OperationID, registry.ErrFenced, translate(err))
+		}
 		return registry.Record{}, fmt.Errorf("idempg: complete %s: %w", rec.OperationID,
 			cmp.Or(writerFenced(ctx, conn, rec.WriterEpoch), registry.ErrFenced))
 	case finishErr != nil:
@@ -80,7 +93,6 @@ func (s *Store) Complete(ctx context.Context, rec registry.Record, fn registry.B
 	case tag.String() != "COMMIT":
 		return registry.Record{}, fmt.Errorf("idempg: complete: commit: %w", pgx.ErrTxCommitRollback)
 	}
-	open = false
 	return done, nil
 }
 

@@ -204,3 +204,68 @@ func TestCompleteRefusesEndedTransaction(t *testing.T) {
 		t.Errorf("state %s err %v, want RESERVED", got.State, err)
 	}
 }
+
+// TestCompleteLazyBegin: the transaction Complete hands fn begins with
+// fn's first statement, whichever way fn makes it (Exec, QueryRow,
+// through Native, or none at all), and every write commits with the
+// outcome.
+func TestCompleteLazyBegin(t *testing.T) {
+	t.Parallel()
+	ts := execStore(t)
+	ctx := t.Context()
+	pid := backendPID(t, ts)
+	insert := func(ctx context.Context, tx registry.Tx, id string) error {
+		_, err := tx.Exec(ctx, `INSERT INTO exec_rows (id) VALUES ($1)`, id)
+		return err
+	}
+	for _, c := range []struct {
+		name string
+		fn   func(ctx context.Context, tx registry.Tx, rec registry.Record) error
+		rows int
+	}{
+		{"no statement", func(context.Context, registry.Tx, registry.Record) error { return nil }, 0},
+		{"exec then native", func(ctx context.Context, tx registry.Tx, rec registry.Record) error {
+			if err := insert(ctx, tx, rec.OperationID); err != nil {
+				return err
+			}
+			_, err := tx.Native().(pgx.Tx).Exec(ctx, `INSERT INTO exec_rows (id) VALUES ($1)`, rec.OperationID+"-native")
+			return err
+		}, 2},
+		{"native first", func(ctx context.Context, tx registry.Tx, rec registry.Record) error {
+			if _, err := tx.Native().(pgx.Tx).Exec(ctx, `INSERT INTO exec_rows (id) VALUES ($1)`, rec.OperationID); err != nil {
+				return err
+			}
+			return insert(ctx, tx, rec.OperationID+"-2")
+		}, 2},
+		{"query first", func(ctx context.Context, tx registry.Tx, rec registry.Record) error {
+			var n int
+			if err := tx.QueryRow(ctx, `SELECT count(*) FROM exec_rows WHERE id = $1`, rec.OperationID).Scan(&n); err != nil || n != 0 {
+				return errors.Join(err, errors.New("unexpected row"))
+			}
+			if err := insert(ctx, tx, rec.OperationID); err != nil {
+				return err
+			}
+			// The transaction sees its own write.
+			if err := tx.QueryRow(ctx, `SELECT count(*) FROM exec_rows WHERE id = $1`, rec.OperationID).Scan(&n); err != nil || n != 1 {
+				return errors.Join(err, errors.New("own write not visible"))
+			}
+			return nil
+		}, 1},
+	} {
+		rec, _, err := ts.Reserve(ctx, newClaim("exec.lazy"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		done, err := ts.Complete(ctx, rec, func(ctx context.Context, tx registry.Tx, rec registry.Record) (registry.Outcome, error) {
+			return succeeded(c.name), c.fn(ctx, tx, rec)
+		})
+		if err != nil || done.State != idem.StateSucceeded {
+			t.Errorf("%s: Complete: state %s err %v", c.name, done.State, err)
+		}
+		checkPooledSession(t, ts, pid, c.name)
+		var n int
+		if err := ts.Pool().QueryRow(ctx, `SELECT count(*) FROM exec_rows WHERE id LIKE $1 || '%'`, rec.OperationID).Scan(&n); err != nil || n != c.rows {
+			t.Errorf("%s: %d business rows (err %v), want %d", c.name, n, err, c.rows)
+		}
+	}
+}
