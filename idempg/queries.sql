@@ -31,13 +31,14 @@ INSERT INTO idem_schema_migrations (version) VALUES ($1);
 -- $1 scope, $2 operation_id, $3 operation, $4 owner, $5 fingerprint,
 -- $6 contract, $7 writer_epoch, $8 lease µs, $9 retention µs, $10 now,
 -- $11 tombstone TTL µs (NULL: keep the tombstone forever; migration 004).
--- One round trip for both outcomes: the scope's record as this statement's
--- snapshot sees it (created false), or else the inserted RESERVED record
--- (created true). A replay inserts nothing and takes no transaction ID.
--- No row back means neither: a concurrent transaction inserted the scope
--- after the snapshot was taken (ON CONFLICT waited for it), or it was
--- released, or the writer fence held (a writer epoch older than
--- idem_control's inserts nothing); the driver tells the cases apart.
+-- Store.Reserve sends it after a read found no record. It returns the
+-- scope's record as this statement's snapshot sees it (created false:
+-- another reservation committed since the read), or else the inserted
+-- RESERVED record (created true). No row back means neither: a
+-- concurrent transaction inserted the scope after the snapshot was taken
+-- (ON CONFLICT waited for it), or it was released, or the writer fence
+-- held (a writer epoch older than idem_control's inserts nothing); the
+-- driver tells the cases apart.
 -- set_config(..., true) turns synchronous_commit off for this statement's
 -- own (implicit) transaction only; see Store.Reserve for why that is safe.
 WITH clock AS (SELECT coalesce($10::timestamptz, statement_timestamp()) AS t),

@@ -24,11 +24,14 @@ const reserveAttempts = 8
 // created true; the others get the record (never registry.ErrNotFound).
 // ctx governs the statements.
 //
-// Cost: one statement, so one round trip, for a new scope and for an
-// existing one alike (queries.sql: it returns the scope's record if its
-// snapshot sees one, else inserts). Only when neither is visible — the
-// scope was inserted by a concurrent transaction after the statement's
-// snapshot, or released meanwhile — does Reserve read again.
+// Cost: a replay (the common retry) is one indexed read. A new scope
+// costs that read and one more statement (queries.sql, Reserve), which
+// returns the scope's record if its snapshot sees one, else inserts; only
+// when neither is visible — the scope was inserted by a concurrent
+// transaction after the statement's snapshot, or released meanwhile —
+// does Reserve read again. (Sending that one statement alone would save
+// the first read on a new scope, but as an INSERT it costs a replay about
+// twice the server time of the read: measured in docs/benchmarks.md.)
 //
 // Durability: the reservation commits with synchronous_commit off, for its
 // own transaction only, so it does not wait for its WAL to reach disk. That
@@ -58,6 +61,9 @@ func (s *Store) Reserve(ctx context.Context, c registry.Claim) (registry.Record,
 	query, args := "Reserve", claimArgs(c, idem.NewOperationID(goNow), now)
 	if c.MaxActive > 0 {
 		query, args = "ReserveLimited", append(args, c.MaxActive)
+	}
+	if rec, err := s.Get(ctx, c.Scope); !errors.Is(err, registry.ErrNotFound) {
+		return rec, false, err
 	}
 	for range reserveAttempts {
 		var created bool
