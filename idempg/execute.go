@@ -87,6 +87,10 @@ func (s *Store) Complete(ctx context.Context, rec registry.Record, fn registry.B
 		return registry.Record{}, fmt.Errorf("idempg: complete %s: %w", rec.OperationID,
 			cmp.Or(writerFenced(ctx, conn, rec.WriterEpoch), registry.ErrFenced))
 	case finishErr != nil:
+		// A database error aborted the transaction, so the COMMIT rolled
+		// back. (An error of reading the returned row on this side, which
+		// the COMMIT did not wait for, is reported the same way; the
+		// caller's re-read tells whether the outcome is there.)
 		return registry.Record{}, fmt.Errorf("idempg: complete: %w", translate(finishErr))
 	case commitErr != nil || closeErr != nil:
 		return registry.Record{}, fmt.Errorf("idempg: complete: commit: %w", translate(cmp.Or(commitErr, closeErr)))
