@@ -1,5 +1,7 @@
 -- A cheaper write path (docs/benchmarks.md has the measurements). Nothing
 -- here relaxes a rule: the database refuses exactly what it refused before.
+-- Writers built before this migration keep working on it (nothing they
+-- use changed), so a rollback needs no down migration.
 --
 -- 1. idem_operations_expires (001) goes. Since 004, Prune finds expired
 --    records through the partial index idem_operations_retire, and no
