@@ -33,14 +33,16 @@ import (
 
 // BenchmarkMiddleware measures the middleware end to end, through a real
 // HTTP server (httptest.NewServer) and client, with one payments-like
-// handler that inserts one row through the request's transaction and
-// answers 201 JSON. The handler is served three ways:
+// handler that writes one payment row and one outbox message in one
+// transaction and answers 201 JSON, as the payments service does. The
+// handler is served three ways:
 //
 //   - plain: no middleware; the handler opens its own transaction with
-//     Store.InTx (one durable commit);
+//     Store.InTx and inserts the payment and the outbox row itself
+//     (BEGIN, two INSERTs, one durable COMMIT);
 //   - first: behind idemhttp.Middleware, a new Idempotency-Key per request
-//     (Reserve, then Complete with the insert, the outcome and the
-//     response snapshot);
+//     (Reserve, then Complete with the payment insert, the outcome, the
+//     response snapshot and the outbox message queued with AddOutbox);
 //   - replay: behind the middleware, every request repeating one key whose
 //     operation already succeeded (Reserve finds it; the handler never runs).
 //
@@ -52,7 +54,7 @@ import (
 func BenchmarkMiddleware(b *testing.B) {
 	for _, db := range []string{"sqlite", "postgres"} {
 		b.Run("db="+db, func(b *testing.B) {
-			for _, clients := range []int{1, 16} {
+			for _, clients := range []int{1, 16, 64} {
 				b.Run(fmt.Sprintf("clients=%d", clients), func(b *testing.B) {
 					for _, variant := range []string{"plain", "first", "replay"} {
 						b.Run(variant, func(b *testing.B) { benchMWRun(b, db, clients, variant) })
@@ -69,6 +71,17 @@ const benchMWBody = `{"amount":"12.50","currency":"EUR","payee":"acct_1"}`
 const (
 	benchMWCreate = `CREATE TABLE bench_mw_payments (id TEXT PRIMARY KEY, body TEXT)`
 	benchMWInsert = `INSERT INTO bench_mw_payments (id, body) VALUES ($1, $2)`
+	// The plain handler's outbox has the shape and indexes of the
+	// registry's idem_outbox, which the middleware variants write.
+	benchMWCreateOutboxPG = `CREATE TABLE bench_mw_outbox (seq bigserial PRIMARY KEY,
+		message_id text NOT NULL UNIQUE, topic text NOT NULL, payload bytea NOT NULL,
+		created_at timestamptz NOT NULL DEFAULT statement_timestamp(), published_at timestamptz);
+		CREATE INDEX bench_mw_outbox_pending ON bench_mw_outbox (seq) WHERE published_at IS NULL`
+	benchMWCreateOutboxSQLite = `CREATE TABLE bench_mw_outbox (seq INTEGER PRIMARY KEY AUTOINCREMENT,
+		message_id TEXT NOT NULL UNIQUE, topic TEXT NOT NULL, payload BLOB NOT NULL,
+		created_at INTEGER NOT NULL DEFAULT (unixepoch()), published_at INTEGER) STRICT;
+		CREATE INDEX bench_mw_outbox_pending ON bench_mw_outbox (seq) WHERE published_at IS NULL`
+	benchMWInsertOutbox = `INSERT INTO bench_mw_outbox (message_id, topic, payload) VALUES ($1, $2, $3)`
 )
 
 // benchMWOpen opens a fresh store of the kind db with the business table.
@@ -85,9 +98,17 @@ func benchMWOpen(b *testing.B, db string) registry.Store {
 		b.Fatal(err)
 	}
 	b.Cleanup(store.Close)
+	outbox := benchMWCreateOutboxSQLite
+	if db == "postgres" {
+		outbox = benchMWCreateOutboxPG
+	}
 	if err := store.InTx(b.Context(), func(ctx context.Context, tx registry.Tx) error {
-		_, err := tx.Exec(ctx, benchMWCreate)
-		return err
+		for _, ddl := range append([]string{benchMWCreate}, strings.Split(outbox, ";")...) {
+			if _, err := tx.Exec(ctx, ddl); err != nil {
+				return err
+			}
+		}
+		return nil
 	}); err != nil {
 		b.Fatal(err)
 	}
@@ -191,8 +212,17 @@ func (h *benchMWHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if tx := idemhttp.Tx(ctx); tx != nil {
 		err = insert(ctx, tx)
+		if err == nil && !idemhttp.AddOutbox(ctx, registry.Message{Topic: "payment.created", Payload: body}) {
+			err = errors.New("outbox unavailable")
+		}
 	} else {
-		err = h.store.InTx(ctx, insert)
+		err = h.store.InTx(ctx, func(ctx context.Context, tx registry.Tx) error {
+			if err := insert(ctx, tx); err != nil {
+				return err
+			}
+			_, err := tx.Exec(ctx, benchMWInsertOutbox, "msg_"+p.ID, "payment.created", body)
+			return err
+		})
 	}
 	if err != nil {
 		idemhttp.WriteProblem(w, idem.CodeStoreUnavailable, "")

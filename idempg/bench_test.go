@@ -53,10 +53,14 @@ func benchStore(b *testing.B) *testStore {
 }
 
 // runWorkers runs b.N calls of op spread over workers goroutines and
-// reports the throughput as ops/s. op gets a number unique in the run.
-func runWorkers(b *testing.B, workers int, op func(ctx context.Context, n int64) error) {
+// reports the throughput as ops/s, and the WAL the cluster wrote per call
+// as wal-B/op: a measure of the database's write work that, unlike
+// throughput, does not depend on the machine's load. op gets a number
+// unique in the run.
+func runWorkers(b *testing.B, ts *testStore, workers int, op func(ctx context.Context, n int64) error) {
 	b.Helper()
 	ctx := b.Context()
+	walBefore := walLSN(b, ts)
 	var next atomic.Int64
 	var failed atomic.Pointer[error]
 	var wg sync.WaitGroup
@@ -83,6 +87,18 @@ func runWorkers(b *testing.B, workers int, op func(ctx context.Context, n int64)
 		b.Fatal(*p)
 	}
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "ops/s")
+	b.ReportMetric(float64(walLSN(b, ts)-walBefore)/float64(b.N), "wal-B/op")
+}
+
+// walLSN returns the cluster's current WAL insert position in bytes.
+func walLSN(b *testing.B, ts *testStore) int64 {
+	b.Helper()
+	var lsn int64
+	err := ts.Pool().QueryRow(b.Context(), `SELECT (pg_current_wal_insert_lsn() - '0/0'::pg_lsn)::bigint`).Scan(&lsn)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return lsn
 }
 
 // eachWorkers runs fn as the sub-benchmarks workers=1 and workers=16, each
@@ -96,7 +112,7 @@ func eachWorkers(b *testing.B, fn func(b *testing.B, ts *testStore, workers int)
 func BenchmarkInsertPlain(b *testing.B) {
 	eachWorkers(b, func(b *testing.B, ts *testStore, workers int) {
 		prefix := fmt.Sprintf("plain-%d-", time.Now().UnixNano())
-		runWorkers(b, workers, func(ctx context.Context, n int64) error {
+		runWorkers(b, ts, workers, func(ctx context.Context, n int64) error {
 			tx, err := ts.Pool().Begin(ctx)
 			if err != nil {
 				return err
@@ -112,7 +128,7 @@ func BenchmarkInsertPlain(b *testing.B) {
 
 func BenchmarkClaimAndExecute(b *testing.B) {
 	eachWorkers(b, func(b *testing.B, ts *testStore, workers int) {
-		runWorkers(b, workers, func(ctx context.Context, _ int64) error {
+		runWorkers(b, ts, workers, func(ctx context.Context, _ int64) error {
 			res, err := claimAndExecute(ctx, ts.Store, false, newClaim("bench.pay"), pay)
 			if err == nil && res.Verdict != registry.Execute {
 				err = fmt.Errorf("verdict %v, want execute", res.Verdict)
@@ -124,7 +140,7 @@ func BenchmarkClaimAndExecute(b *testing.B) {
 
 func BenchmarkTwoPhase(b *testing.B) {
 	eachWorkers(b, func(b *testing.B, ts *testStore, workers int) {
-		runWorkers(b, workers, func(ctx context.Context, _ int64) error {
+		runWorkers(b, ts, workers, func(ctx context.Context, _ int64) error {
 			rec, created, err := ts.Reserve(ctx, newClaim("bench.pay"))
 			if err != nil || !created {
 				return fmt.Errorf("Reserve: created %v err %v", created, err)
@@ -145,7 +161,7 @@ func BenchmarkReplay(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		runWorkers(b, workers, func(ctx context.Context, _ int64) error {
+		runWorkers(b, ts, workers, func(ctx context.Context, _ int64) error {
 			rec, created, err := ts.Reserve(ctx, c)
 			if err == nil && (created || registry.Decide(rec, false, c.Fingerprint) != registry.Replay) {
 				err = fmt.Errorf("Reserve of a terminal scope: created %v state %s", created, rec.State)

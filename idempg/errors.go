@@ -27,7 +27,15 @@ const (
 	codeCannotConnectNow     = "57P03"
 	codeTooManyConnections   = "53300"
 	classConnectionException = "08"
+	codeFenced               = "IDM01" // idem_fenced (migration 006): Finish matched no record
 )
+
+// isFenced reports whether err is the Finish statement's refusal of a
+// fenced completion (SQLSTATE IDM01).
+func isFenced(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == codeFenced
+}
 
 // translate turns a pgx or PostgreSQL error into the registry's errors; it
 // is the one place where database errors cross the driver boundary:

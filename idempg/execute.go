@@ -23,25 +23,79 @@ import (
 // Complete returns the updated record. ctx governs the whole transaction,
 // fn included.
 //
+// Round trips: none of its own for BEGIN, which goes with fn's first
+// statement (lazytx.go), and one for the outcome statement and COMMIT,
+// sent together in one pipelined batch. The outcome statement fails when
+// its compare-and-set matches nothing (queries.sql, Finish), so the
+// COMMIT behind it cannot commit fn's writes without the outcome. fn must
+// leave the transaction open (not commit or roll back the pgx.Tx that
+// Tx.Native returns); Complete refuses to record an outcome otherwise.
+//
 // Writer fence: registry.ErrWriterFenced, all rolled back, when
 // rec.WriterEpoch is older than the registry's; see control.go.
 func (s *Store) Complete(ctx context.Context, rec registry.Record, fn registry.BusinessFunc) (registry.Record, error) {
 	now, _ := s.clock()
-	tx, err := s.pool.Begin(ctx)
+	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return registry.Record{}, fmt.Errorf("idempg: complete: %w", translate(err))
 	}
-	defer tx.Rollback(ctx) // no-op after Commit
-	out, err := fn(ctx, txAdapter{tx}, rec)
+	defer func() {
+		// Roll back whatever is still open. If that fails, the pool
+		// destroys the connection on Release (it is not idle), which ends
+		// the transaction on the server.
+		if pc := conn.Conn().PgConn(); !pc.IsClosed() && pc.TxStatus() != 'I' {
+			_, _ = conn.Exec(ctx, "rollback")
+		}
+		conn.Release()
+	}()
+	tx := &lazyTx{ctx: ctx, conn: conn}
+	out, err := fn(ctx, tx, rec)
 	if err != nil {
 		return registry.Record{}, err
 	}
-	done, err := finish(ctx, tx, rec, out, now)
+	if tx.err != nil {
+		return registry.Record{}, tx.err
+	}
+	args, err := finishArgs(rec, out, now, true)
 	if err != nil {
 		return registry.Record{}, err
 	}
-	if err := tx.Commit(ctx); err != nil {
-		return registry.Record{}, fmt.Errorf("idempg: complete: commit: %w", translate(err))
+	batch := &pgx.Batch{}
+	switch {
+	case !tx.begun: // fn ran no statement
+		batch.Queue("begin")
+	case conn.Conn().PgConn().TxStatus() == 'I':
+		return registry.Record{}, errors.New("idempg: complete: the business function ended the transaction")
+	}
+	batch.Queue(queries.Get("Finish"), args...)
+	batch.Queue("commit")
+	results := conn.SendBatch(ctx, batch)
+	var beginErr error
+	if !tx.begun {
+		_, beginErr = results.Exec()
+	}
+	done, finishErr := scanRecord(results.QueryRow())
+	tag, commitErr := results.Exec()
+	closeErr := results.Close()
+	switch {
+	case beginErr != nil:
+		return registry.Record{}, fmt.Errorf("idempg: complete: begin: %w", translate(beginErr))
+	case isFenced(finishErr):
+		if _, err := conn.Exec(ctx, "rollback"); err != nil {
+			return registry.Record{}, fmt.Errorf("idempg: complete %s: %w (rolling back: %w)", rec.OperationID, registry.ErrFenced, translate(err))
+		}
+		return registry.Record{}, fmt.Errorf("idempg: complete %s: %w", rec.OperationID,
+			cmp.Or(writerFenced(ctx, conn, rec.WriterEpoch), registry.ErrFenced))
+	case finishErr != nil:
+		// A database error aborted the transaction, so the COMMIT rolled
+		// back. (An error of reading the returned row on this side, which
+		// the COMMIT did not wait for, is reported the same way; the
+		// caller's re-read tells whether the outcome is there.)
+		return registry.Record{}, fmt.Errorf("idempg: complete: %w", translate(finishErr))
+	case commitErr != nil || closeErr != nil:
+		return registry.Record{}, fmt.Errorf("idempg: complete: commit: %w", translate(cmp.Or(commitErr, closeErr)))
+	case tag.String() != "COMMIT":
+		return registry.Record{}, fmt.Errorf("idempg: complete: commit: %w", pgx.ErrTxCommitRollback)
 	}
 	return done, nil
 }
@@ -118,13 +172,33 @@ func (s *Store) lostClaim(ctx context.Context, tx pgx.Tx, c registry.Claim, inse
 // finish records out for rec in tx: one fenced compare-and-set statement
 // that also inserts the outbox rows. It refuses an outcome that is not
 // terminal or, when rec.State is in flight, not a legal transition from
-// it; the database's trigger guards the stored state as well.
+// it; the database's trigger guards the stored state as well. A fenced
+// update leaves tx usable.
 func finish(ctx context.Context, tx pgx.Tx, rec registry.Record, out registry.Outcome, now *time.Time) (registry.Record, error) {
+	args, err := finishArgs(rec, out, now, false)
+	if err != nil {
+		return registry.Record{}, err
+	}
+	done, err := scanRecord(tx.QueryRow(ctx, queries.Get("Finish"), args...))
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return registry.Record{}, fmt.Errorf("idempg: complete %s: %w", rec.OperationID,
+			cmp.Or(writerFenced(ctx, tx, rec.WriterEpoch), registry.ErrFenced))
+	case err != nil:
+		return registry.Record{}, fmt.Errorf("idempg: complete: %w", translate(err))
+	}
+	return done, nil
+}
+
+// finishArgs checks out against rec and returns the parameters of the
+// Finish statement; raise says whether a fenced update fails the statement
+// (and so the transaction) rather than return no row.
+func finishArgs(rec registry.Record, out registry.Outcome, now *time.Time, raise bool) ([]any, error) {
 	if !out.State.Terminal() {
-		return registry.Record{}, fmt.Errorf("idempg: outcome state %q is not terminal", out.State)
+		return nil, fmt.Errorf("idempg: outcome state %q is not terminal", out.State)
 	}
 	if rec.State.InFlight() && !idem.CanTransition(rec.State, out.State) {
-		return registry.Record{}, fmt.Errorf("idempg: illegal transition %s -> %s", rec.State, out.State)
+		return nil, fmt.Errorf("idempg: illegal transition %s -> %s", rec.State, out.State)
 	}
 	ids := make([]string, len(out.Outbox))
 	topics := make([]string, len(out.Outbox))
@@ -136,18 +210,11 @@ func finish(ctx context.Context, tx pgx.Tx, rec registry.Record, out registry.Ou
 	}
 	resp := out.Response
 	digest := resp.Digest()
-	done, err := scanRecord(tx.QueryRow(ctx, queries.Get("Finish"),
+	return []any{
 		rec.Scope[:], rec.OwnerGen, string(out.State), resp.Status, resp.MediaType,
 		resp.Location, resp.ETag, nonNil(resp.Body), digest[:], now,
-		rec.OperationID, ids, topics, payloads, rec.WriterEpoch))
-	switch {
-	case errors.Is(err, pgx.ErrNoRows):
-		return registry.Record{}, fmt.Errorf("idempg: complete %s: %w", rec.OperationID,
-			cmp.Or(writerFenced(ctx, tx, rec.WriterEpoch), registry.ErrFenced))
-	case err != nil:
-		return registry.Record{}, fmt.Errorf("idempg: complete: %w", translate(err))
-	}
-	return done, nil
+		rec.OperationID, ids, topics, payloads, rec.WriterEpoch, raise,
+	}, nil
 }
 
 // nonNil returns b, or an empty slice for nil, so that bytea NOT NULL

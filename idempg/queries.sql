@@ -31,26 +31,45 @@ INSERT INTO idem_schema_migrations (version) VALUES ($1);
 -- $1 scope, $2 operation_id, $3 operation, $4 owner, $5 fingerprint,
 -- $6 contract, $7 writer_epoch, $8 lease µs, $9 retention µs, $10 now,
 -- $11 tombstone TTL µs (NULL: keep the tombstone forever; migration 004).
--- A writer epoch older than idem_control's inserts nothing (as a taken
--- scope does); the driver then tells the cases apart.
+-- Store.Reserve sends it after a read found no record. It returns the
+-- scope's record as this statement's snapshot sees it (created false:
+-- another reservation committed since the read), or else the inserted
+-- RESERVED record (created true). No row back means neither: a
+-- concurrent transaction inserted the scope after the snapshot was taken
+-- (ON CONFLICT waited for it), or it was released, or the writer fence
+-- held (a writer epoch older than idem_control's inserts nothing); the
+-- driver tells the cases apart.
 -- set_config(..., true) turns synchronous_commit off for this statement's
 -- own (implicit) transaction only; see Store.Reserve for why that is safe.
 WITH clock AS (SELECT coalesce($10::timestamptz, statement_timestamp()) AS t),
-     async AS (SELECT set_config('synchronous_commit', 'off', true) AS v)
-INSERT INTO idem_operations (scope, operation_id, operation, owner, fingerprint, contract,
-                             state, owner_gen, writer_epoch, lease_until, expires_at,
-                             created_at, updated_at, tombstone_ttl)
-SELECT $1::bytea, $2::text, $3::text, $4::bytea, $5::bytea, $6::text, 'RESERVED', 1, $7::bigint,
-       t + $8::bigint * interval '1 microsecond',
-       t + $9::bigint * interval '1 microsecond',
-       t, t, $11::bigint
-FROM clock, async
-WHERE $7::bigint >= (SELECT writer_epoch FROM idem_control WHERE id = 1) -- the writer fence (migration 003)
-ON CONFLICT (scope) DO NOTHING
-RETURNING scope, operation_id, operation, owner, fingerprint, contract, state, owner_gen,
-          writer_epoch, lease_until, expires_at, created_at, updated_at, resp_status,
-          resp_media_type, resp_location, resp_etag, resp_body, resp_digest,
-          retired_at, tombstone_until, tombstone_ttl;
+     async AS (SELECT set_config('synchronous_commit', 'off', true) AS v),
+     found AS (
+         SELECT scope, operation_id, operation, owner, fingerprint, contract, state, owner_gen,
+                writer_epoch, lease_until, expires_at, created_at, updated_at, resp_status,
+                resp_media_type, resp_location, resp_etag, resp_body, resp_digest,
+                retired_at, tombstone_until, tombstone_ttl
+         FROM idem_operations WHERE scope = $1::bytea
+     ),
+     ins AS (
+         INSERT INTO idem_operations (scope, operation_id, operation, owner, fingerprint, contract,
+                                      state, owner_gen, writer_epoch, lease_until, expires_at,
+                                      created_at, updated_at, tombstone_ttl)
+         SELECT $1::bytea, $2::text, $3::text, $4::bytea, $5::bytea, $6::text, 'RESERVED', 1, $7::bigint,
+                t + $8::bigint * interval '1 microsecond',
+                t + $9::bigint * interval '1 microsecond',
+                t, t, $11::bigint
+         FROM clock, async
+         WHERE NOT EXISTS (SELECT 1 FROM found)
+           AND $7::bigint >= (SELECT writer_epoch FROM idem_control WHERE id = 1) -- the writer fence (migration 003)
+         ON CONFLICT (scope) DO NOTHING
+         RETURNING scope, operation_id, operation, owner, fingerprint, contract, state, owner_gen,
+                   writer_epoch, lease_until, expires_at, created_at, updated_at, resp_status,
+                   resp_media_type, resp_location, resp_etag, resp_body, resp_digest,
+                   retired_at, tombstone_until, tombstone_ttl
+     )
+SELECT true AS created, ins.* FROM ins
+UNION ALL
+SELECT false AS created, found.* FROM found;
 
 -- name: Claim
 -- The in-transaction claim: a plain INSERT (no ON CONFLICT), so a racing
@@ -73,33 +92,48 @@ RETURNING scope, operation_id, operation, owner, fingerprint, contract, state, o
 
 -- name: ReserveLimited
 -- Reserve with Claim.MaxActive: parameters as Reserve, $12 MaxActive (> 0).
--- The row is inserted only while the owner holds fewer than $12 RESERVED
--- or EXECUTING records of the operation, counted in this statement's
--- snapshot (idem_operations_active, migration 002; the LIMIT stops the
--- count at $12). Uncommitted reservations of concurrent statements are not
--- counted, hence the overshoot documented on Claim.MaxActive. No row back
--- means the scope exists or the limit held: when the count filters the row
--- out, ON CONFLICT is never reached, and the driver tells the two apart.
+-- An existing scope's record is returned as by Reserve, whatever the
+-- count. Otherwise the row is inserted only while the owner holds fewer
+-- than $12 RESERVED or EXECUTING records of the operation, counted in this
+-- statement's snapshot (idem_operations_active, migration 002; the LIMIT
+-- stops the count at $12). Uncommitted reservations of concurrent
+-- statements are not counted, hence the overshoot documented on
+-- Claim.MaxActive. No row back means, besides Reserve's cases, that the
+-- limit held: when the count filters the row out, ON CONFLICT is never
+-- reached, and the driver tells the cases apart.
 WITH clock AS (SELECT coalesce($10::timestamptz, statement_timestamp()) AS t),
-     async AS (SELECT set_config('synchronous_commit', 'off', true) AS v)
-INSERT INTO idem_operations (scope, operation_id, operation, owner, fingerprint, contract,
-                             state, owner_gen, writer_epoch, lease_until, expires_at,
-                             created_at, updated_at, tombstone_ttl)
-SELECT $1::bytea, $2::text, $3::text, $4::bytea, $5::bytea, $6::text, 'RESERVED', 1, $7::bigint,
-       t + $8::bigint * interval '1 microsecond',
-       t + $9::bigint * interval '1 microsecond',
-       t, t, $11::bigint
-FROM clock, async
-WHERE $7::bigint >= (SELECT writer_epoch FROM idem_control WHERE id = 1)
-  AND (SELECT count(*) FROM (
-           SELECT 1 FROM idem_operations
-           WHERE owner = $4::bytea AND operation = $3::text AND state IN ('RESERVED', 'EXECUTING')
-           LIMIT $12::bigint) AS active) < $12::bigint
-ON CONFLICT (scope) DO NOTHING
-RETURNING scope, operation_id, operation, owner, fingerprint, contract, state, owner_gen,
-          writer_epoch, lease_until, expires_at, created_at, updated_at, resp_status,
-          resp_media_type, resp_location, resp_etag, resp_body, resp_digest,
-          retired_at, tombstone_until, tombstone_ttl;
+     async AS (SELECT set_config('synchronous_commit', 'off', true) AS v),
+     found AS (
+         SELECT scope, operation_id, operation, owner, fingerprint, contract, state, owner_gen,
+                writer_epoch, lease_until, expires_at, created_at, updated_at, resp_status,
+                resp_media_type, resp_location, resp_etag, resp_body, resp_digest,
+                retired_at, tombstone_until, tombstone_ttl
+         FROM idem_operations WHERE scope = $1::bytea
+     ),
+     ins AS (
+         INSERT INTO idem_operations (scope, operation_id, operation, owner, fingerprint, contract,
+                                      state, owner_gen, writer_epoch, lease_until, expires_at,
+                                      created_at, updated_at, tombstone_ttl)
+         SELECT $1::bytea, $2::text, $3::text, $4::bytea, $5::bytea, $6::text, 'RESERVED', 1, $7::bigint,
+                t + $8::bigint * interval '1 microsecond',
+                t + $9::bigint * interval '1 microsecond',
+                t, t, $11::bigint
+         FROM clock, async
+         WHERE NOT EXISTS (SELECT 1 FROM found)
+           AND $7::bigint >= (SELECT writer_epoch FROM idem_control WHERE id = 1)
+           AND (SELECT count(*) FROM (
+                    SELECT 1 FROM idem_operations
+                    WHERE owner = $4::bytea AND operation = $3::text AND state IN ('RESERVED', 'EXECUTING')
+                    LIMIT $12::bigint) AS active) < $12::bigint
+         ON CONFLICT (scope) DO NOTHING
+         RETURNING scope, operation_id, operation, owner, fingerprint, contract, state, owner_gen,
+                   writer_epoch, lease_until, expires_at, created_at, updated_at, resp_status,
+                   resp_media_type, resp_location, resp_etag, resp_body, resp_digest,
+                   retired_at, tombstone_until, tombstone_ttl
+     )
+SELECT true AS created, ins.* FROM ins
+UNION ALL
+SELECT false AS created, found.* FROM found;
 
 -- name: ClaimLimited
 -- Claim with Claim.MaxActive: parameters as Reserve, $12 MaxActive (> 0).
@@ -155,7 +189,11 @@ WHERE operation_id = $1;
 -- $11 operation_id, $12 message IDs, $13 topics, $14 payloads. The outbox
 -- rows are inserted only if the update matched. $15 is the committing
 -- writer's epoch (Record.WriterEpoch): older than idem_control's, nothing
--- matches (the writer fence, migration 003).
+-- matches (the writer fence, migration 003). When nothing matches and
+-- $16 is true, the statement fails with SQLSTATE IDM01 (idem_fenced,
+-- migration 006), which aborts the transaction: a COMMIT sent after it in
+-- the same round trip rolls back instead (Complete). With $16 false it
+-- returns no row and the transaction stays usable (ClaimAndExecute).
 WITH clock AS (SELECT coalesce($10::timestamptz, statement_timestamp()) AS t),
 upd AS (
     UPDATE idem_operations o
@@ -179,7 +217,10 @@ outbox AS (
     WHERE EXISTS (SELECT 1 FROM upd)
     ORDER BY m.n
 )
-SELECT * FROM upd;
+SELECT * FROM upd
+WHERE (SELECT CASE WHEN EXISTS (SELECT 1 FROM upd) THEN true
+              WHEN $16::boolean THEN idem_fenced($11::text)
+              ELSE false END);
 
 -- name: Release
 -- $1 scope, $2 owner_gen, $3 operation_id: generations restart at 1 for

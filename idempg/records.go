@@ -12,10 +12,10 @@ import (
 	"github.com/idemkit/idem/registry"
 )
 
-// reserveAttempts bounds Reserve's insert-then-read loop. A second round
-// is needed only when the record that blocked the insert was deleted
-// (released) before it could be read; several in a row mean the scope is
-// being reserved and released in a tight loop.
+// reserveAttempts bounds Reserve's loop. A second round is needed only
+// when the record that blocked the insert was deleted (released) before
+// it could be read; several in a row mean the scope is being reserved and
+// released in a tight loop.
 const reserveAttempts = 8
 
 // Reserve inserts a RESERVED record for c owned by generation 1 and
@@ -23,6 +23,15 @@ const reserveAttempts = 8
 // false. Exactly one of any number of concurrent callers for a scope gets
 // created true; the others get the record (never registry.ErrNotFound).
 // ctx governs the statements.
+//
+// Cost: a replay (the common retry) is one indexed read. A new scope
+// costs that read and one more statement (queries.sql, Reserve), which
+// returns the scope's record if its snapshot sees one, else inserts; only
+// when neither is visible — the scope was inserted by a concurrent
+// transaction after the statement's snapshot, or released meanwhile —
+// does Reserve read again. (Sending that one statement alone would save
+// the first read on a new scope, but as an INSERT it costs a replay about
+// twice the server time of the read: measured in docs/benchmarks.md.)
 //
 // Durability: the reservation commits with synchronous_commit off, for its
 // own transaction only, so it does not wait for its WAL to reach disk. That
@@ -53,23 +62,22 @@ func (s *Store) Reserve(ctx context.Context, c registry.Claim) (registry.Record,
 	if c.MaxActive > 0 {
 		query, args = "ReserveLimited", append(args, c.MaxActive)
 	}
-	// Read first: a replay (the common retry) then costs one indexed read
-	// instead of an insert attempt plus a read, at the price of one extra
-	// read for a new scope. The insert below stays the acceptance point.
 	if rec, err := s.Get(ctx, c.Scope); !errors.Is(err, registry.ErrNotFound) {
 		return rec, false, err
 	}
 	for range reserveAttempts {
-		rec, err := scanRecord(s.pool.QueryRow(ctx, queries.Get(query), args...))
+		var created bool
+		rec, err := scanRecord(s.pool.QueryRow(ctx, queries.Get(query), args...), &created)
 		if err == nil {
-			return rec, true, nil
+			return rec, created, nil
 		}
 		if !errors.Is(err, pgx.ErrNoRows) {
 			return registry.Record{}, false, fmt.Errorf("idempg: reserve: %w", translate(err))
 		}
-		// The scope exists. This is a new statement with a new snapshot, so
-		// it sees the row a concurrent transaction committed after the
-		// insert's snapshot was taken (the insert waited for that commit).
+		// Neither found nor inserted. This is a new statement with a new
+		// snapshot, so it sees the row a concurrent transaction committed
+		// after the first one's snapshot was taken (the insert waited for
+		// that commit).
 		rec, err = s.Get(ctx, c.Scope)
 		if !errors.Is(err, registry.ErrNotFound) {
 			return rec, false, err
@@ -174,9 +182,10 @@ func (s *Store) TakeOver(ctx context.Context, rec registry.Record, lease time.Du
 
 // scanRecord reads one record row (the column order of queries.sql),
 // converting times to UTC and verifying a stored response against its
-// digest (idem.ErrDigestMismatch, wrapped, on mismatch). Database errors
-// are returned untranslated.
-func scanRecord(row pgx.Row) (registry.Record, error) {
+// digest (idem.ErrDigestMismatch, wrapped, on mismatch). lead are the
+// destinations of columns that come before the record's, if any. Database
+// errors are returned untranslated.
+func scanRecord(row pgx.Row, lead ...any) (registry.Record, error) {
 	var (
 		r                         registry.Record
 		scope, owner, fingerprint []byte
@@ -189,10 +198,10 @@ func scanRecord(row pgx.Row) (registry.Record, error) {
 		retiredAt, tombstoneUntil *time.Time
 		ttl                       *int64
 	)
-	err := row.Scan(&scope, &r.OperationID, &r.Operation, &owner, &fingerprint, &r.Contract,
+	err := row.Scan(append(lead, &scope, &r.OperationID, &r.Operation, &owner, &fingerprint, &r.Contract,
 		&state, &r.OwnerGen, &r.WriterEpoch, &leaseUntil, &expiresAt, &createdAt, &updatedAt,
 		&status, &mediaType, &location, &etag, &body, &digest,
-		&retiredAt, &tombstoneUntil, &ttl)
+		&retiredAt, &tombstoneUntil, &ttl)...)
 	if err != nil {
 		return registry.Record{}, err
 	}

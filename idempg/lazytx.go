@@ -1,0 +1,119 @@
+package idempg
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/idemkit/idem/registry"
+)
+
+// lazyTx is the registry.Tx that Complete hands its business function. It
+// holds a pooled connection and opens the transaction together with the
+// first statement: BEGIN and that statement go to the server in one
+// pipelined batch, so the business transaction costs no round trip of
+// its own. (pgx has no deferred BEGIN: pgx.Conn.Begin waits for the
+// server's answer before it returns the pgx.Tx.)
+//
+// Native returns a real pgx.Tx. Asked before any statement, it begins the
+// transaction the ordinary way; asked after, it sends one more BEGIN on
+// the open transaction, which PostgreSQL answers with a warning and
+// ignores, so that pgx has a pgx.Tx to hand out. Either way that pgx.Tx
+// commits or rolls back the one transaction (and Complete then refuses to
+// record the outcome: see Complete).
+//
+// A lazyTx belongs to one Complete call and one goroutine at a time, like
+// a pgx.Tx.
+type lazyTx struct {
+	ctx   context.Context // Complete's, for Native's BEGIN
+	conn  *pgxpool.Conn
+	begun bool   // BEGIN was sent and succeeded
+	tx    pgx.Tx // the native transaction, once Native made one
+	err   error  // a failure to begin, reported by Complete
+}
+
+var _ registry.Tx = (*lazyTx)(nil)
+
+func (t *lazyTx) Exec(ctx context.Context, sql string, args ...any) (int64, error) {
+	if t.begun {
+		tag, err := t.conn.Exec(ctx, sql, args...)
+		if err != nil {
+			return 0, err
+		}
+		return tag.RowsAffected(), nil
+	}
+	results, err := t.begin(ctx, sql, args)
+	if err != nil {
+		return 0, err
+	}
+	tag, err := results.Exec()
+	if cerr := results.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return 0, err
+	}
+	return tag.RowsAffected(), nil
+}
+
+func (t *lazyTx) QueryRow(ctx context.Context, sql string, args ...any) registry.Row {
+	if t.begun {
+		return t.conn.QueryRow(ctx, sql, args...)
+	}
+	results, err := t.begin(ctx, sql, args)
+	if err != nil {
+		return errRow{err}
+	}
+	return batchRow{results}
+}
+
+// begin sends BEGIN and the statement sql in one batch and reads BEGIN's
+// answer; the caller reads the statement's and closes the results.
+func (t *lazyTx) begin(ctx context.Context, sql string, args []any) (pgx.BatchResults, error) {
+	batch := &pgx.Batch{}
+	batch.Queue("begin")
+	batch.Queue(sql, args...)
+	results := t.conn.SendBatch(ctx, batch)
+	if _, err := results.Exec(); err != nil {
+		results.Close()
+		// Nothing began, not even the statement: should fn go on
+		// regardless, its outcome must not be recorded without it.
+		t.err = fmt.Errorf("idempg: begin: %w", translate(err))
+		return nil, t.err
+	}
+	t.begun = true
+	return results, nil
+}
+
+func (t *lazyTx) Native() any {
+	if t.tx == nil && t.err == nil {
+		// Inside a transaction begun lazily, this BEGIN changes nothing.
+		tx, err := t.conn.Begin(t.ctx)
+		if err != nil {
+			t.err = fmt.Errorf("idempg: begin: %w", translate(err))
+			return nil
+		}
+		t.tx, t.begun = tx, true
+	}
+	return t.tx
+}
+
+// batchRow is the row of a statement sent in a batch behind BEGIN: Scan
+// reads it and closes the batch, as pgx.Row.Scan releases its query.
+type batchRow struct{ results pgx.BatchResults }
+
+func (r batchRow) Scan(dest ...any) error {
+	err := r.results.QueryRow().Scan(dest...)
+	if cerr := r.results.Close(); err == nil && !errors.Is(cerr, pgx.ErrNoRows) {
+		err = cerr
+	}
+	return err
+}
+
+// errRow is a row whose Scan fails.
+type errRow struct{ err error }
+
+func (r errRow) Scan(...any) error { return r.err }
