@@ -81,7 +81,7 @@ func histogramSVG(h Histogram, limit float64) template.HTML {
 	n := last - first + 1
 	bw := float64(width-left-10) / float64(n)
 	var b strings.Builder
-	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" role="img">`, width, height)
+	fmt.Fprintf(&b, `<svg width="%d" height="%d" role="img">`, width, height)
 	fmt.Fprintf(&b, `<text x="4" y="14">%d</text><text x="4" y="%d">0</text>`, peak, height-bottom)
 	for i := first; i <= last; i++ {
 		c := h.Counts[i]

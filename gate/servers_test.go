@@ -73,4 +73,3 @@ func (b *bundle) scrape(t *testing.T) Histogram {
 	}
 	return total
 }
-
