@@ -15,11 +15,11 @@ import (
 func TestQuantileInterpolates(t *testing.T) {
 	h := Histogram{Bounds: []float64{0.001, 0.002, 0.004}, Counts: []uint64{50, 30, 20, 0}}
 	for _, c := range []struct{ q, want float64 }{
-		{0.25, 0.0005},  // rank 25 of the first bucket's 50, from 0
-		{0.5, 0.001},    // exactly the first bound
-		{0.65, 0.0015},  // rank 65: 15 of 30 into (1 ms, 2 ms]
-		{0.99, 0.0039},  // rank 99: 19 of 20 into (2 ms, 4 ms]
-		{1.0, 0.004},    // the top of the last finite bucket
+		{0.25, 0.0005}, // rank 25 of the first bucket's 50, from 0
+		{0.5, 0.001},   // exactly the first bound
+		{0.65, 0.0015}, // rank 65: 15 of 30 into (1 ms, 2 ms]
+		{0.99, 0.0039}, // rank 99: 19 of 20 into (2 ms, 4 ms]
+		{1.0, 0.004},   // the top of the last finite bucket
 	} {
 		if got := h.Quantile(c.q); math.Abs(got-c.want) > 1e-12 {
 			t.Errorf("Quantile(%v) = %v, want %v", c.q, got, c.want)
