@@ -181,7 +181,7 @@ func (r *Report) WriteText(w io.Writer) {
 	if !r.Passed {
 		verdict = "FAILED"
 	}
-	fmt.Fprintf(w, "idem gate %s — run %s on %s, %d instances%s\n", verdict, r.Run, r.DB, r.Instances, crashText(r))
+	fmt.Fprintf(w, "idem gate %s — run %s on %s, %d instance(s)%s\n", verdict, r.Run, r.DB, r.Instances, crashText(r))
 	fmt.Fprintf(w, "  load      %d keys × %d retries = %d planned, %d requests sent in %s (%.0f req/s), concurrency %d\n",
 		r.Keys, r.Retries, r.Planned, r.Requests, time.Duration(r.LoadSeconds*float64(time.Second)).Round(time.Millisecond), r.ThroughputRPS, r.Concurrency)
 	fmt.Fprintf(w, "  outcomes  %d succeeded, %d refused (AMOUNT_LIMIT), %d replays, %d/%d different payloads refused\n",
