@@ -55,6 +55,9 @@ func (a Answer) terminal() bool {
 
 // KeyResult is what one key's requests got.
 type KeyResult struct {
+	// Done: the key's requests were all sent and answered or given up on;
+	// false for keys an interrupted load never reached.
+	Done bool
 	// Answers are the terminal answers of the key's identical requests.
 	Answers []Answer
 	// FalseConflicts counts 422 PAYLOAD_CONFLICT answers to a payload
@@ -200,6 +203,7 @@ func (l *loader) runKey(ctx context.Context, i int) {
 			res.Unexpected = append(res.Unexpected, "different payload accepted: "+note)
 		}
 	}
+	res.Done = true
 	l.done.Add(1)
 }
 

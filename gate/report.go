@@ -88,6 +88,11 @@ func NewReport(cfg Config, plan Plan, res LoadResult, v Verification, reservatio
 		r.ThroughputRPS = float64(res.Requests) / res.Elapsed.Seconds()
 	}
 	for i, kr := range res.Keys {
+		if !kr.Done {
+			r.UnansweredRequests += plan.Retries
+			r.problem(fmt.Sprintf("key %d: never sent (the load was interrupted)", i))
+			continue
+		}
 		if len(kr.Answers) > 0 {
 			if kr.Answers[0].Status == 201 {
 				r.Succeeded++

@@ -114,6 +114,12 @@ func TestVerifyClientAnswers(t *testing.T) {
 	res.Keys[i] = saved
 	res.Keys[i].Unanswered = 1
 	wantFailed(t, verify(t, b, cfg, plan, res, mark), "contract_violations")
+
+	res.Keys[i] = KeyResult{} // never sent: an interrupted load
+	r = verify(t, b, cfg, plan, res, mark)
+	if r.UnansweredRequests != plan.Retries || r.Passed {
+		t.Errorf("a key never sent: unanswered %d, passed %v; want %d, false", r.UnansweredRequests, r.Passed, plan.Retries)
+	}
 }
 
 // checkCleanCounts checks the counts of a clean run against the plan.
