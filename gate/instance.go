@@ -61,7 +61,7 @@ func startInstance(ctx context.Context, name, bin string, args []string) (*insta
 		return nil, fmt.Errorf("gate: %s did not log \"listening on\" within %v:\n%s", name, startTimeout, in.log.String())
 	case <-ctx.Done():
 		in.kill()
-		return nil, ctx.Err()
+		return nil, fmt.Errorf("gate: starting %s: %w", name, ctx.Err())
 	}
 }
 

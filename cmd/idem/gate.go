@@ -20,8 +20,8 @@ import (
 // ({"requests":…, "duplicate_effects":…, "passed":…}; see package gate),
 // and with --html FILE a self-contained HTML report. Progress goes to
 // stderr. Exit status 0 only when every gate holds, 1 when one fails or
-// the gate cannot run, 2 on bad usage. SIGINT or SIGTERM stops the load,
-// stops the instances and reports a failed run.
+// the gate cannot run, 2 on bad usage. SIGINT or SIGTERM stops the load
+// and the instances, and exits 1 without a report.
 func runGate(ctx context.Context, args []string, std stdio) int {
 	fs := flag.NewFlagSet("gate", flag.ContinueOnError)
 	fs.SetOutput(std.err)
@@ -63,7 +63,7 @@ func runGate(ctx context.Context, args []string, std stdio) int {
 	cfg.Progress = std.err
 	rep, err := gate.Run(ctx, cfg)
 	if err != nil {
-		fmt.Fprintln(std.err, "idem gate:", err)
+		fmt.Fprintln(std.err, "idem", err) // Run's errors start with "gate: "
 		return exitRefused
 	}
 	if *html != "" {
