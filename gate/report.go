@@ -62,6 +62,11 @@ type Report struct {
 	UnansweredRequests int `json:"unanswered_requests"`
 	UnexpectedAnswers  int `json:"unexpected_answers"`
 
+	// LoadAverage is the machine's 1-minute load average when the load
+	// phase started and when it ended (-1: unknown); with more than about
+	// the number of cores, other jobs share the CPU and the latencies show it.
+	LoadAverage [2]float64 `json:"load_average"`
+
 	Verification Verification `json:"verification"`
 	Gates        []Gate       `json:"gates"`
 	// Problems lists the first failures (verification, answers, instances).
@@ -202,6 +207,9 @@ func (r *Report) WriteText(w io.Writer) {
 		r.Verification.Operations, r.Verification.PaymentRows, r.Verification.OutboxRows)
 	fmt.Fprintf(w, "  latency   reservation p99 %.2f ms (%d reservations), client p50 %.1f ms, p99 %.1f ms\n",
 		r.ReservationP99Ms, r.Reservations, r.ClientP50Ms, r.ClientP99Ms)
+	if r.LoadAverage[0] >= 0 {
+		fmt.Fprintf(w, "  machine   load average %.1f at the start of the load, %.1f at its end\n", r.LoadAverage[0], r.LoadAverage[1])
+	}
 	for _, g := range r.Gates {
 		mark := "ok  "
 		if !g.Passed {

@@ -84,7 +84,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			say("instance 0 restarted on %s", fleet.instances[0].url)
 		}
 	}
+	loadBefore := loadAverage()
 	res := Load(ctx, cfg, plan, fleet.targets, midway)
+	loadAfter := loadAverage()
 	if err := ctx.Err(); err != nil {
 		fleet.stopAll()
 		return nil, fmt.Errorf("gate: interrupted after %d requests; instances stopped: %w", res.Requests, err)
@@ -109,6 +111,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	r := NewReport(cfg, plan, res, v, reservations)
 	r.DB = drivers.Kind(cfg.DSN)
 	r.Crashes = fleet.crashes
+	r.LoadAverage = [2]float64{loadBefore, loadAfter}
 	for _, p := range problems {
 		r.problem(p)
 	}
