@@ -59,6 +59,7 @@ func commands() []command {
 		{"drain", "show or set the registry's drain flag (new operations answer 503 DRAINING)", runDrain},
 		{"epoch", "show or bump the registry's writer epoch (older writers are fenced)", runEpoch},
 		{"fingerprint", "print a request's fingerprint and the parts it hashes", runFingerprint},
+		{"gate", "launch gate: replay storm against several instances, then verify the database (SPEC V2)", runGate},
 		{"migrate", "apply the registry's migrations to a database", runMigrate},
 		{"ops", "list, show and reconcile operations (unknown outcomes)", runOps},
 		{"provider", "run the stand-alone downstream transfer provider", runProvider},

@@ -1,0 +1,101 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+
+	"github.com/idemkit/idem/gate"
+)
+
+// runGate implements "idem gate" (SPEC V2), the launch gate: it starts
+// --instances "idem serve" processes (of --bin, by default this binary)
+// on --db, sends --requests requests — --requests/--retries keys, the
+// --retries requests of one key at once to different instances — with at
+// most --concurrency in flight, optionally kills one instance with SIGKILL
+// midway and restarts it (--crash), then verifies the database and prints
+// the report: a summary on stdout, or with --json one object
+// ({"requests":…, "duplicate_effects":…, "passed":…}; see package gate),
+// and with --html FILE a self-contained HTML report. Progress goes to
+// stderr. Exit status 0 only when every gate holds, 1 when one fails or
+// the gate cannot run, 2 on bad usage. SIGINT or SIGTERM stops the load
+// and the instances, and exits 1 without a report.
+func runGate(ctx context.Context, args []string, std stdio) int {
+	fs := flag.NewFlagSet("gate", flag.ContinueOnError)
+	fs.SetOutput(std.err)
+	var cfg gate.Config
+	fs.StringVar(&cfg.DSN, "db", "", "database `DSN` every instance serves from: postgres://… or sqlite:PATH (required)")
+	fs.StringVar(&cfg.Bin, "bin", "", "idem `binary` to start instances from (default: this one)")
+	fs.IntVar(&cfg.Instances, "instances", gate.DefaultInstances, "server instances to start")
+	fs.IntVar(&cfg.Requests, "requests", gate.DefaultRequests, "planned requests (keys × retries); re-sends come on top")
+	fs.IntVar(&cfg.Retries, "retries", gate.DefaultRetries, "concurrent requests per key (R)")
+	fs.IntVar(&cfg.Concurrency, "concurrency", gate.DefaultConcurrency, "requests in flight at most (a multiple of --retries)")
+	fs.IntVar(&cfg.Principals, "principals", gate.DefaultPrincipals, "authenticated principals the keys are spread over")
+	fs.Float64Var(&cfg.ConflictRate, "conflicts", gate.DefaultConflictRate, "share of keys that also get a different payload (must be refused)")
+	fs.Float64Var(&cfg.RefusalRate, "refusals", gate.DefaultRefusalRate, "share of keys with an amount above the limit (stored 422 AMOUNT_LIMIT)")
+	fs.BoolVar(&cfg.Crash, "crash", false, "kill one instance with SIGKILL midway and restart it")
+	fs.DurationVar(&cfg.LatencyBudget, "latency-budget", gate.DefaultLatencyBudget, "the endpoint's latency budget; reservation p99 must stay within 5 % of it")
+	fs.DurationVar(&cfg.RecoverySLO, "recovery-slo", gate.DefaultRecoverySLO, "how long an operation may stay UNKNOWN")
+	fs.DurationVar(&cfg.Wait, "wait", gate.DefaultWait, "Prefer: wait of every request; negative: none")
+	fs.DurationVar(&cfg.KeyTimeout, "key-timeout", gate.DefaultKeyTimeout, "how long a request is re-sent before it counts as unanswered")
+	fs.DurationVar(&cfg.Lease, "lease", gate.DefaultLease, "--lease of the instances")
+	fs.DurationVar(&cfg.RecoverInterval, "recover-interval", gate.DefaultRecoverInterval, "--recover-interval of the instances")
+	fs.Int64Var(&cfg.Seed, "seed", 0, "seed of amounts, conflicts and refusals (0: from the clock)")
+	asJSON := fs.Bool("json", false, "print the report as one JSON object")
+	html := fs.String("html", "", "also write a self-contained HTML report to `FILE`")
+	if err := fs.Parse(args); err != nil {
+		return exitUsage
+	}
+	if fs.NArg() != 0 || cfg.DSN == "" {
+		fmt.Fprintln(std.err, "usage: idem gate --db DSN [--instances N] [--requests N] [--retries R] [--concurrency C] [--crash] [--json] [--html FILE] …")
+		return exitUsage
+	}
+	if cfg.Bin == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			fmt.Fprintln(std.err, "idem gate: cannot find this binary; pass --bin:", err)
+			return exitRefused
+		}
+		cfg.Bin = exe
+	}
+	cfg.Progress = std.err
+	rep, err := gate.Run(ctx, cfg)
+	if err != nil {
+		fmt.Fprintln(std.err, "idem", err) // Run's errors start with "gate: "
+		return exitRefused
+	}
+	if *html != "" {
+		if err := writeHTMLReport(*html, rep); err != nil {
+			fmt.Fprintln(std.err, "idem gate:", err)
+			return exitRefused
+		}
+	}
+	if *asJSON {
+		b, err := json.Marshal(rep)
+		if err != nil {
+			fmt.Fprintln(std.err, "idem gate:", err)
+			return exitRefused
+		}
+		fmt.Fprintf(std.out, "%s\n", b)
+	} else {
+		rep.WriteText(std.out)
+	}
+	if !rep.Passed {
+		return exitRefused
+	}
+	return exitOK
+}
+
+func writeHTMLReport(path string, rep *gate.Report) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := rep.WriteHTML(f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}

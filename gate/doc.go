@@ -1,0 +1,31 @@
+// Package gate is the launch gate of SPEC V2: it starts several "idem serve"
+// instances on one database, drives N keys × R concurrent retries of
+// POST /v1/payments through them (optionally killing one instance with
+// SIGKILL mid-run and restarting it), then reads the database back and
+// decides whether every gate holds:
+//
+//   - duplicate logical effects = 0: per key at most the one payment row and
+//     the one outbox row its operation committed;
+//   - payload-conflict false hits = 0: no 422 PAYLOAD_CONFLICT for a
+//     request whose payload is canonically identical to the first;
+//   - terminal replay digest consistency = 100 %: every terminal answer of
+//     a key carries the same response digest as the snapshot stored in the
+//     registry (and the snapshot still matches its stored digest);
+//   - UNKNOWN past the recovery SLO < 0.01 % of the operations, after a
+//     final recovery pass;
+//   - p99 of the reservation (idem_reservation_seconds, merged over every
+//     instance) ≤ 5 % of the endpoint's latency budget (200 ms by default).
+//
+// Besides these, the run fails when a key never got a terminal answer,
+// when an accepted key has no effect, when a deliberately different
+// payload was not refused, or when a server answered something the
+// contract does not allow for the request.
+//
+// Each logical payment carries its own identity in its memo ("gate RUN
+// kINDEX"), independent of the idempotency machinery, so a second payment
+// for one key is found even if it was recorded under another operation.
+//
+// Run is the whole gate; Load, Verify and the report types are its parts,
+// usable on their own (the tests run Load against in-process servers and
+// Verify on real databases). See docs/gate.md.
+package gate

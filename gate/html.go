@@ -1,0 +1,120 @@
+package gate
+
+import (
+	_ "embed"
+	"fmt"
+	"html/template"
+	"io"
+	"maps"
+	"slices"
+	"strings"
+)
+
+//go:embed report.html
+var reportHTML string
+
+var reportTmpl = template.Must(template.New("report").Parse(reportHTML))
+
+type outcome struct {
+	Name  string
+	Value int64
+}
+
+// WriteHTML writes the report as one self-contained HTML page (inline
+// CSS and SVG, no scripts, no external assets): the gates, the outcome
+// counts and both latency histograms.
+func (r *Report) WriteHTML(w io.Writer) error {
+	v := r.Verification
+	outcomes := []outcome{
+		{"keys answered 201 (payment created)", int64(r.Succeeded)},
+		{"keys answered 422 AMOUNT_LIMIT (stored refusal)", int64(r.Refused)},
+		{"terminal answers", int64(v.TerminalAnswers)},
+		{"of which replays (Idempotent-Replayed)", int64(r.Replays)},
+		{"different payloads sent", int64(r.ConflictsSent)},
+		{"different payloads refused with PAYLOAD_CONFLICT", int64(r.ConflictsRefused)},
+		{"false PAYLOAD_CONFLICT", int64(r.FalseConflicts)},
+		{"OUTCOME_UNKNOWN answers", int64(r.UnknownAnswers)},
+		{"requests without a terminal answer", int64(r.UnansweredRequests)},
+		{"unexpected answers", int64(r.UnexpectedAnswers)},
+		{"operations in the registry", int64(v.Operations)},
+		{"payment rows", int64(v.PaymentRows)},
+		{"outbox messages", int64(v.OutboxRows)},
+		{"duplicate payment rows", int64(v.DuplicatePayments)},
+		{"duplicate outbox messages", int64(v.DuplicateOutbox)},
+		{"succeeded operations missing an effect", int64(v.MissingEffects)},
+		{"terminal answers differing from the stored response", int64(v.DigestMismatches)},
+		{"stored responses failing their digest", int64(v.CorruptSnapshots)},
+		{"operations UNKNOWN past the recovery SLO", int64(v.UnknownPastSLO)},
+		{"operations still in flight after recovery", int64(v.InFlight)},
+	}
+	for _, k := range slices.Sorted(maps.Keys(r.Resends)) {
+		outcomes = append(outcomes, outcome{"re-sent after " + k, r.Resends[k]})
+	}
+	return reportTmpl.Execute(w, map[string]any{
+		"R":              r,
+		"Outcomes":       outcomes,
+		"ReservationSVG": histogramSVG(r.ReservationHistogram, r.LatencyBudgetMs*DefaultReservationPart/1000),
+		"ClientSVG":      histogramSVG(r.ClientHistogram, 0),
+	})
+}
+
+// histogramSVG draws h as bars, one per bucket with observations between
+// the first and the last such bucket, labelled with the bucket's upper
+// bound; limit (seconds, 0: none) is drawn as a dashed line at the bound
+// it equals or falls below, and bars above it are red.
+func histogramSVG(h Histogram, limit float64) template.HTML {
+	if h.Count() == 0 || len(h.Counts) != len(h.Bounds)+1 {
+		return template.HTML("<p>(no observations)</p>")
+	}
+	first, last := -1, -1
+	var peak uint64
+	for i, c := range h.Counts {
+		if c > 0 {
+			if first < 0 {
+				first = i
+			}
+			last = i
+			peak = max(peak, c)
+		}
+	}
+	const width, height, top, bottom, left = 900, 260, 20, 50, 50
+	n := last - first + 1
+	bw := float64(width-left-10) / float64(n)
+	var b strings.Builder
+	fmt.Fprintf(&b, `<svg width="%d" height="%d" role="img">`, width, height)
+	fmt.Fprintf(&b, `<text x="4" y="14">%d</text><text x="4" y="%d">0</text>`, peak, height-bottom)
+	for i := first; i <= last; i++ {
+		c := h.Counts[i]
+		x := float64(left) + float64(i-first)*bw
+		bh := float64(height-top-bottom) * float64(c) / float64(peak)
+		class := "bar"
+		label := "+Inf"
+		if i < len(h.Bounds) {
+			label = durationLabel(h.Bounds[i])
+		}
+		if limit > 0 && (i == len(h.Bounds) || h.Bounds[i] > limit*1.000001) {
+			class = "bar over"
+		}
+		fmt.Fprintf(&b, `<rect class="%s" x="%.1f" y="%.1f" width="%.1f" height="%.1f"><title>≤ %s: %d</title></rect>`,
+			class, x+1, float64(height-bottom)-bh, max(bw-2, 1), bh, label, c)
+		fmt.Fprintf(&b, `<text x="%.1f" y="%d" transform="rotate(45 %.1f %d)">%s</text>`,
+			x+bw/2, height-bottom+12, x+bw/2, height-bottom+12, label)
+		if limit > 0 && i < len(h.Bounds) && h.Bounds[i] <= limit*1.000001 && (i+1 == len(h.Bounds) || h.Bounds[i+1] > limit*1.000001) {
+			lx := x + bw
+			fmt.Fprintf(&b, `<line class="limit" x1="%.1f" y1="%d" x2="%.1f" y2="%d"/><text x="%.1f" y="%d">limit %s</text>`,
+				lx, top, lx, height-bottom, lx+3, top+10, durationLabel(limit))
+		}
+	}
+	b.WriteString(`</svg>`)
+	return template.HTML(b.String()) // built above from numbers only
+}
+
+func durationLabel(seconds float64) string {
+	switch {
+	case seconds < 0.001:
+		return fmt.Sprintf("%.2gµs", seconds*1e6)
+	case seconds < 1:
+		return fmt.Sprintf("%.3gms", seconds*1e3)
+	}
+	return fmt.Sprintf("%.3gs", seconds)
+}

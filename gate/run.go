@@ -1,0 +1,209 @@
+package gate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+
+	"github.com/idemkit/idem/drivers"
+	"github.com/idemkit/idem/recovery"
+)
+
+// Run is the whole gate: it opens (and migrates) cfg.DSN, starts
+// cfg.Instances "idem serve" processes of cfg.Bin on it with an --auth
+// file of the plan's principals, runs Load through them — killing and
+// restarting one instance midway if cfg.Crash — scrapes every instance's
+// reservation histogram, stops the instances (SIGTERM), runs one recovery
+// pass (recovery.Worker.RunOnce, no provider) and verifies the database
+// (Verify). It returns the report; an error means the gate could not run
+// (the database or an instance did not come up), not that it failed.
+//
+// Instances run in their own process groups and are stopped before Run
+// returns, also when ctx is cancelled: the load then stops early and Run
+// returns ctx's error without a report. ctx governs the whole run.
+func Run(ctx context.Context, cfg Config) (*Report, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Bin == "" {
+		return nil, errors.New("gate: no idem binary to start instances from")
+	}
+	say := func(format string, args ...any) { fmt.Fprintf(cfg.Progress, "gate: "+format+"\n", args...) }
+
+	store, err := drivers.Open(ctx, cfg.DSN, drivers.Options{})
+	if err != nil {
+		return nil, fmt.Errorf("gate: opening the database: %w", err)
+	}
+	defer store.Close()
+	mark, err := OutboxMark(ctx, store)
+	if err != nil {
+		return nil, err
+	}
+
+	plan := NewPlan(cfg.keys(), cfg.Retries, cfg.Principals, cfg.ConflictRate, cfg.RefusalRate, cfg.Seed)
+	dir, err := os.MkdirTemp("", "idem-gate-")
+	if err != nil {
+		return nil, fmt.Errorf("gate: %w", err)
+	}
+	defer os.RemoveAll(dir)
+	auth, err := plan.AuthFile()
+	if err != nil {
+		return nil, fmt.Errorf("gate: %w", err)
+	}
+	authPath := filepath.Join(dir, "auth.json")
+	if err := os.WriteFile(authPath, auth, 0o600); err != nil {
+		return nil, fmt.Errorf("gate: %w", err)
+	}
+	args := []string{"--db", cfg.DSN, "--auth", authPath, "--lease", cfg.Lease.String(),
+		"--recover-interval", cfg.RecoverInterval.String(), "--prune-interval", "0"}
+
+	fleet := &fleet{bin: cfg.Bin, args: args}
+	defer fleet.stopAll() // on every path; a no-op once stopped
+	for i := range cfg.Instances {
+		if err := fleet.start(ctx, i); err != nil {
+			return nil, err
+		}
+		say("instance %d listening on %s", i, fleet.instances[i].url)
+	}
+
+	say("run %s: %d keys × %d retries on %s, concurrency %d, seed %d", plan.Run, cfg.keys(), cfg.Retries,
+		drivers.Kind(cfg.DSN), cfg.keyWorkers()*cfg.Retries, cfg.Seed)
+	var midway func()
+	if cfg.Crash {
+		midway = func() {
+			say("killing instance 0 with SIGKILL")
+			if err := fleet.crash(ctx, 0); err != nil {
+				say("%v", err)
+				return
+			}
+			say("instance 0 restarted on %s", fleet.instances[0].url)
+		}
+	}
+	loadBefore := loadAverage()
+	res := Load(ctx, cfg, plan, fleet.targets, midway)
+	loadAfter := loadAverage()
+	if err := ctx.Err(); err != nil {
+		fleet.stopAll()
+		return nil, fmt.Errorf("gate: interrupted after %d requests; instances stopped: %w", res.Requests, err)
+	}
+	say("load done: %d requests in %v (%.0f/s)", res.Requests, res.Elapsed.Round(1e6), float64(res.Requests)/res.Elapsed.Seconds())
+
+	reservations, problems := fleet.scrapeAll(ctx)
+	problems = append(problems, fleet.stopAll()...)
+	say("instances stopped; recovery pass and verification")
+
+	rep, err := (&recovery.Worker{Store: store, Lease: cfg.Lease}).RunOnce(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("gate: final recovery pass: %w", err)
+	}
+	if rep != (recovery.Report{}) {
+		say("recovery pass: released %d, recovered %d, unknown %d, reconciled %d", rep.Released, rep.Recovered, rep.Unknown, rep.Reconciled)
+	}
+	v, err := Verify(ctx, store, plan, res, mark, cfg.RecoverySLO)
+	if err != nil {
+		return nil, err
+	}
+	r := NewReport(cfg, plan, res, v, reservations)
+	r.DB = drivers.Kind(cfg.DSN)
+	r.Crashes = fleet.crashes
+	r.LoadAverage = [2]float64{loadBefore, loadAfter}
+	for _, p := range problems {
+		r.problem(p)
+	}
+	if cfg.Crash && fleet.crashes == 0 {
+		r.Passed = false
+		r.problem("crash injection was asked for but no instance was killed")
+	}
+	return r, nil
+}
+
+// fleet is the run's instances. start and crash are called from one
+// goroutine at a time; targets are read concurrently by the load.
+type fleet struct {
+	bin       string
+	args      []string
+	instances []*instance
+	targets   []*Target
+	// killed holds the histograms scraped from instances just before they
+	// were killed (what they observed after that scrape is lost).
+	killed  []Histogram
+	crashes int
+	stopped bool
+}
+
+func (f *fleet) start(ctx context.Context, i int) error {
+	in, err := startInstance(ctx, "instance "+strconv.Itoa(i), f.bin, f.args)
+	if err != nil {
+		return err
+	}
+	if i == len(f.instances) {
+		f.instances = append(f.instances, in)
+		f.targets = append(f.targets, NewTarget(in.url))
+		return nil
+	}
+	f.instances[i] = in
+	f.targets[i].Set(in.url)
+	return nil
+}
+
+// crash scrapes instance i, kills it with SIGKILL and starts it again.
+func (f *fleet) crash(ctx context.Context, i int) error {
+	in := f.instances[i]
+	h, err := in.scrape(ctx)
+	if err == nil {
+		f.killed = append(f.killed, h)
+	}
+	f.targets[i].Set("")
+	in.kill()
+	f.crashes++
+	return f.start(ctx, i)
+}
+
+// scrapeAll merges the reservation histograms of the running instances and
+// of the killed ones.
+func (f *fleet) scrapeAll(ctx context.Context) (Histogram, []string) {
+	var total Histogram
+	var problems []string
+	for _, h := range f.killed {
+		if err := total.Add(h); err != nil {
+			problems = append(problems, err.Error())
+		}
+	}
+	for _, in := range f.instances {
+		h, err := in.scrape(ctx)
+		if err == nil {
+			err = total.Add(h)
+		}
+		if err != nil {
+			problems = append(problems, err.Error())
+		}
+	}
+	return total, problems
+}
+
+// stopAll stops every instance once; later calls do nothing.
+func (f *fleet) stopAll() []string {
+	if f.stopped {
+		return nil
+	}
+	f.stopped = true
+	var problems []string
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for _, in := range f.instances {
+		wg.Go(func() {
+			if err := in.stop(); err != nil {
+				mu.Lock()
+				problems = append(problems, err.Error())
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	return problems
+}

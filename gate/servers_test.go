@@ -1,0 +1,75 @@
+package gate
+
+import (
+	"context"
+	"log/slog"
+	"net/http/httptest"
+	"path/filepath"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/idemkit/idem/drivers"
+	"github.com/idemkit/idem/internal/pgtest"
+	"github.com/idemkit/idem/payments"
+	"github.com/idemkit/idem/registry"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// bundle is a database and n payments services on it, served over real
+// HTTP in process, each with its own metrics registry.
+type bundle struct {
+	kind    string
+	store   registry.Store
+	targets []*Target
+	servers []*httptest.Server
+}
+
+// dsnFor returns a fresh database of kind "sqlite" or "postgres".
+func dsnFor(t *testing.T, kind string) string {
+	if kind == "postgres" {
+		return pgtest.DSN(t)
+	}
+	return "sqlite:" + filepath.Join(t.TempDir(), "gate.db")
+}
+
+func newBundle(t *testing.T, kind string, n int, tokens payments.Tokens) *bundle {
+	t.Helper()
+	ctx := context.Background()
+	store, err := drivers.Open(ctx, dsnFor(t, kind), drivers.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(store.Close)
+	b := &bundle{kind: kind, store: store}
+	for range n {
+		svc, err := payments.New(ctx, payments.Config{Store: store, Auth: tokens,
+			Logger: slog.New(slog.DiscardHandler), Registry: prometheus.NewRegistry()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := httptest.NewServer(svc.Handler())
+		t.Cleanup(srv.Close)
+		b.servers = append(b.servers, srv)
+		b.targets = append(b.targets, NewTarget(srv.URL))
+	}
+	return b
+}
+
+// scrape merges the reservation histograms of the bundle's servers.
+func (b *bundle) scrape(t *testing.T) Histogram {
+	t.Helper()
+	var total Histogram
+	for _, srv := range b.servers {
+		in := &instance{name: srv.URL, url: srv.URL}
+		h, err := in.scrape(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := total.Add(h); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return total
+}

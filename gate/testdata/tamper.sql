@@ -1,0 +1,34 @@
+-- Test-only changes that no idem code path makes: the gate's verification
+-- must notice each of them. The registry's guard triggers refuse changes
+-- to a terminal record, so the tests disable them first (PostgreSQL:
+-- session_replication_role; SQLite: the triggers are dropped from the
+-- throwaway database).
+
+-- name: pg_no_triggers
+SET LOCAL session_replication_role = replica
+
+-- name: sqlite_drop_transition
+DROP TRIGGER IF EXISTS idem_operations_transition
+
+-- name: sqlite_drop_retire
+DROP TRIGGER IF EXISTS idem_operations_retire_terminal_only
+
+-- name: sqlite_drop_terminal
+DROP TRIGGER IF EXISTS idem_operations_terminal
+
+-- name: sqlite_drop_tombstone
+DROP TRIGGER IF EXISTS idem_operations_tombstone
+
+-- name: sqlite_drop_identity
+DROP TRIGGER IF EXISTS idem_operations_identity
+
+-- name: corrupt_body
+UPDATE idem_operations SET resp_body = $1 WHERE operation_id = $2
+
+-- name: second_payment
+INSERT INTO payments (id, operation_id, tenant, principal, amount, currency, payee, memo, created_at)
+SELECT id || '_dup', operation_id || '_dup', tenant, principal, amount, currency, payee, memo, created_at
+FROM payments WHERE operation_id = $1
+
+-- name: delete_payment
+DELETE FROM payments WHERE operation_id = $1

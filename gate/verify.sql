@@ -1,0 +1,12 @@
+-- What the gate reads back after a run. Portable SQL: the same statements
+-- run on SQLite and PostgreSQL. The payments table is the reference
+-- service's (payments/payments.sql), the outbox the registry's.
+
+-- name: outbox_last_seq
+SELECT COALESCE(MAX(seq), 0) FROM idem_outbox
+
+-- name: payments_of_run
+SELECT memo, operation_id FROM payments WHERE memo LIKE $1
+
+-- name: outbox_since
+SELECT operation_id, payload FROM idem_outbox WHERE topic = $1 AND seq > $2
