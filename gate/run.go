@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -33,6 +34,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if cfg.Bin == "" {
 		return nil, errors.New("gate: no idem binary to start instances from")
 	}
+	// The midway crash and the load's progress ticker write concurrently.
+	cfg.Progress = &syncWriter{w: cfg.Progress}
 	say := func(format string, args ...any) { fmt.Fprintf(cfg.Progress, "gate: "+format+"\n", args...) }
 
 	store, err := drivers.Open(ctx, cfg.DSN, drivers.Options{})
@@ -206,4 +209,17 @@ func (f *fleet) stopAll() []string {
 	}
 	wg.Wait()
 	return problems
+}
+
+// syncWriter serialises writes to w, so progress lines from several
+// goroutines neither race nor interleave.
+type syncWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (s *syncWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(p)
 }
