@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -53,14 +52,7 @@ func runBench(ctx context.Context, args []string, std stdio) int {
 		fmt.Fprintln(std.err, "idem bench:", err)
 		return exitRefused
 	}
-	if *asJSON {
-		enc := json.NewEncoder(std.out)
-		enc.SetIndent("", "  ")
-		err = enc.Encode(rep)
-	} else {
-		err = rep.WriteTable(std.out)
-	}
-	if err != nil {
+	if err = writeReport(std.out, rep, *asJSON); err != nil {
 		fmt.Fprintln(std.err, "idem bench:", err)
 		return exitRefused
 	}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"net/http"
@@ -97,14 +96,7 @@ func runCheck(ctx context.Context, args []string, std stdio) int {
 	if err != nil {
 		fmt.Fprintln(std.err, "idem check: interrupted:", err)
 	}
-	if *asJSON {
-		enc := json.NewEncoder(std.out)
-		enc.SetIndent("", "  ")
-		err = enc.Encode(rep)
-	} else {
-		err = rep.WriteTable(std.out)
-	}
-	if err != nil {
+	if err = writeReport(std.out, rep, *asJSON); err != nil {
 		fmt.Fprintln(std.err, "idem check: writing the report:", err)
 		return exitRefused
 	}
