@@ -26,6 +26,9 @@ func (m *Middleware) serveEnforce(w http.ResponseWriter, r *http.Request, next h
 	w.Header().Set(HeaderContract, idem.ContractVersion)
 	id, err := m.Identity(r)
 	if err != nil {
+		if m.Challenge != "" {
+			w.Header().Set("WWW-Authenticate", m.Challenge)
+		}
 		m.refuse(w, r, idem.CodeUnauthenticated, "authentication required", "")
 		return
 	}

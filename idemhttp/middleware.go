@@ -34,6 +34,9 @@ type Middleware struct {
 	// UNAUTHENTICATED; the error's text is not shown to the client.
 	// Required.
 	Identity func(r *http.Request) (idem.Identity, error)
+	// Challenge is the WWW-Authenticate value sent with that 401 (RFC 9110
+	// §11.6.1 requires one), for example "Bearer"; empty sends none.
+	Challenge string
 	// Admit, if set, is asked before a new operation is accepted (never
 	// before a replay); an error with a contract code (for example
 	// DRAINING, WRITER_FENCED) refuses it with that code.

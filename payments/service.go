@@ -175,6 +175,7 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 			Retention:     cfg.Retention,
 		},
 		Identity:    s.auth.Identity,
+		Challenge:   "Bearer",
 		Admit:       admit.Admit,
 		WriterEpoch: s.epoch,
 		Metrics:     idemhttp.NewMetrics(reg),

@@ -147,7 +147,11 @@ func testUnauthenticated(t *testing.T, b *testBundle) {
 		{http.MethodGet, "/v1/operations/op_x", ""},
 	} {
 		for _, token := range []string{"", "nope"} {
-			requireProblem(t, b.do(t, c.method, c.path, token, "k1", c.body), http.StatusUnauthorized, idem.CodeUnauthenticated)
+			resp := b.do(t, c.method, c.path, token, "k1", c.body)
+			requireProblem(t, resp, http.StatusUnauthorized, idem.CodeUnauthenticated)
+			if got := resp.header.Get("WWW-Authenticate"); got != "Bearer" {
+				t.Errorf("%s %s with token %q: WWW-Authenticate %q, want Bearer", c.method, c.path, token, got)
+			}
 		}
 	}
 	// A scheme other than Bearer does not authenticate.
