@@ -61,7 +61,7 @@ func runServe(ctx context.Context, args []string, std stdio) int {
 	addr := fs.String("addr", "127.0.0.1:8080", "listen `ADDR` (host:port; port 0 picks a free one)")
 	dsn := fs.String("db", defaultDB, "database `DSN`: sqlite:PATH or postgres://…")
 	auth := fs.String("auth", "", "bearer tokens `FILE`: {\"<token>\": {\"tenant\": \"…\", \"principal\": \"…\"}}; without it the token \"demo\" is accepted")
-	provider := fs.String("provider", "", "downstream provider `URL` for transfers (not used yet)")
+	provider := fs.String("provider", "", "downstream provider `URL` for POST /v1/transfers (see idem provider)")
 	lease := fs.Duration("lease", 30*time.Second, "how long an execution owns its operation before recovery may take over")
 	recoverEvery := fs.Duration("recover-interval", 5*time.Second, "how often the recovery worker looks for expired leases (see idem recover)")
 	retention := fs.Duration("retention", 24*time.Hour, "how long operation records are kept with their response; then they become tombstones (409 KEY_RETIRED)")
