@@ -62,24 +62,31 @@ func startCluster() (_ *cluster, err error) {
 	if err != nil {
 		return nil, err
 	}
+	var cred *syscall.Credential
+	if os.Geteuid() == 0 {
+		// initdb and postgres refuse to run as root.
+		if cred, err = postgresCredential(); err != nil {
+			return nil, err
+		}
+	}
+	reapStale(os.TempDir(), bin, cred)
 	dir, err := os.MkdirTemp("", "idem-pgtest-")
 	if err != nil {
 		return nil, fmt.Errorf("pgtest: %w", err)
 	}
-	c := &cluster{bin: bin, dir: dir, data: filepath.Join(dir, "data"), log: filepath.Join(dir, "postgres.log")}
+	c := &cluster{bin: bin, dir: dir, data: filepath.Join(dir, "data"), log: filepath.Join(dir, "postgres.log"), cred: cred}
 	defer func() {
 		if err != nil {
 			os.RemoveAll(dir)
 		}
 	}()
-	if os.Geteuid() == 0 {
-		// initdb and postgres refuse to run as root.
-		if c.cred, err = postgresCredential(); err != nil {
-			return nil, err
-		}
-		if err := os.Chown(dir, int(c.cred.Uid), int(c.cred.Gid)); err != nil {
+	if cred != nil {
+		if err := os.Chown(dir, int(cred.Uid), int(cred.Gid)); err != nil {
 			return nil, fmt.Errorf("pgtest: %w", err)
 		}
+	}
+	if err := c.writeOwner(); err != nil {
+		return nil, fmt.Errorf("pgtest: %w", err)
 	}
 	// --no-sync only skips initdb's own final fsync of the fresh files; the
 	// server itself runs with fsync=on.

@@ -28,8 +28,11 @@
 // variable IDEM_REQUIRE_POSTGRES=1 is set, in which case it fails it.
 //
 // If the test binary is killed (or panics, e.g. on -timeout) before Main
-// returns, the server and its directory are leaked; they can be found by the
-// idem-pgtest- prefix.
+// returns, the server and its directory outlive it. The next cluster started
+// on the machine reaps them: each directory records its owner's process ID
+// (owner.pid), and a cluster whose owner no longer exists is stopped and
+// deleted (reap.go). Until then they can be found by the idem-pgtest-
+// prefix.
 package pgtest
 
 import (
