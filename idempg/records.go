@@ -67,7 +67,7 @@ func (s *Store) Reserve(ctx context.Context, c registry.Claim) (registry.Record,
 	}
 	for range reserveAttempts {
 		var created bool
-		rec, err := scanRecord(s.pool.QueryRow(ctx, queries.Get(query), args...), &created)
+		rec, err := scanRecord(s.lane.QueryRow(ctx, queries.Get(query), args...), &created)
 		if err == nil {
 			return rec, created, nil
 		}
@@ -82,7 +82,7 @@ func (s *Store) Reserve(ctx context.Context, c registry.Claim) (registry.Record,
 		if !errors.Is(err, registry.ErrNotFound) {
 			return rec, false, err
 		}
-		if err := writerFenced(ctx, s.pool, c.WriterEpoch); err != nil {
+		if err := writerFenced(ctx, s.lane, c.WriterEpoch); err != nil {
 			return registry.Record{}, false, fmt.Errorf("idempg: reserve: %w", err)
 		}
 		if c.MaxActive > 0 {
@@ -107,7 +107,7 @@ func (s *Store) Reserve(ctx context.Context, c registry.Claim) (registry.Record,
 // RESERVED or EXECUTING records of c.Operation.
 func (s *Store) activeLimitReached(ctx context.Context, c registry.Claim) (bool, error) {
 	var full bool
-	err := s.pool.QueryRow(ctx, queries.Get("ActiveLimitReached"), c.Owner[:], c.Operation, c.MaxActive).Scan(&full)
+	err := s.lane.QueryRow(ctx, queries.Get("ActiveLimitReached"), c.Owner[:], c.Operation, c.MaxActive).Scan(&full)
 	if err != nil {
 		return false, fmt.Errorf("idempg: reserve: counting active records: %w", translate(err))
 	}
@@ -129,7 +129,7 @@ func claimArgs(c registry.Claim, operationID string, now *time.Time) []any {
 // response that does not match its digest is idem.ErrDigestMismatch. ctx
 // governs the query.
 func (s *Store) Get(ctx context.Context, scope idem.ScopeHash) (registry.Record, error) {
-	rec, err := scanRecord(s.pool.QueryRow(ctx, queries.Get("GetByScope"), scope[:]))
+	rec, err := scanRecord(s.lane.QueryRow(ctx, queries.Get("GetByScope"), scope[:]))
 	if err != nil {
 		return registry.Record{}, fmt.Errorf("idempg: get: %w", translate(err))
 	}
@@ -139,7 +139,7 @@ func (s *Store) Get(ctx context.Context, scope idem.ScopeHash) (registry.Record,
 // GetByID returns the record with that operation ID, or
 // registry.ErrNotFound; see Get. ctx governs the query.
 func (s *Store) GetByID(ctx context.Context, operationID string) (registry.Record, error) {
-	rec, err := scanRecord(s.pool.QueryRow(ctx, queries.Get("GetByID"), operationID))
+	rec, err := scanRecord(s.lane.QueryRow(ctx, queries.Get("GetByID"), operationID))
 	if err != nil {
 		return registry.Record{}, fmt.Errorf("idempg: get by id: %w", translate(err))
 	}
@@ -150,7 +150,7 @@ func (s *Store) GetByID(ctx context.Context, operationID string) (registry.Recor
 // else returns registry.ErrFenced. The delete commits durably. ctx governs
 // the statement.
 func (s *Store) Release(ctx context.Context, rec registry.Record) error {
-	tag, err := s.pool.Exec(ctx, queries.Get("Release"), rec.Scope[:], rec.OwnerGen, rec.OperationID)
+	tag, err := s.lane.Exec(ctx, queries.Get("Release"), rec.Scope[:], rec.OwnerGen, rec.OperationID)
 	if err != nil {
 		return fmt.Errorf("idempg: release: %w", translate(err))
 	}

@@ -1,6 +1,7 @@
 package idempg
 
 import (
+	"cmp"
 	"context"
 	"embed"
 	"fmt"
@@ -29,7 +30,17 @@ type Options struct {
 	// nil, or a zero result, means database time (statement_timestamp())
 	// and time.Now for operation IDs.
 	Now func() time.Time
+	// LaneConns is the size of the acceptance lane: a second, small pool
+	// that serves only the short single statements of the acceptance
+	// point (Reserve, Get, GetByID, Release). Without it a reservation
+	// waits for a connection that other requests hold across their whole
+	// business transaction. 0 means DefaultLaneConns; negative turns the
+	// lane off (everything uses the main pool).
+	LaneConns int
 }
+
+// DefaultLaneConns is the acceptance lane's size when Options.LaneConns is 0.
+const DefaultLaneConns = 2
 
 // Store is the PostgreSQL registry.Store. Make one with Open; the zero
 // Store is not usable. It is safe for concurrent use by any number of
@@ -38,6 +49,7 @@ type Options struct {
 // commit).
 type Store struct {
 	pool *pgxpool.Pool
+	lane *pgxpool.Pool    // the acceptance lane (Options.LaneConns); pool when off
 	now  func() time.Time // Options.Now, may be nil
 }
 
@@ -65,12 +77,26 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 		pool.Close()
 		return nil, err
 	}
-	return &Store{pool: pool, now: opts.Now}, nil
+	lane := pool
+	if n := cmp.Or(opts.LaneConns, DefaultLaneConns); n > 0 {
+		laneCfg := cfg.Copy()
+		laneCfg.MaxConns, laneCfg.MinConns = int32(n), 0
+		if lane, err = pgxpool.NewWithConfig(ctx, laneCfg); err != nil {
+			pool.Close()
+			return nil, fmt.Errorf("idempg: %w", translate(err))
+		}
+	}
+	return &Store{pool: pool, lane: lane, now: opts.Now}, nil
 }
 
-// Close closes the pool, waiting for connections in use to be returned.
+// Close closes the pools, waiting for connections in use to be returned.
 // The Store must not be used afterwards.
-func (s *Store) Close() { s.pool.Close() }
+func (s *Store) Close() {
+	if s.lane != s.pool {
+		s.lane.Close()
+	}
+	s.pool.Close()
+}
 
 // Pool returns the Store's connection pool, for callers of ClaimAndExecute
 // that want to begin their transaction on it. Closing it closes the Store.
