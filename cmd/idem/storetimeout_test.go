@@ -28,8 +28,10 @@ func claimFor(key string) registry.Claim {
 
 // TestStoreTimeout: with the database's write lock (SQLite) or its only
 // pooled connection (PostgreSQL, pool_max_conns=1) held elsewhere, a
-// bounded Reserve fails within about the bound with an error wrapping
-// registry.ErrUnavailable, and succeeds once the holder lets go.
+// bounded call fails within about the bound with an error wrapping
+// registry.ErrUnavailable, and succeeds once the holder lets go. On
+// PostgreSQL the call is Complete: Reserve has its own connections (the
+// acceptance lane), so it answers even while the main pool is held.
 func TestStoreTimeout(t *testing.T) {
 	const bound = 300 * time.Millisecond
 	t.Run("sqlite", func(t *testing.T) {
@@ -54,7 +56,9 @@ func TestStoreTimeout(t *testing.T) {
 		if _, err := conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
 			t.Fatal(err)
 		}
-		checkBounded(t, withStoreTimeout(store, bound), bound, func() {
+		bounded := withStoreTimeout(store, bound)
+		reserve := func() error { _, _, err := bounded.Reserve(context.Background(), claimFor("k-1")); return err }
+		checkBounded(t, bound, reserve, func() {
 			if _, err := conn.ExecContext(ctx, "ROLLBACK"); err != nil {
 				t.Fatal(err)
 			}
@@ -79,29 +83,50 @@ func TestStoreTimeout(t *testing.T) {
 			})
 		}()
 		<-held
-		checkBounded(t, withStoreTimeout(store, bound), bound, func() {
+		bounded := withStoreTimeout(store, bound)
+		rec, created, err := bounded.Reserve(context.Background(), claimFor("k-1"))
+		if err != nil || !created {
+			close(release)
+			<-done
+			t.Fatalf("Reserve through the acceptance lane with the main pool held: created %v, %v", created, err)
+		}
+		complete := func() error {
+			_, err := bounded.Complete(context.Background(), rec, func(context.Context, registry.Tx, registry.Record) (registry.Outcome, error) {
+				return registry.Outcome{State: idem.StateSucceeded, Response: idem.Response{Status: 201, MediaType: "text/plain", Body: []byte("ok")}}, nil
+			})
+			return err
+		}
+		letGo := func() {
 			close(release)
 			if err := <-done; err != nil {
 				t.Fatal(err)
 			}
-		})
+		}
+		defer func() {
+			select {
+			case <-release:
+			default:
+				letGo() // a failed check must not leave Close waiting for the held connection
+			}
+		}()
+		checkBounded(t, bound, complete, letGo)
 	})
 }
 
-func checkBounded(t *testing.T, s registry.Store, bound time.Duration, letGo func()) {
+func checkBounded(t *testing.T, bound time.Duration, call func() error, letGo func()) {
 	t.Helper()
 	start := time.Now()
-	_, _, err := s.Reserve(context.Background(), claimFor("k-1"))
+	err := call()
 	took := time.Since(start)
 	if !errors.Is(err, registry.ErrUnavailable) {
-		t.Fatalf("Reserve with the database held: %v; want registry.ErrUnavailable", err)
+		t.Fatalf("call with the database held: %v; want registry.ErrUnavailable", err)
 	}
 	if took > bound+2*time.Second {
-		t.Errorf("Reserve with the database held failed after %v; want about %v", took, bound)
+		t.Errorf("call with the database held failed after %v; want about %v", took, bound)
 	}
 	letGo()
-	if _, created, err := s.Reserve(context.Background(), claimFor("k-1")); err != nil || !created {
-		t.Fatalf("Reserve after the holder let go: created %v, %v", created, err)
+	if err := call(); err != nil {
+		t.Fatalf("call after the holder let go: %v", err)
 	}
-	t.Logf("bounded Reserve failed after %v (bound %v)", took.Round(time.Millisecond), bound)
+	t.Logf("bounded call failed after %v (bound %v)", took.Round(time.Millisecond), bound)
 }
