@@ -60,7 +60,7 @@ func (s *Store) Control(ctx context.Context) (registry.Control, error) {
 // durable. ctx governs the call.
 func (s *Store) BumpEpoch(ctx context.Context) (int64, error) {
 	var epoch int64
-	err := s.controlTx(ctx, "bump epoch", func(tx *sql.Tx, now any) error {
+	err := s.writeTx(ctx, "bump epoch", func(tx *sql.Tx, now any) error {
 		return tx.QueryRowContext(ctx, controlQueries.Get("ControlBumpEpoch"), now).Scan(&epoch)
 	})
 	return epoch, err
@@ -73,7 +73,7 @@ func (s *Store) SetDraining(ctx context.Context, on bool) error {
 	if on {
 		flag = 1
 	}
-	return s.controlTx(ctx, "set draining", func(tx *sql.Tx, now any) error {
+	return s.writeTx(ctx, "set draining", func(tx *sql.Tx, now any) error {
 		res, err := tx.ExecContext(ctx, controlQueries.Get("ControlSetDraining"), now, flag)
 		if err != nil {
 			return err
@@ -85,9 +85,9 @@ func (s *Store) SetDraining(ctx context.Context, on bool) error {
 	})
 }
 
-// controlTx runs fn in a write transaction (so it queues at the gate with
+// writeTx runs fn in a write transaction (so it queues at the gate with
 // the Store's other writers) and commits it.
-func (s *Store) controlTx(ctx context.Context, op string, fn func(tx *sql.Tx, now any) error) error {
+func (s *Store) writeTx(ctx context.Context, op string, fn func(tx *sql.Tx, now any) error) error {
 	if err := s.checkOpen(); err != nil {
 		return err
 	}

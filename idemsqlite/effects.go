@@ -40,7 +40,7 @@ func (s *Store) BeginEffect(ctx context.Context, rec registry.Record, name strin
 		return registry.Effect{}, errors.New("idemsqlite: begin effect: empty effect name")
 	}
 	var eff registry.Effect
-	err := s.controlTx(ctx, "begin effect", func(tx *sql.Tx, now any) error {
+	err := s.writeTx(ctx, "begin effect", func(tx *sql.Tx, now any) error {
 		var id string
 		err := tx.QueryRowContext(ctx, effectQueries.Get("EffectBeginOperation"),
 			now, rec.Scope[:], rec.OperationID, rec.OwnerGen, rec.WriterEpoch).Scan(&id)
@@ -64,7 +64,7 @@ func (s *Store) RecordEffect(ctx context.Context, rec registry.Record, name, han
 		return fmt.Errorf("idemsqlite: record effect: result %q: want %q, %q or empty",
 			result, registry.EffectSucceeded, registry.EffectFailed)
 	}
-	return s.controlTx(ctx, "record effect", func(tx *sql.Tx, now any) error {
+	return s.writeTx(ctx, "record effect", func(tx *sql.Tx, now any) error {
 		res, err := tx.ExecContext(ctx, effectQueries.Get("EffectRecord"),
 			now, rec.Scope[:], rec.OperationID, rec.OwnerGen, name, handle, result)
 		if err != nil {
@@ -110,7 +110,7 @@ func (s *Store) Effects(ctx context.Context, operationID string) ([]registry.Eff
 // registry.EffectStore. ctx governs the call.
 func (s *Store) MarkUnknown(ctx context.Context, rec registry.Record) (registry.Record, error) {
 	var out registry.Record
-	err := s.controlTx(ctx, "mark unknown", func(tx *sql.Tx, now any) error {
+	err := s.writeTx(ctx, "mark unknown", func(tx *sql.Tx, now any) error {
 		var id string
 		err := tx.QueryRowContext(ctx, effectQueries.Get("MarkUnknown"), now, rec.Scope[:], rec.OperationID, rec.OwnerGen).Scan(&id)
 		if errors.Is(err, sql.ErrNoRows) {
@@ -139,7 +139,7 @@ func (s *Store) Reconcile(ctx context.Context, operationID string, r registry.Re
 		body = []byte{}
 	}
 	var out registry.Record
-	err := s.controlTx(ctx, "reconcile", func(tx *sql.Tx, now any) error {
+	err := s.writeTx(ctx, "reconcile", func(tx *sql.Tx, now any) error {
 		var (
 			id string
 			at int64
