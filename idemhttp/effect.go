@@ -235,7 +235,7 @@ func (m *Middleware) executeEffects(w http.ResponseWriter, r *http.Request, next
 		m.afterFailedComplete(ctx, w, r, rec, err)
 	default:
 		m.log().Error("recording the outcome failed after a downstream call", "operation", op.Name, "operation_id", rec.OperationID, "err", err)
-		if now, gerr := m.Store.Get(ctx, rec.Scope); gerr == nil && now.OperationID == rec.OperationID && now.State.Terminal() {
+		if now, ok := m.settled(ctx, rec); ok {
 			m.replay(w, r, now)
 			return
 		}

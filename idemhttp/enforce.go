@@ -193,7 +193,7 @@ func (m *Middleware) execute(w http.ResponseWriter, r *http.Request, next http.H
 // released if still ours, and the client gets 503 (fail closed).
 func (m *Middleware) afterFailedComplete(ctx context.Context, w http.ResponseWriter, r *http.Request, rec registry.Record, err error) {
 	m.log().Error("recording the outcome failed", "operation", m.Operation.Name, "operation_id", rec.OperationID, "err", err)
-	if now, gerr := m.Store.Get(ctx, rec.Scope); gerr == nil && now.OperationID == rec.OperationID && now.State.Terminal() {
+	if now, ok := m.settled(ctx, rec); ok {
 		m.replay(w, r, now)
 		return
 	}
@@ -206,6 +206,18 @@ func (m *Middleware) afterFailedComplete(ctx context.Context, w http.ResponseWri
 	}
 	m.Metrics.outcome(m.Operation.Name, "store_error")
 	m.refuse(w, r, idem.CodeStoreUnavailable, "the outcome could not be recorded; retry with the same key", "")
+}
+
+// settled reads rec's scope again and reports whether the same operation
+// now holds a terminal outcome: after a failed Complete (possibly a lost
+// commit reply) or a lost race to Reconcile, that outcome is replayed.
+// A failed read counts as not settled.
+func (m *Middleware) settled(ctx context.Context, rec registry.Record) (registry.Record, bool) {
+	now, err := m.Store.Get(ctx, rec.Scope)
+	if err != nil || now.OperationID != rec.OperationID || !now.State.Terminal() {
+		return registry.Record{}, false
+	}
+	return now, true
 }
 
 func (m *Middleware) release(ctx context.Context, rec registry.Record) {

@@ -91,7 +91,7 @@ func (m *Middleware) settleByReplay(w http.ResponseWriter, r *http.Request, next
 		m.log().Info("unknown operation settled by replay", "operation", op.Name, "operation_id", done.OperationID, "state", done.State)
 		rw.flushTo(w, http.Header{HeaderContract: {idem.ContractVersion}, HeaderOperation: {done.OperationID}})
 	case errors.Is(err, registry.ErrFenced):
-		if now, gerr := m.Store.Get(ctx, rec.Scope); gerr == nil && now.OperationID == rec.OperationID && now.State.Terminal() {
+		if now, ok := m.settled(ctx, rec); ok {
 			m.replay(w, r, now) // another retry or the worker settled it first
 			return
 		}
