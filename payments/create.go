@@ -34,6 +34,20 @@ type createRequest struct {
 	Memo     *string `json:"memo"`
 }
 
+// parseCreate decodes a canonical payments.v1 payload (as idemhttp.Payload
+// or canon.Canonicalize gives it) and reports whether its amount is above
+// AmountLimit. An error means the payload is not canonical: a defect of
+// the service, never of the client.
+func parseCreate(payload []byte) (req createRequest, over bool, err error) {
+	dec := json.NewDecoder(bytes.NewReader(payload))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		return createRequest{}, false, err
+	}
+	over, err = aboveLimit(req.Amount)
+	return req, over, err
+}
+
 // AmountLimit is the largest amount a payment may have; a larger one is
 // refused with 422 AMOUNT_LIMIT, stored as FAILED_FINAL and replayed.
 const AmountLimit = "1000000.00"
@@ -52,16 +66,9 @@ func (s *Service) create(w http.ResponseWriter, r *http.Request) {
 		s.internal(w, r, "create", err)
 		return
 	}
-	var req createRequest
-	dec := json.NewDecoder(bytes.NewReader(payload))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
-		s.internal(w, r, "create: canonical payload", err)
-		return
-	}
-	over, err := aboveLimit(req.Amount)
+	req, over, err := parseCreate(payload)
 	if err != nil {
-		s.internal(w, r, "create: canonical amount", err)
+		s.internal(w, r, "create: canonical payload", err)
 		return
 	}
 	if over {

@@ -1,11 +1,9 @@
 package payments
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
 	"embed"
-	"encoding/json"
 	"io"
 	"net/http"
 	"strconv"
@@ -74,16 +72,9 @@ func (s *Service) plainCreate(w http.ResponseWriter, r *http.Request, opts canon
 		idemhttp.WriteProblem(w, code, detail)
 		return
 	}
-	var req createRequest
-	dec := json.NewDecoder(bytes.NewReader(res.Payload))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
-		s.internal(w, r, "plain create: canonical payload", err)
-		return
-	}
-	over, err := aboveLimit(req.Amount)
+	req, over, err := parseCreate(res.Payload)
 	if err != nil {
-		s.internal(w, r, "plain create: canonical amount", err)
+		s.internal(w, r, "plain create: canonical payload", err)
 		return
 	}
 	if over {

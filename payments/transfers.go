@@ -88,16 +88,9 @@ func (t *transfers) create(w http.ResponseWriter, r *http.Request) {
 		t.s.internal(w, r, "transfer", errors.New("called outside the idempotency middleware"))
 		return
 	}
-	var req createRequest
-	dec := json.NewDecoder(bytes.NewReader(payload))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
-		t.s.internal(w, r, "transfer: canonical payload", err)
-		return
-	}
-	over, err := aboveLimit(req.Amount)
+	req, over, err := parseCreate(payload)
 	if err != nil {
-		t.s.internal(w, r, "transfer: canonical amount", err)
+		t.s.internal(w, r, "transfer: canonical payload", err)
 		return
 	}
 	if over {
