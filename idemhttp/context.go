@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 
+	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/registry"
 )
 
@@ -13,6 +14,7 @@ import (
 type execution struct {
 	tx      registry.Tx
 	rec     registry.Record
+	caller  idem.Identity
 	payload []byte
 	mu      sync.Mutex
 	outbox  []registry.Message
@@ -38,6 +40,16 @@ func Tx(ctx context.Context) registry.Tx {
 		return e.tx
 	}
 	return nil
+}
+
+// Caller returns the identity the middleware authenticated the request
+// as (Middleware.Identity), and false outside an execution, so a handler
+// need not authenticate the request a second time.
+func Caller(ctx context.Context) (idem.Identity, bool) {
+	if e := executionFrom(ctx); e != nil && e.caller != (idem.Identity{}) {
+		return e.caller, true
+	}
+	return idem.Identity{}, false
 }
 
 // OperationID returns the server-generated operation ID of the request,

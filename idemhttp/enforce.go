@@ -143,7 +143,7 @@ func (m *Middleware) execute(w http.ResponseWriter, r *http.Request, next http.H
 	defer m.Metrics.inflight(op.Name, -1)
 	rw := newRecorder(w, cmpInt(op.MaxResponseBody, idem.DefaultMaxResponseBody))
 	done, err := m.Store.Complete(ctx, rec, func(ctx context.Context, tx registry.Tx, rec registry.Record) (registry.Outcome, error) {
-		e := &execution{tx: tx, rec: rec, payload: req.Parts.Payload}
+		e := &execution{tx: tx, rec: rec, caller: req.Identity, payload: req.Parts.Payload}
 		if perr := callHandler(next, rw, withBody(r.WithContext(ctx), e, body)); perr != nil {
 			m.log().Error("handler panicked", "operation_id", rec.OperationID, "panic", perr)
 			return registry.Outcome{}, errPanic

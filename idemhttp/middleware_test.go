@@ -55,6 +55,7 @@ func stores(t *testing.T, fn func(t *testing.T, store registry.Store)) {
 // "block" (waits for release before answering 201).
 type app struct {
 	calls   atomic.Int32
+	caller  atomic.Pointer[idem.Identity] // idemhttp.Caller of the last execution
 	release chan struct{}
 	started chan struct{}
 }
@@ -72,6 +73,9 @@ func (a *app) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	idemhttp.AddOutbox(ctx, registry.Message{Topic: "t", Payload: []byte("m")})
+	if c, ok := idemhttp.Caller(ctx); ok {
+		a.caller.Store(&c)
+	}
 	switch r.Header.Get("X-Test") {
 	case "final":
 		idemhttp.WriteProblem(w, idem.CodeAmountLimit, "too much")
@@ -210,6 +214,9 @@ func TestExecuteReplayConflict(t *testing.T) {
 		}
 		if f.app.calls.Load() != 1 || f.effects() != 1 {
 			t.Errorf("handler ran %d times, %d effects; want 1 and 1", f.app.calls.Load(), f.effects())
+		}
+		if c := f.app.caller.Load(); c == nil || *c != (idem.Identity{Tenant: "t", Principal: "alice"}) {
+			t.Errorf("idemhttp.Caller in the handler: %v, want t/alice", c)
 		}
 		bob := f.post("k1", `{"a": 1, "b": [1,2]}`, "X-Principal", "bob")
 		if bob.status != 201 || bob.header.Get("Idempotent-Replayed") != "" {

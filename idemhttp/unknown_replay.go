@@ -65,7 +65,7 @@ func (m *Middleware) settleByReplay(w http.ResponseWriter, r *http.Request, next
 		er.replay[e.Name] = e
 	}
 	rw := newRecorder(w, cmpInt(op.MaxResponseBody, idem.DefaultMaxResponseBody))
-	e := &execution{rec: rec, payload: req.Parts.Payload}
+	e := &execution{rec: rec, caller: req.Identity, payload: req.Parts.Payload}
 	perr := callHandler(next, rw, withBody(r.WithContext(withEffects(ctx, er)), e, body))
 	status := rw.statusOrOK()
 	state := op.stateFor(status)

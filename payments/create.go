@@ -61,10 +61,13 @@ func (s *Service) create(w http.ResponseWriter, r *http.Request) {
 		s.internal(w, r, "create", errors.New("called outside the idempotency middleware"))
 		return
 	}
-	id, err := s.auth.Identity(r) // the middleware authenticated the same header
-	if err != nil {
-		s.internal(w, r, "create", err)
-		return
+	id, ok := idemhttp.Caller(ctx)
+	if !ok { // shadow and off modes hand no identity down
+		var err error
+		if id, err = s.auth.Identity(r); err != nil {
+			s.internal(w, r, "create", err)
+			return
+		}
 	}
 	req, over, err := parseCreate(payload)
 	if err != nil {
