@@ -51,15 +51,9 @@ func runCheck(ctx context.Context, args []string, std stdio) int {
 	only := fs.String("only", "", "comma-separated `SCENARIOS` to run (default: all): "+scenarioNames())
 	asJSON := fs.Bool("json", false, "print the report as one JSON object")
 
-	var urls []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			return exitUsage
-		}
-		if fs.NArg() == 0 {
-			break
-		}
-		urls, args = append(urls, fs.Arg(0)), fs.Args()[1:]
+	urls, err := parseInterspersed(fs, args)
+	if err != nil {
+		return exitUsage
 	}
 	if len(urls) != 1 {
 		fmt.Fprintln(std.err, "idem check: want exactly one URL")

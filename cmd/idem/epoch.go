@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -62,15 +61,9 @@ func controlArgs(name string, actions, args []string, std stdio) (action, dsn st
 		fmt.Fprintf(std.err, "usage: idem %s [%s] [--db DSN] [--json]\n", name, strings.Join(actions, "|"))
 		fs.PrintDefaults()
 	}
-	var words []string // flags may come before and after the action
-	for {
-		if err := fs.Parse(args); err != nil {
-			return "", "", false, false
-		}
-		if fs.NArg() == 0 {
-			break
-		}
-		words, args = append(words, fs.Arg(0)), fs.Args()[1:]
+	words, err := parseInterspersed(fs, args) // flags may come before and after the action
+	if err != nil {
+		return "", "", false, false
 	}
 	switch len(words) {
 	case 0:
@@ -88,6 +81,23 @@ func controlArgs(name string, actions, args []string, std stdio) (action, dsn st
 		return "", "", false, false
 	}
 	return action, *db, *js, true
+}
+
+// parseInterspersed parses args with fs, flags before, between and after
+// the positional arguments (the flag package stops at the first one), and
+// returns the positional arguments in order. A parse error has already
+// been reported on fs's output.
+func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
+	var words []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		if fs.NArg() == 0 {
+			return words, nil
+		}
+		words, args = append(words, fs.Arg(0)), fs.Args()[1:]
+	}
 }
 
 // withControl opens the registry named by dsn (applying its migrations,
@@ -125,12 +135,7 @@ func printControl(ctx context.Context, store registry.Store, asJSON bool, w io.W
 		return err
 	}
 	if asJSON {
-		b, err := json.Marshal(controlJSON{WriterEpoch: c.WriterEpoch, Draining: c.Draining, UpdatedAt: c.UpdatedAt.UTC()})
-		if err != nil {
-			return err
-		}
-		_, err = fmt.Fprintf(w, "%s\n", b)
-		return err
+		return printJSON(w, controlJSON{WriterEpoch: c.WriterEpoch, Draining: c.Draining, UpdatedAt: c.UpdatedAt.UTC()})
 	}
 	_, err = fmt.Fprintf(w, "writer epoch  %d\ndraining      %s\nupdated at    %s\n",
 		c.WriterEpoch, onOff(c.Draining), c.UpdatedAt.UTC().Format(time.RFC3339Nano))

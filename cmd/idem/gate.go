@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
@@ -73,12 +72,10 @@ func runGate(ctx context.Context, args []string, std stdio) int {
 		}
 	}
 	if *asJSON {
-		b, err := json.Marshal(rep)
-		if err != nil {
+		if err := printJSON(std.out, rep); err != nil {
 			fmt.Fprintln(std.err, "idem gate:", err)
 			return exitRefused
 		}
-		fmt.Fprintf(std.out, "%s\n", b)
 	} else {
 		rep.WriteText(std.out)
 	}

@@ -134,14 +134,9 @@ func newOpsFlags(action string, std stdio) opsFlags {
 // parse parses args, flags before and after the positional arguments,
 // and returns the positional ones; ok is false on a usage error (reported).
 func (f opsFlags) parse(args []string, positional int) (words []string, ok bool) {
-	for {
-		if err := f.Parse(args); err != nil {
-			return nil, false
-		}
-		if f.NArg() == 0 {
-			break
-		}
-		words, args = append(words, f.Arg(0)), f.Args()[1:]
+	words, err := parseInterspersed(f.FlagSet, args)
+	if err != nil {
+		return nil, false
 	}
 	if len(words) != positional {
 		fmt.Fprintf(f.Output(), "idem %s: want %d operation ID argument(s), got %q\n", f.Name(), positional, words)
