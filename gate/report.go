@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/idemkit/idem"
 )
 
 // Gate is one condition of the launch gate.
@@ -116,11 +118,11 @@ func NewReport(cfg Config, plan Plan, res LoadResult, v Verification, reservatio
 		r.UnexpectedAnswers += len(kr.Unexpected)
 		if kr.ConflictSent {
 			r.ConflictsSent++
-			if kr.ConflictCode == "PAYLOAD_CONFLICT" {
+			if kr.ConflictCode == idem.CodePayloadConflict {
 				r.ConflictsRefused++
 			} else if kr.ConflictCode != "" {
 				r.UnexpectedAnswers++
-				r.problem(fmt.Sprintf("key %d: a different payload got %s, want PAYLOAD_CONFLICT", i, kr.ConflictCode))
+				r.problem(fmt.Sprintf("key %d: a different payload got %s, want %s", i, kr.ConflictCode, idem.CodePayloadConflict))
 			}
 		}
 		for _, u := range kr.Unexpected {
