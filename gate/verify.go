@@ -15,7 +15,8 @@ import (
 	"github.com/idemkit/idem/registry"
 )
 
-// maxProblems bounds the problems a verification lists (all are counted).
+// maxProblems bounds the problems a verification or a report lists;
+// the counters of each kind count them all.
 const maxProblems = 20
 
 // Verification is what the database says about a run.
@@ -51,11 +52,9 @@ type Verification struct {
 	InFlight       int `json:"in_flight"`
 	// Problems describes the first failures found.
 	Problems []string `json:"problems,omitempty"`
-	problems int
 }
 
 func (v *Verification) problem(format string, args ...any) {
-	v.problems++
 	if len(v.Problems) < maxProblems {
 		v.Problems = append(v.Problems, fmt.Sprintf(format, args...))
 	}
