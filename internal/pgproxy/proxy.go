@@ -21,6 +21,8 @@
 package pgproxy
 
 import (
+	"bytes"
+	"encoding/binary"
 	"errors"
 	"io"
 	"net"
@@ -270,7 +272,7 @@ func readMessage(r io.Reader) (message, error) {
 	if _, err := io.ReadFull(r, hdr[:]); err != nil {
 		return message{}, err
 	}
-	n := int(be32(hdr[1:]))
+	n := int(binary.BigEndian.Uint32(hdr[1:]))
 	if n < 4 || n > 1<<30 {
 		return message{}, errShort
 	}
@@ -296,11 +298,11 @@ func forwardStartup(client, server net.Conn) (encryptionAsked bool, err error) {
 	if _, err := io.ReadFull(client, hdr[:]); err != nil {
 		return false, err
 	}
-	n := int(be32(hdr[:4]))
+	n := int(binary.BigEndian.Uint32(hdr[:4]))
 	if n < 8 || n > 1<<20 {
 		return false, errShort
 	}
-	if code := be32(hdr[4:]); n == 8 && (code == sslRequest || code == gssEncRequest) {
+	if code := binary.BigEndian.Uint32(hdr[4:]); n == 8 && (code == sslRequest || code == gssEncRequest) {
 		return true, nil
 	}
 	raw := make([]byte, n)
@@ -312,10 +314,6 @@ func forwardStartup(client, server net.Conn) (encryptionAsked bool, err error) {
 	return false, err
 }
 
-func be32(b []byte) uint32 {
-	return uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3])
-}
-
 // cString returns b up to its first NUL.
 func cString(b []byte) string {
 	s, _ := cutCString(b)
@@ -324,10 +322,6 @@ func cString(b []byte) string {
 
 // cutCString splits b after its first NUL-terminated string.
 func cutCString(b []byte) (string, []byte) {
-	for i, c := range b {
-		if c == 0 {
-			return string(b[:i]), b[i+1:]
-		}
-	}
-	return string(b), nil
+	s, rest, _ := bytes.Cut(b, []byte{0})
+	return string(s), rest
 }
