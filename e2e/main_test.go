@@ -20,6 +20,9 @@ const (
 	noRaceEnv = "IDEM_E2E_NORACE"
 )
 
+// cmdPkg is the package of the idem command.
+const cmdPkg = "github.com/idemkit/idem/cmd/idem"
+
 // idemBin is the path of the idem binary under test.
 var idemBin string
 
@@ -40,11 +43,6 @@ func TestMain(m *testing.M) {
 }
 
 func buildAndRerun() int {
-	root, err := moduleRoot()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "e2e:", err)
-		return 1
-	}
 	dir, err := os.MkdirTemp("", "idem-e2e-bin-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "e2e:", err)
@@ -52,12 +50,13 @@ func buildAndRerun() int {
 	}
 	defer os.RemoveAll(dir)
 	bin := filepath.Join(dir, "idem")
-	args := []string{"build", "-race", "-o", bin, "./cmd/idem"}
+	// By import path: go test runs this binary in the package's directory,
+	// inside the module, so the go command finds go.mod by itself.
+	args := []string{"build", "-race", "-o", bin, cmdPkg}
 	if os.Getenv(noRaceEnv) != "" {
-		args = []string{"build", "-o", bin, "./cmd/idem"}
+		args = []string{"build", "-o", bin, cmdPkg}
 	}
 	build := exec.Command("go", args...)
-	build.Dir = root
 	if out, err := build.CombinedOutput(); err != nil {
 		fmt.Fprintf(os.Stderr, "e2e: go %v: %v\n%s", args, err, out)
 		return 1
@@ -75,24 +74,5 @@ func buildAndRerun() int {
 	default:
 		fmt.Fprintln(os.Stderr, "e2e: running the tests:", err)
 		return 1
-	}
-}
-
-// moduleRoot walks up from the working directory to the directory holding
-// go.mod.
-func moduleRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("no go.mod above the working directory")
-		}
-		dir = parent
 	}
 }
