@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"os"
 	"os/exec"
 	"syscall"
 	"testing"
@@ -15,51 +14,34 @@ import (
 // startChild runs "idem ARGS…" with extra environment variables in its own
 // process group and waits for its "listening on" line. Unlike startServer
 // it does not insist on a clean exit: when t ends it sends SIGTERM (if the
-// process still runs), waits up to stopTimeout and kills the group. A
-// child meant to crash is checked with wantKilled.
+// process still runs), waits up to stopTimeout and kills the group (see
+// release). A child meant to crash is checked with wantKilled.
 func startChild(t *testing.T, env []string, args ...string) *server {
 	t.Helper()
-	s := &server{
-		cmd:    exec.Command(idemBin, args...),
-		log:    &logLines{ready: make(chan string, 1)},
-		exited: make(chan struct{}),
-		client: &http.Client{Timeout: 30 * time.Second},
-	}
-	s.cmd.Env = append(os.Environ(), env...)
-	s.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	s.cmd.Stdout, s.cmd.Stderr = s.log, s.log
-	if err := s.cmd.Start(); err != nil {
-		t.Fatalf("starting %s: %v", idemBin, err)
-	}
-	go func() { s.err = s.cmd.Wait(); close(s.exited) }()
-	t.Cleanup(func() {
-		s.client.CloseIdleConnections()
-		pid := s.cmd.Process.Pid
+	return spawn(t, env, &http.Client{Timeout: 30 * time.Second}, (*server).release, args...)
+}
+
+// release stops s if it still runs — SIGTERM, then after stopTimeout
+// SIGKILL to its process group — whatever way it exits; on failure it
+// logs the output.
+func (s *server) release(t *testing.T) {
+	s.client.CloseIdleConnections()
+	pid := s.cmd.Process.Pid
+	select {
+	case <-s.exited:
+	default:
+		syscall.Kill(pid, syscall.SIGTERM)
 		select {
 		case <-s.exited:
-		default:
-			syscall.Kill(pid, syscall.SIGTERM)
-			select {
-			case <-s.exited:
-			case <-time.After(stopTimeout):
-				syscall.Kill(-pid, syscall.SIGKILL)
-				<-s.exited
-			}
+		case <-time.After(stopTimeout):
+			syscall.Kill(-pid, syscall.SIGKILL)
+			<-s.exited
 		}
-		syscall.Kill(-pid, syscall.SIGKILL)
-		if t.Failed() {
-			t.Logf("idem %s (%s) output:\n%s", args[0], s.url, s.log.String())
-		}
-	})
-	select {
-	case addr := <-s.log.ready:
-		s.url = "http://" + addr
-	case <-s.exited:
-		t.Fatalf("idem %s exited before listening: %v\n%s", args[0], s.err, s.log.String())
-	case <-time.After(startTimeout):
-		t.Fatalf("idem %s did not log \"listening on\" within %v", args[0], startTimeout)
 	}
-	return s
+	syscall.Kill(-pid, syscall.SIGKILL)
+	if t.Failed() {
+		t.Logf("idem %s (%s) output:\n%s", s.cmd.Args[1], s.url, s.log.String())
+	}
 }
 
 // wantKilled waits (bounded) for s to exit and checks that SIGKILL ended it.

@@ -2,9 +2,9 @@ package e2e
 
 import (
 	"bytes"
-	"context"
 	"io"
 	"net/http"
+	"os"
 	"os/exec"
 	"regexp"
 	"strconv"
@@ -42,33 +42,41 @@ var (
 // SIGTERM when t ends, failing t unless it then exits 0.
 func startServer(t *testing.T, dsn string, extraArgs ...string) *server {
 	t.Helper()
+	client := &http.Client{
+		Timeout:   2 * time.Minute,
+		Transport: &http.Transport{MaxIdleConns: 256, MaxIdleConnsPerHost: 256},
+	}
 	args := append([]string{"serve", "--addr", "127.0.0.1:0", "--db", dsn}, extraArgs...)
+	return spawn(t, nil, client, (*server).stop, args...)
+}
+
+// spawn runs "idem ARGS…" with the extra environment variables env in its
+// own process group, with client for its requests, and waits for its
+// "listening on" line. When t ends, end stops it.
+func spawn(t *testing.T, env []string, client *http.Client, end func(*server, *testing.T), args ...string) *server {
+	t.Helper()
 	s := &server{
 		cmd:    exec.Command(idemBin, args...),
 		log:    &logLines{ready: make(chan string, 1)},
 		exited: make(chan struct{}),
-		client: &http.Client{
-			Timeout:   2 * time.Minute,
-			Transport: &http.Transport{MaxIdleConns: 256, MaxIdleConnsPerHost: 256},
-		},
+		client: client,
 	}
+	s.cmd.Env = append(os.Environ(), env...)
 	s.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	s.cmd.Stdout, s.cmd.Stderr = s.log, s.log
 	if err := s.cmd.Start(); err != nil {
 		t.Fatalf("starting %s: %v", idemBin, err)
 	}
 	go func() { s.err = s.cmd.Wait(); close(s.exited) }()
-	t.Cleanup(func() { s.stop(t) })
+	t.Cleanup(func() { end(s, t) }) // it logs the output if t failed
 
-	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
-	defer cancel()
 	select {
 	case addr := <-s.log.ready:
 		s.url = "http://" + addr
 	case <-s.exited:
-		t.Fatalf("idem serve exited before listening: %v", s.err)
-	case <-ctx.Done():
-		t.Fatalf("idem serve did not log \"listening on\" within %v", startTimeout)
+		t.Fatalf("idem %s exited before listening: %v", args[0], s.err)
+	case <-time.After(startTimeout):
+		t.Fatalf("idem %s did not log \"listening on\" within %v", args[0], startTimeout)
 	}
 	return s
 }
