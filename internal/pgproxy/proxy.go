@@ -232,21 +232,24 @@ func (c *conn) backend() {
 		if err != nil {
 			return
 		}
-		if m.typ == 'C' { // CommandComplete: the command tag
-			switch tag := cString(m.body); {
-			case tag == "COMMIT":
-				c.mu.Lock()
-				sql := strings.Join(c.txSQL, "; ")
-				c.txSQL = nil
-				c.mu.Unlock()
-				if c.p.takeCut(sql) {
-					return // the reply is dropped, both sides closed
-				}
-			case tag == "ROLLBACK":
-				c.mu.Lock()
-				c.txSQL = nil
-				c.mu.Unlock()
+		switch {
+		case m.typ == 'C' && cString(m.body) == "COMMIT": // CommandComplete with its tag
+			c.mu.Lock()
+			sql := strings.Join(c.txSQL, "; ")
+			c.txSQL = nil
+			c.mu.Unlock()
+			if c.p.takeCut(sql) {
+				return // the reply is dropped, both sides closed
 			}
+		case m.typ == 'Z' && len(m.body) == 1 && m.body[0] == 'I':
+			// ReadyForQuery, idle: no transaction is open (after a
+			// ROLLBACK or a statement outside a transaction), so the
+			// statements noted so far belong to no later COMMIT. The
+			// client sends its next query only after this message, so
+			// nothing of the next transaction is noted yet.
+			c.mu.Lock()
+			c.txSQL = nil
+			c.mu.Unlock()
 		}
 		if _, err := c.client.Write(m.raw); err != nil {
 			return

@@ -63,6 +63,11 @@ func TestCutCommit(t *testing.T) {
 	defer conn.Close(context.Background())
 	p.CutCommitOf("INSERT INTO t")
 
+	// A matching statement outside a transaction has no COMMIT to cut,
+	// and must not make the next, unrelated transaction's commit match.
+	if _, err := conn.Exec(ctx, `INSERT INTO t VALUES ($1)`, 98); err != nil {
+		t.Fatalf("autocommit statement through the armed proxy: %v", err)
+	}
 	// A transaction that does not match passes, and so does its commit.
 	if err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
 		_, err := tx.Exec(ctx, `INSERT INTO u VALUES ($1)`, 1)
