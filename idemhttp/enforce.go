@@ -21,7 +21,9 @@ var (
 )
 
 // serveEnforce is the contract: prepare, reserve, decide, then execute,
-// replay, wait or refuse.
+// replay, wait or refuse. A OneTransaction operation reserves nothing:
+// it looks the scope up and executes in one transaction when there is no
+// record (once.go); a record it meets is decided the same way.
 func (m *Middleware) serveEnforce(w http.ResponseWriter, r *http.Request, next http.Handler) {
 	w.Header().Set(HeaderContract, idem.ContractVersion)
 	id, err := m.Identity(r)
@@ -44,7 +46,17 @@ func (m *Middleware) serveEnforce(w http.ResponseWriter, r *http.Request, next h
 	}
 	claim := m.Operation.claim(req.Scope, req.Fingerprint, id, m.WriterEpoch)
 	for attempt := 0; ; attempt++ {
-		rec, created, err := m.reserve(r.Context(), claim)
+		var rec registry.Record
+		var created bool
+		if m.Operation.OneTransaction {
+			var answered bool
+			rec, answered, err = m.executeOnce(w, r, next, claim, req, body) // once.go
+			if answered {
+				return
+			}
+		} else {
+			rec, created, err = m.reserve(r.Context(), claim)
+		}
 		if err != nil {
 			m.refuseErr(w, r, err)
 			return
@@ -142,28 +154,7 @@ func (m *Middleware) execute(w http.ResponseWriter, r *http.Request, next http.H
 	m.Metrics.inflight(op.Name, 1)
 	defer m.Metrics.inflight(op.Name, -1)
 	rw := newRecorder(w, cmpInt(op.MaxResponseBody, idem.DefaultMaxResponseBody))
-	done, err := m.Store.Complete(ctx, rec, func(ctx context.Context, tx registry.Tx, rec registry.Record) (registry.Outcome, error) {
-		e := &execution{tx: tx, rec: rec, caller: req.Identity, payload: req.Parts.Payload}
-		if perr := callHandler(next, rw, withBody(r.WithContext(ctx), e, body)); perr != nil {
-			m.log().Error("handler panicked", "operation_id", rec.OperationID, "panic", perr)
-			return registry.Outcome{}, errPanic
-		}
-		if rw.overflow {
-			return registry.Outcome{}, errResponseTooLarge
-		}
-		state := op.stateFor(rw.statusOrOK())
-		if state == "" {
-			return registry.Outcome{}, errRelease
-		}
-		resp, err := idem.NewResponse(rw.statusOrOK(), rw.header, rw.body.Bytes(), rw.max)
-		if err != nil {
-			return registry.Outcome{}, errResponseTooLarge
-		}
-		if err := failpoint.Hit(failpoint.BeforeCommit); err != nil {
-			return registry.Outcome{}, err
-		}
-		return registry.Outcome{State: state, Response: resp, Outbox: e.outbox}, nil
-	})
+	done, err := m.Store.Complete(ctx, rec, m.business(rw, r, next, req, body))
 	if err == nil {
 		err = failpoint.Hit(failpoint.AfterCommit) // the outcome is committed either way
 	}
@@ -183,6 +174,35 @@ func (m *Middleware) execute(w http.ResponseWriter, r *http.Request, next http.H
 		m.refuse(w, r, CodeResponseTooLarge, "the response exceeds the size that can be stored for replay", "")
 	default:
 		m.afterFailedComplete(ctx, w, r, rec, err)
+	}
+}
+
+// business returns the business function that runs the handler in the
+// business transaction, recording its response in rw, and turns what it
+// answered into the outcome to record: errPanic, errResponseTooLarge or
+// errRelease when nothing may be recorded.
+func (m *Middleware) business(rw *recorder, r *http.Request, next http.Handler, req Request, body []byte) registry.BusinessFunc {
+	return func(ctx context.Context, tx registry.Tx, rec registry.Record) (registry.Outcome, error) {
+		e := &execution{tx: tx, rec: rec, caller: req.Identity, payload: req.Parts.Payload}
+		if perr := callHandler(next, rw, withBody(r.WithContext(ctx), e, body)); perr != nil {
+			m.log().Error("handler panicked", "operation_id", rec.OperationID, "panic", perr)
+			return registry.Outcome{}, errPanic
+		}
+		if rw.overflow {
+			return registry.Outcome{}, errResponseTooLarge
+		}
+		state := m.Operation.stateFor(rw.statusOrOK())
+		if state == "" {
+			return registry.Outcome{}, errRelease
+		}
+		resp, err := idem.NewResponse(rw.statusOrOK(), rw.header, rw.body.Bytes(), rw.max)
+		if err != nil {
+			return registry.Outcome{}, errResponseTooLarge
+		}
+		if err := failpoint.Hit(failpoint.BeforeCommit); err != nil {
+			return registry.Outcome{}, err
+		}
+		return registry.Outcome{State: state, Response: resp, Outbox: e.outbox}, nil
 	}
 }
 

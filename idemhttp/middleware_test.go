@@ -104,16 +104,21 @@ func (a *app) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 type fixture struct {
-	t       *testing.T
-	store   registry.Store
-	app     *app
-	srv     *httptest.Server
-	reg     *prometheus.Registry
-	admit   atomic.Pointer[error]
-	mwShape func(*idemhttp.Middleware)
+	t     *testing.T
+	store registry.Store
+	app   *app
+	srv   *httptest.Server
+	reg   *prometheus.Registry
+	admit atomic.Pointer[error]
 }
 
 func newFixture(t *testing.T, store registry.Store, mode idemhttp.Mode) *fixture {
+	return newFixtureWith(t, store, mode, nil)
+}
+
+// newFixtureWith is newFixture with shape, if not nil, applied to the
+// operation before the middleware is built.
+func newFixtureWith(t *testing.T, store registry.Store, mode idemhttp.Mode, shape func(*idemhttp.Operation)) *fixture {
 	f := &fixture{t: t, store: store, app: &app{release: make(chan struct{}), started: make(chan struct{}, 10)}, reg: prometheus.NewRegistry()}
 	mw := &idemhttp.Middleware{
 		Store: store,
@@ -133,6 +138,9 @@ func newFixture(t *testing.T, store registry.Store, mode idemhttp.Mode) *fixture
 			return nil
 		},
 		Metrics: idemhttp.NewMetrics(f.reg),
+	}
+	if shape != nil {
+		shape(&mw.Operation)
 	}
 	f.srv = httptest.NewServer(mw.Handler(f.app))
 	t.Cleanup(f.srv.Close)

@@ -97,6 +97,30 @@ type Operation struct {
 	// was begun the reservation is never released. See effect.go for the
 	// status policy. Effect works in enforce mode only.
 	Effects bool
+	// OneTransaction runs a first execution in ONE database transaction
+	// (registry.Store.ExecuteOnce): the handler's writes, then the
+	// record, inserted already terminal with the response and the outbox
+	// messages, then the commit. Nothing is reserved beforehand, so a
+	// first execution writes the registry once, there is no lease to
+	// keep or recover, and a crash before the commit leaves nothing
+	// behind. Use it for handlers whose every effect is a write in the
+	// registry's database; it is the cheapest way to make them
+	// idempotent. The default (false) is two-phase: the reservation
+	// commits first, so duplicates see the operation in flight.
+	//
+	// What differs for clients: a duplicate that arrives while the first
+	// request runs finds no record, so it does not get 409 IN_PROGRESS;
+	// it runs the handler too, its record insert waits for the first
+	// transaction to end, and then everything it wrote is rolled back
+	// and it answers with the first request's stored response (or 422 if
+	// its payload differs). Its writes never commit, but the handler's
+	// work is done twice. Records left in flight by two-phase writers
+	// (during a rollout) are still answered as in flight.
+	//
+	// Lease and MaxActiveKeys do not apply (nothing is in flight in the
+	// registry); the execution is bounded by MaxDuration, or by Lease
+	// when that is longer. Not with Effects.
+	OneTransaction bool
 }
 
 // DefaultMaxActiveKeys is the default per-principal bound on in-flight
@@ -120,6 +144,9 @@ func (op *Operation) validate() error {
 	}
 	if op.Effects && op.mode() != Enforce {
 		return fmt.Errorf("idemhttp: operation %s: Effects needs the enforce mode", op.Name)
+	}
+	if op.OneTransaction && op.Effects {
+		return fmt.Errorf("idemhttp: operation %s: OneTransaction cannot run Effects (they need the two-phase reservation)", op.Name)
 	}
 	if op.TombstoneTTL < 0 {
 		return fmt.Errorf("idemhttp: operation %s: negative TombstoneTTL %v", op.Name, op.TombstoneTTL)

@@ -151,6 +151,18 @@ func BenchmarkTwoPhase(b *testing.B) {
 	})
 }
 
+func BenchmarkExecuteOnce(b *testing.B) {
+	eachWorkers(b, func(b *testing.B, ts *testStore, workers int) {
+		runWorkers(b, ts, workers, func(ctx context.Context, _ int64) error {
+			res, err := ts.ExecuteOnce(ctx, newClaim("bench.pay"), pay)
+			if err == nil && res.Verdict != registry.Execute {
+				err = fmt.Errorf("verdict %v, want execute", res.Verdict)
+			}
+			return err
+		})
+	})
+}
+
 func BenchmarkReplay(b *testing.B) {
 	eachWorkers(b, func(b *testing.B, ts *testStore, workers int) {
 		c := newClaim("bench.pay")

@@ -35,67 +35,18 @@ import (
 // rec.WriterEpoch is older than the registry's; see control.go.
 func (s *Store) Complete(ctx context.Context, rec registry.Record, fn registry.BusinessFunc) (registry.Record, error) {
 	now, _ := s.clock()
-	conn, err := s.pool.Acquire(ctx)
-	if err != nil {
-		return registry.Record{}, fmt.Errorf("idempg: complete: %w", translate(err))
-	}
-	defer func() {
-		// Roll back whatever is still open. If that fails, the pool
-		// destroys the connection on Release (it is not idle), which ends
-		// the transaction on the server.
-		if pc := conn.Conn().PgConn(); !pc.IsClosed() && pc.TxStatus() != 'I' {
-			_, _ = conn.Exec(ctx, "rollback")
-		}
-		conn.Release()
-	}()
-	tx := &lazyTx{ctx: ctx, conn: conn}
-	out, err := fn(ctx, tx, rec)
-	if err != nil {
-		return registry.Record{}, err
-	}
-	if tx.err != nil {
-		return registry.Record{}, tx.err
-	}
-	args, err := finishArgs(rec, out, now, true)
-	if err != nil {
-		return registry.Record{}, err
-	}
-	batch := &pgx.Batch{}
+	done, finishErr, err := s.runLazy(ctx, "complete", rec, fn, func(out registry.Outcome) (string, []any, error) {
+		args, err := finishArgs(rec, out, now, true)
+		return queries.Get("Finish"), args, err
+	})
 	switch {
-	case !tx.begun: // fn ran no statement
-		batch.Queue("begin")
-	case conn.Conn().PgConn().TxStatus() == 'I':
-		return registry.Record{}, errors.New("idempg: complete: the business function ended the transaction")
-	}
-	batch.Queue(queries.Get("Finish"), args...)
-	batch.Queue("commit")
-	results := conn.SendBatch(ctx, batch)
-	var beginErr error
-	if !tx.begun {
-		_, beginErr = results.Exec()
-	}
-	done, finishErr := scanRecord(results.QueryRow())
-	tag, commitErr := results.Exec()
-	closeErr := results.Close()
-	switch {
-	case beginErr != nil:
-		return registry.Record{}, fmt.Errorf("idempg: complete: begin: %w", translate(beginErr))
+	case err != nil:
+		return registry.Record{}, err
 	case isFenced(finishErr):
-		if _, err := conn.Exec(ctx, "rollback"); err != nil {
-			return registry.Record{}, fmt.Errorf("idempg: complete %s: %w (rolling back: %w)", rec.OperationID, registry.ErrFenced, translate(err))
-		}
 		return registry.Record{}, fmt.Errorf("idempg: complete %s: %w", rec.OperationID,
-			cmp.Or(writerFenced(ctx, conn, rec.WriterEpoch), registry.ErrFenced))
+			cmp.Or(writerFenced(ctx, s.lane, rec.WriterEpoch), registry.ErrFenced))
 	case finishErr != nil:
-		// A database error aborted the transaction, so the COMMIT rolled
-		// back. (An error of reading the returned row on this side, which
-		// the COMMIT did not wait for, is reported the same way; the
-		// caller's re-read tells whether the outcome is there.)
 		return registry.Record{}, fmt.Errorf("idempg: complete: %w", translate(finishErr))
-	case commitErr != nil || closeErr != nil:
-		return registry.Record{}, fmt.Errorf("idempg: complete: commit: %w", translate(cmp.Or(commitErr, closeErr)))
-	case tag.String() != "COMMIT":
-		return registry.Record{}, fmt.Errorf("idempg: complete: commit: %w", pgx.ErrTxCommitRollback)
 	}
 	return done, nil
 }
@@ -154,18 +105,28 @@ func (s *Store) ClaimAndExecute(ctx context.Context, tx pgx.Tx, c registry.Claim
 	return registry.Result{Verdict: registry.Execute, Record: done}, nil
 }
 
-// lostClaim handles a failed claim insert; see ClaimAndExecute.
+// lostClaim handles a failed claim insert: tx is rolled back, then the
+// scope's record decides (lostInsert).
 func (s *Store) lostClaim(ctx context.Context, tx pgx.Tx, c registry.Claim, insertErr error) (registry.Result, error) {
 	_ = tx.Rollback(ctx) // its error adds nothing: the transaction is over either way
+	return s.lostInsert(ctx, "claim", c, insertErr)
+}
+
+// lostInsert is the verdict after an insert of c's scope failed and its
+// transaction ended: the scope's record, read afresh, decides (Replay,
+// Conflict, InProgress, Unknown or Retired, with a nil error); with no
+// record the insert's own error is returned, translated — never a
+// conflict.
+func (s *Store) lostInsert(ctx context.Context, op string, c registry.Claim, insertErr error) (registry.Result, error) {
 	insertErr = translate(insertErr)
 	rec, err := s.Get(ctx, c.Scope)
 	switch {
 	case err == nil:
 		return registry.Result{Verdict: registry.Decide(rec, false, c.Fingerprint), Record: rec}, nil
 	case errors.Is(err, registry.ErrNotFound):
-		return registry.Result{}, fmt.Errorf("idempg: claim: %w", insertErr)
+		return registry.Result{}, fmt.Errorf("idempg: %s: %w", op, insertErr)
 	default:
-		return registry.Result{}, fmt.Errorf("idempg: claim: %w; re-reading the record: %w", insertErr, err)
+		return registry.Result{}, fmt.Errorf("idempg: %s: %w; re-reading the record: %w", op, insertErr, err)
 	}
 }
 
@@ -200,14 +161,7 @@ func finishArgs(rec registry.Record, out registry.Outcome, now *time.Time, raise
 	if rec.State.InFlight() && !idem.CanTransition(rec.State, out.State) {
 		return nil, fmt.Errorf("idempg: illegal transition %s -> %s", rec.State, out.State)
 	}
-	ids := make([]string, len(out.Outbox))
-	topics := make([]string, len(out.Outbox))
-	payloads := make([][]byte, len(out.Outbox))
-	for i, m := range out.Outbox {
-		ids[i] = registry.MessageID(rec.OperationID, i)
-		topics[i] = m.Topic
-		payloads[i] = nonNil(m.Payload)
-	}
+	ids, topics, payloads := outboxArgs(rec.OperationID, out.Outbox)
 	resp := out.Response
 	digest := resp.Digest()
 	return []any{
@@ -215,6 +169,21 @@ func finishArgs(rec registry.Record, out registry.Outcome, now *time.Time, raise
 		resp.Location, resp.ETag, nonNil(resp.Body), digest[:], now,
 		rec.OperationID, ids, topics, payloads, rec.WriterEpoch, raise,
 	}, nil
+}
+
+// outboxArgs returns the message IDs, topics and payloads of an
+// operation's outbox messages, as the array parameters of Finish and
+// InsertOutcome.
+func outboxArgs(operationID string, msgs []registry.Message) (ids, topics []string, payloads [][]byte) {
+	ids = make([]string, len(msgs))
+	topics = make([]string, len(msgs))
+	payloads = make([][]byte, len(msgs))
+	for i, m := range msgs {
+		ids[i] = registry.MessageID(operationID, i)
+		topics[i] = m.Topic
+		payloads[i] = nonNil(m.Payload)
+	}
+	return ids, topics, payloads
 }
 
 // nonNil returns b, or an empty slice for nil, so that bytea NOT NULL

@@ -1,6 +1,7 @@
 package idempg
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -117,3 +118,73 @@ func (r batchRow) Scan(dest ...any) error {
 type errRow struct{ err error }
 
 func (r errRow) Scan(...any) error { return r.err }
+
+// runLazy acquires a connection, runs fn on a lazyTx over it and then
+// sends the statement that records fn's outcome (built by final) and
+// COMMIT in one pipelined batch, with BEGIN in front when fn ran no
+// statement. It returns the statement's row, the statement's own error
+// (stmtErr: the transaction was aborted, so the COMMIT rolled back) and
+// any other error: fn's, unchanged; final's; a failed BEGIN; the business
+// function having ended the transaction; a COMMIT that failed or did not
+// commit; its own errors name op ("idempg: op: …"). Whatever is still open is rolled back before the connection
+// goes back to the pool. ctx governs the whole transaction, fn included.
+func (s *Store) runLazy(ctx context.Context, op string, rec registry.Record, fn registry.BusinessFunc,
+	final func(out registry.Outcome) (string, []any, error)) (done registry.Record, stmtErr, err error) {
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return registry.Record{}, nil, fmt.Errorf("idempg: %s: %w", op, translate(err))
+	}
+	defer func() {
+		// Roll back whatever is still open. If that fails, the pool
+		// destroys the connection on Release (it is not idle), which ends
+		// the transaction on the server.
+		if pc := conn.Conn().PgConn(); !pc.IsClosed() && pc.TxStatus() != 'I' {
+			_, _ = conn.Exec(ctx, "rollback")
+		}
+		conn.Release()
+	}()
+	tx := &lazyTx{ctx: ctx, conn: conn}
+	out, err := fn(ctx, tx, rec)
+	if err != nil {
+		return registry.Record{}, nil, err
+	}
+	if tx.err != nil {
+		return registry.Record{}, nil, tx.err
+	}
+	query, args, err := final(out)
+	if err != nil {
+		return registry.Record{}, nil, err
+	}
+	batch := &pgx.Batch{}
+	switch {
+	case !tx.begun: // fn ran no statement
+		batch.Queue("begin")
+	case conn.Conn().PgConn().TxStatus() == 'I':
+		return registry.Record{}, nil, fmt.Errorf("idempg: %s: the business function ended the transaction", op)
+	}
+	batch.Queue(query, args...)
+	batch.Queue("commit")
+	results := conn.SendBatch(ctx, batch)
+	var beginErr error
+	if !tx.begun {
+		_, beginErr = results.Exec()
+	}
+	done, stmtErr = scanRecord(results.QueryRow())
+	tag, commitErr := results.Exec()
+	closeErr := results.Close()
+	switch {
+	case beginErr != nil:
+		return registry.Record{}, nil, fmt.Errorf("idempg: %s: begin: %w", op, translate(beginErr))
+	case stmtErr != nil:
+		// A database error aborted the transaction, so the COMMIT rolled
+		// back. (An error of reading the returned row on this side, which
+		// the COMMIT did not wait for, is reported the same way; the
+		// caller's re-read tells whether the outcome is there.)
+		return registry.Record{}, stmtErr, nil
+	case commitErr != nil || closeErr != nil:
+		return registry.Record{}, nil, fmt.Errorf("idempg: %s: commit: %w", op, translate(cmp.Or(commitErr, closeErr)))
+	case tag.String() != "COMMIT":
+		return registry.Record{}, nil, fmt.Errorf("idempg: %s: commit: %w", op, pgx.ErrTxCommitRollback)
+	}
+	return done, nil, nil
+}

@@ -222,6 +222,49 @@ WHERE (SELECT CASE WHEN EXISTS (SELECT 1 FROM upd) THEN true
               WHEN $16::boolean THEN idem_fenced($11::text)
               ELSE false END);
 
+-- name: InsertOutcome
+-- The one-transaction acceptance point (Store.ExecuteOnce), sent with
+-- COMMIT in one round trip at the end of the business transaction: it
+-- inserts the scope's record already terminal, with its response snapshot
+-- and outbox rows. $1 scope, $2 operation_id, $3 operation, $4 owner,
+-- $5 fingerprint, $6 contract, $7 writer_epoch, $8 retention µs, $9 now,
+-- $10 tombstone TTL µs (as Reserve's $11), $11 state, $12 status,
+-- $13 media type, $14 location, $15 etag, $16 body, $17 digest,
+-- $18 message IDs, $19 topics, $20 payloads. Nobody owns a terminal
+-- record, so lease_until is the insert's instant.
+-- A plain INSERT: a concurrent transaction that inserted the scope first
+-- makes this one wait for its end and then fail with a unique violation,
+-- which aborts the transaction, so the COMMIT behind it rolls back the
+-- business writes too. A writer epoch older than idem_control's inserts
+-- nothing and fails the statement with IDM01 (idem_fenced, migration 006),
+-- with the same effect.
+WITH clock AS (SELECT coalesce($9::timestamptz, statement_timestamp()) AS t),
+ins AS (
+    INSERT INTO idem_operations (scope, operation_id, operation, owner, fingerprint, contract,
+                                 state, owner_gen, writer_epoch, lease_until, expires_at,
+                                 created_at, updated_at, tombstone_ttl,
+                                 resp_status, resp_media_type, resp_location, resp_etag,
+                                 resp_body, resp_digest)
+    SELECT $1::bytea, $2::text, $3::text, $4::bytea, $5::bytea, $6::text, $11::text, 1, $7::bigint,
+           t, t + $8::bigint * interval '1 microsecond', t, t, $10::bigint,
+           $12::integer, $13::text, $14::text, $15::text, $16::bytea, $17::bytea
+    FROM clock
+    WHERE $7::bigint >= (SELECT writer_epoch FROM idem_control WHERE id = 1) -- the writer fence (migration 003)
+    RETURNING scope, operation_id, operation, owner, fingerprint, contract, state, owner_gen,
+              writer_epoch, lease_until, expires_at, created_at, updated_at, resp_status,
+              resp_media_type, resp_location, resp_etag, resp_body, resp_digest,
+              retired_at, tombstone_until, tombstone_ttl
+),
+outbox AS (
+    INSERT INTO idem_outbox (message_id, operation_id, topic, payload, created_at)
+    SELECT m.id, $2::text, m.topic, m.payload, clock.t
+    FROM unnest($18::text[], $19::text[], $20::bytea[]) WITH ORDINALITY AS m(id, topic, payload, n), clock
+    WHERE EXISTS (SELECT 1 FROM ins)
+    ORDER BY m.n
+)
+SELECT * FROM ins
+WHERE (SELECT CASE WHEN EXISTS (SELECT 1 FROM ins) THEN true ELSE idem_fenced($2::text) END);
+
 -- name: Release
 -- $1 scope, $2 owner_gen, $3 operation_id: generations restart at 1 for
 -- every new reservation of a scope, so the operation ID is part of the fence.

@@ -117,6 +117,13 @@ type Config struct {
 	// --api-revision") can run a server whose operations live in another
 	// revision's scopes, which never hit the records of the first (SPEC C2).
 	APIRevision string
+	// OneTransaction makes POST /v1/payments run in one database
+	// transaction (idemhttp.Operation.OneTransaction): the payment, its
+	// outbox message and the operation record commit together and
+	// nothing is reserved beforehand. false (the default) is the
+	// two-phase style, where a duplicate sent while the first request
+	// runs gets 409 IN_PROGRESS. Transfers are always two-phase.
+	OneTransaction bool
 	// AdmitRefresh is how often the service reads the registry's control
 	// row to follow drain and epoch changes; 0 means
 	// idemhttp.DefaultAdmitRefresh.
@@ -170,9 +177,10 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 			Binding: idem.Binding{
 				Canon: canon.Options{Mode: canon.ModeSchema, Schema: Schema()},
 			},
-			FinalStatuses: []int{http.StatusUnprocessableEntity}, // AMOUNT_LIMIT
-			Lease:         cfg.Lease,
-			Retention:     cfg.Retention,
+			FinalStatuses:  []int{http.StatusUnprocessableEntity}, // AMOUNT_LIMIT
+			Lease:          cfg.Lease,
+			Retention:      cfg.Retention,
+			OneTransaction: cfg.OneTransaction,
 		},
 		Identity:    s.auth.Identity,
 		Challenge:   "Bearer",
@@ -189,7 +197,8 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 		transfer := *create // same store, identity, admission, epoch and metrics
 		transfer.Operation.Name = OperationTransfer
 		transfer.Operation.Effects = true
-		transfer.Operation.ReplayUnknown = true // the provider honours the downstream key
+		transfer.Operation.OneTransaction = false // effects need the reservation first
+		transfer.Operation.ReplayUnknown = true   // the provider honours the downstream key
 		s.mux.Handle("POST /v1/transfers", transfer.Handler(http.HandlerFunc(t.create)))
 	}
 	s.mux.HandleFunc("GET /v1/payments", s.authenticated(s.list))

@@ -189,6 +189,25 @@ type Store interface {
 	// ErrFenced, all rolled back). The commit is durable before Complete
 	// returns.
 	Complete(ctx context.Context, rec Record, fn BusinessFunc) (Record, error)
+	// ExecuteOnce is the one-transaction style, for operations whose every
+	// effect is a write in this database: fn runs in a new transaction
+	// and the record for c is then inserted already in fn's terminal
+	// state, with the response, its digest and the outbox rows, in that
+	// same transaction, which commits durably. Nothing is in flight in the
+	// registry meanwhile: no reservation, lease or owner to recover, and a
+	// crash or an error rolls everything back. The insert is the
+	// acceptance point: when the scope exists (or a concurrent call
+	// inserts it first) everything fn wrote is rolled back and the result
+	// is Decide's verdict on the existing record with a nil error, as for
+	// a lost in-transaction claim; a missing record after a failed insert
+	// returns the insert's error, never a conflict. fn sees the record as
+	// it will be stored (a new operation ID, generation 1, state
+	// EXECUTING). An error from fn, or an outcome that EXECUTING cannot
+	// move to (only SUCCEEDED and FAILED_FINAL can), rolls back and is
+	// returned. c.Lease and c.MaxActive do not apply. A new scope gets
+	// ErrWriterFenced when c.WriterEpoch is older than the registry's; an
+	// existing one still gets its verdict.
+	ExecuteOnce(ctx context.Context, c Claim, fn BusinessFunc) (Result, error)
 	// Release deletes a RESERVED record still owned by rec.OwnerGen, so a
 	// retry can run; ErrFenced if it is no longer so.
 	Release(ctx context.Context, rec Record) error

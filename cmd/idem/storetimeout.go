@@ -57,6 +57,12 @@ func (b boundedStore) Complete(ctx context.Context, rec registry.Record, fn regi
 	return b.Store.Complete(ctx, rec, fn)
 }
 
+func (b boundedStore) ExecuteOnce(ctx context.Context, c registry.Claim, fn registry.BusinessFunc) (registry.Result, error) {
+	ctx, cancel := b.bound(ctx)
+	defer cancel()
+	return b.Store.ExecuteOnce(ctx, c, fn)
+}
+
 func (b boundedStore) Release(ctx context.Context, rec registry.Record) error {
 	ctx, cancel := b.bound(ctx)
 	defer cancel()

@@ -80,6 +80,14 @@ var cases = []struct {
 	{"ListOperations", testListOperations},
 	{"ExpiredLeases", testExpiredLeases},
 	{"ExtendLease", testExtendLease},
+	{"OnceExecutesAndStores", testOnceExecutesAndStores},
+	{"OnceHandsExecuting", testOnceHandsExecuting},
+	{"OnceTerminalStates", testOnceTerminalStates},
+	{"OnceConcurrentSameScope", testOnceConcurrentSameScope},
+	{"OnceRollsBackOnError", testOnceRollsBackOnError},
+	{"OnceExistingScope", testOnceExistingScope},
+	{"OnceFencedByEpoch", testOnceFencedByEpoch},
+	{"OnceOldWriterReplays", testOnceOldWriterReplays},
 }
 
 const (

@@ -1,0 +1,97 @@
+package idemhttp
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/internal/failpoint"
+	"github.com/idemkit/idem/registry"
+)
+
+// executeOnce is the acceptance point of a OneTransaction operation. It
+// reads the scope's record first, so a retry of a finished operation (the
+// common retry) is answered without running anything: the record is
+// returned with answered false for serveEnforce to decide, as a reserved
+// scope's would be. With no record it asks Admit, runs the handler and
+// records its outcome in one transaction (registry.Store.ExecuteOnce),
+// and answers the request itself (answered true). When another request
+// inserted the scope first, everything this one wrote was rolled back and
+// the record that won is returned with answered false.
+//
+// The reservation histogram gets the time spent in the registry: the
+// lookup plus ExecuteOnce's time outside the handler (connection, record
+// insert, the durable commit, a wait for a concurrent winner).
+func (m *Middleware) executeOnce(w http.ResponseWriter, r *http.Request, next http.Handler, c registry.Claim, req Request, body []byte) (rec registry.Record, answered bool, err error) {
+	op := &m.Operation
+	start := time.Now()
+	rec, err = m.Store.Get(r.Context(), c.Scope)
+	lookup := time.Since(start)
+	if !errors.Is(err, registry.ErrNotFound) {
+		m.Metrics.observeReservation(op.Name, lookup)
+		return rec, false, err
+	}
+	if m.Admit != nil {
+		if err := m.Admit(r.Context()); err != nil {
+			return registry.Record{}, false, err
+		}
+	}
+	// Past this point a client disconnect no longer cancels the request
+	// (A8): it runs to its commit or its time limit.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()),
+		max(op.MaxDuration, cmpDuration(op.Lease, registry.DefaultLease)))
+	defer cancel()
+	m.Metrics.inflight(op.Name, 1)
+	defer m.Metrics.inflight(op.Name, -1)
+	rw := newRecorder(w, cmpInt(op.MaxResponseBody, idem.DefaultMaxResponseBody))
+	business := m.business(rw, r, next, req, body)
+	var ran registry.Record // as the handler saw it: its operation ID
+	var handling time.Duration
+	start = time.Now()
+	res, err := m.Store.ExecuteOnce(ctx, c, func(ctx context.Context, tx registry.Tx, rec registry.Record) (registry.Outcome, error) {
+		ran = rec
+		t := time.Now()
+		defer func() { handling = time.Since(t) }()
+		return business(ctx, tx, rec)
+	})
+	m.Metrics.observeReservation(op.Name, lookup+time.Since(start)-handling)
+	if err == nil && res.Verdict != registry.Execute {
+		return res.Record, false, nil // another request won the scope
+	}
+	if err == nil {
+		err = failpoint.Hit(failpoint.AfterCommit) // the outcome is committed either way
+	}
+	extra := http.Header{HeaderContract: {idem.ContractVersion}}
+	switch {
+	case err == nil:
+		m.Metrics.outcome(op.Name, "executed")
+		m.log().Info("operation executed", "operation", op.Name, "operation_id", res.Record.OperationID, "state", res.Record.State, "status", rw.statusOrOK())
+		extra.Set(HeaderOperation, res.Record.OperationID)
+		rw.flushTo(w, extra)
+	case errors.Is(err, errRelease), errors.Is(err, errPanic):
+		m.Metrics.outcome(op.Name, "released")
+		rw.flushTo(w, extra)
+	case errors.Is(err, errResponseTooLarge):
+		m.refuse(w, r, CodeResponseTooLarge, "the response exceeds the size that can be stored for replay", "")
+	default:
+		// Storage trouble, possibly after the commit reached the
+		// database (a lost commit reply): if this request's outcome is
+		// there, it is replayed.
+		m.log().Error("recording the outcome failed", "operation", op.Name, "operation_id", ran.OperationID, "err", err)
+		if ran.OperationID != "" {
+			if now, ok := m.settled(ctx, ran); ok {
+				m.replay(w, r, now)
+				return registry.Record{}, true, nil
+			}
+		}
+		if errors.Is(err, registry.ErrWriterFenced) {
+			m.refuse(w, r, idem.CodeWriterFenced, "this server's writer epoch is no longer current; retry with the same key", "")
+			return registry.Record{}, true, nil
+		}
+		m.Metrics.outcome(op.Name, "store_error")
+		m.refuse(w, r, idem.CodeStoreUnavailable, "the outcome could not be recorded; retry with the same key", "")
+	}
+	return registry.Record{}, true, nil
+}

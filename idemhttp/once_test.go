@@ -1,0 +1,155 @@
+package idemhttp_test
+
+import (
+	"net/http"
+	"sync"
+	"testing"
+
+	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/idemhttp"
+	"github.com/idemkit/idem/registry"
+)
+
+func oneTransaction(op *idemhttp.Operation) { op.OneTransaction = true }
+
+func TestOneTransactionExecuteReplayConflict(t *testing.T) {
+	stores(t, func(t *testing.T, store registry.Store) {
+		f := newFixtureWith(t, store, idemhttp.Enforce, oneTransaction)
+		first := f.post("k1", `{"a": 1}`)
+		op := first.header.Get("Idempotency-Operation")
+		if first.status != 201 || op == "" || first.header.Get("Idempotent-Replayed") != "" {
+			t.Fatalf("first: %+v", first)
+		}
+		rec, err := store.Get(t.Context(), scopeOf(t, "k1"))
+		if err != nil || rec.OperationID != op || rec.State != idem.StateSucceeded || rec.OwnerGen != 1 ||
+			rec.Response == nil || string(rec.Response.Body) != first.body {
+			t.Fatalf("stored record %+v, err %v; want SUCCEEDED %s with the first body", rec, err, op)
+		}
+		again := f.post("k1", `{ "a" : 1 }`)
+		if again.status != 201 || again.body != first.body || again.header.Get("Idempotent-Replayed") != "true" ||
+			again.header.Get("Idempotency-Operation") != op || again.header.Get("Location") != first.header.Get("Location") ||
+			again.header.Get("Set-Cookie") != "" {
+			t.Errorf("replay differs:\n first %+v\n again %+v", first, again)
+		}
+		conflict := f.post("k1", `{"a": 2}`)
+		if conflict.status != 422 || code(conflict) != "PAYLOAD_CONFLICT" || conflict.header.Get("Idempotency-Operation") != "" {
+			t.Errorf("conflict: %+v", conflict)
+		}
+		if f.app.calls.Load() != 1 || f.effects() != 1 {
+			t.Errorf("handler ran %d times, %d effects; want 1 and 1", f.app.calls.Load(), f.effects())
+		}
+		if n := f.observed("idem_reservation_seconds"); n != 3 {
+			t.Errorf("%d reservation observations, want 3 (one per request that reached the registry)", n)
+		}
+	})
+}
+
+func TestOneTransactionStatusPolicy(t *testing.T) {
+	stores(t, func(t *testing.T, store registry.Store) {
+		f := newFixtureWith(t, store, idemhttp.Enforce, oneTransaction)
+		final := f.post("final", `{}`, "X-Test", "final")
+		again := f.post("final", `{}`)
+		if final.status != 422 || again.status != 422 || again.body != final.body || again.header.Get("Idempotent-Replayed") != "true" {
+			t.Errorf("declared 422: first %+v, again %+v", final, again)
+		}
+		for _, mode := range []string{"fail", "conflict", "panic"} {
+			key := "release-" + mode
+			r := f.post(key, `{}`, "X-Test", mode)
+			if r.status < 400 || r.header.Get("Idempotent-Replayed") != "" {
+				t.Errorf("%s: %+v", mode, r)
+			}
+			if _, err := store.Get(t.Context(), scopeOf(t, key)); err == nil {
+				t.Errorf("%s: a record was stored", mode)
+			}
+			retry := f.post(key, `{}`)
+			if retry.status != 201 || retry.header.Get("Idempotent-Replayed") != "" {
+				t.Errorf("%s: retry did not execute afresh: %+v", mode, retry)
+			}
+		}
+		big := f.post("big", `{}`, "X-Test", "big")
+		if big.status != 500 || code(big) != "RESPONSE_TOO_LARGE" {
+			t.Errorf("big: %+v", big)
+		}
+		if _, err := store.Get(t.Context(), scopeOf(t, "big")); err == nil {
+			t.Errorf("an oversized response left a record behind")
+		}
+		// final 1, one per successful retry (3); the released and
+		// oversized executions rolled back with their records.
+		if n := f.effects(); n != 4 {
+			t.Errorf("%d effects, want 4", n)
+		}
+	})
+}
+
+// A duplicate sent while the first request runs is not refused as in
+// progress: both run the handler, one transaction commits, the other
+// rolls back and answers with the committed response. (On SQLite the
+// duplicate waits for the write lock instead and never runs.)
+func TestOneTransactionConcurrentDuplicate(t *testing.T) {
+	stores(t, func(t *testing.T, store registry.Store) {
+		f := newFixtureWith(t, store, idemhttp.Enforce, oneTransaction)
+		var wg sync.WaitGroup
+		var first, dup result
+		wg.Go(func() { first = f.post("dup", `{}`, "X-Test", "block") })
+		<-f.app.started
+		wg.Go(func() { dup = f.post("dup", `{}`) })
+		f.app.release <- struct{}{}
+		wg.Wait()
+		if first.status != 201 || dup.status != 201 || first.body != dup.body ||
+			first.header.Get("Idempotency-Operation") != dup.header.Get("Idempotency-Operation") {
+			t.Fatalf("the two requests got different outcomes:\n first %+v\n dup   %+v", first, dup)
+		}
+		replayed := 0
+		for _, r := range []result{first, dup} {
+			if r.header.Get("Idempotent-Replayed") == "true" {
+				replayed++
+			}
+		}
+		if replayed != 1 {
+			t.Errorf("%d replays among the two, want exactly 1", replayed)
+		}
+		if n := f.effects(); n != 1 {
+			t.Errorf("%d effects committed, want 1 (handler ran %d times)", n, f.app.calls.Load())
+		}
+	})
+}
+
+func TestOneTransactionWriterFenced(t *testing.T) {
+	stores(t, func(t *testing.T, store registry.Store) {
+		f := newFixtureWith(t, store, idemhttp.Enforce, oneTransaction)
+		if _, err := store.BumpEpoch(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := store.BumpEpoch(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		r := f.post("fenced", `{}`)
+		if r.status != http.StatusServiceUnavailable || code(r) != string(idem.CodeWriterFenced) {
+			t.Errorf("fenced writer: %+v", r)
+		}
+		if n := f.effects(); n != 0 {
+			t.Errorf("%d effects committed by a fenced writer", n)
+		}
+		if _, err := store.Get(t.Context(), scopeOf(t, "fenced")); err == nil {
+			t.Errorf("a fenced writer stored a record")
+		}
+	})
+}
+
+// observed returns the number of observations of a histogram, summed
+// over its series.
+func (f *fixture) observed(metric string) uint64 {
+	mfs, err := f.reg.Gather()
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	var n uint64
+	for _, mf := range mfs {
+		if mf.GetName() == metric {
+			for _, m := range mf.GetMetric() {
+				n += m.GetHistogram().GetSampleCount()
+			}
+		}
+	}
+	return n
+}

@@ -1,0 +1,73 @@
+package idempg
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+
+	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/registry"
+)
+
+// ExecuteOnce is the one-transaction style (registry.Store.ExecuteOnce):
+// fn runs first, in a new transaction, and the scope's record is then
+// inserted already terminal — response snapshot, digest and outbox rows
+// included — in that same transaction, which commits durably. fn gets
+// the record as it will be stored: a new operation ID, owner generation
+// 1, state EXECUTING; its times are set at the insert.
+//
+// Round trips: BEGIN goes with fn's first statement (lazytx.go); the
+// insert (queries.sql, InsertOutcome) and COMMIT go together in one
+// pipelined batch. So the registry adds one statement to the business
+// transaction and nothing else: no reservation, no second write of the
+// record, no lease.
+//
+// The insert is the acceptance point. When a concurrent transaction has
+// inserted the scope, the insert waits for it to end and then fails,
+// which rolls fn's writes back; the record is then read afresh and the
+// result is registry.Decide's verdict on it (Replay, Conflict, …) with a
+// nil error, as for a lost ClaimAndExecute. If there is no record to
+// read, the insert's own error is returned, never a conflict.
+//
+// An error from fn is returned unchanged, all rolled back; so is an
+// outcome other than SUCCEEDED and FAILED_FINAL. c.Lease and c.MaxActive
+// do not apply: nothing is ever in flight in the registry. Writer fence:
+// registry.ErrWriterFenced, all rolled back, when c.WriterEpoch is older
+// than the registry's (control.go) and the scope has no record; an
+// existing record still gets its verdict. ctx governs the whole transaction, fn
+// included.
+func (s *Store) ExecuteOnce(ctx context.Context, c registry.Claim, fn registry.BusinessFunc) (registry.Result, error) {
+	now, goNow := s.clock()
+	rec := registry.Record{
+		Scope: c.Scope, OperationID: idem.NewOperationID(goNow), Operation: c.Operation,
+		Owner: c.Owner, Fingerprint: c.Fingerprint, Contract: idem.ContractVersion,
+		State: idem.StateExecuting, OwnerGen: 1, WriterEpoch: c.WriterEpoch,
+		TombstoneTTL: max(c.TombstoneTTL, 0),
+	}
+	done, insertErr, err := s.runLazy(ctx, "execute once", rec, fn, func(out registry.Outcome) (string, []any, error) {
+		if !idem.CanTransition(idem.StateExecuting, out.State) || !out.State.Terminal() {
+			return "", nil, fmt.Errorf("idempg: execute once: outcome state %q is not a terminal state of an execution", out.State)
+		}
+		ids, topics, payloads := outboxArgs(rec.OperationID, out.Outbox)
+		resp := out.Response
+		digest := resp.Digest()
+		return queries.Get("InsertOutcome"), []any{
+			c.Scope[:], rec.OperationID, c.Operation, c.Owner[:], c.Fingerprint[:],
+			idem.ContractVersion, c.WriterEpoch, micros(c.RetentionOrDefault()), now, tombstoneTTL(c),
+			string(out.State), resp.Status, resp.MediaType, resp.Location, resp.ETag,
+			nonNil(resp.Body), digest[:], ids, topics, payloads,
+		}, nil
+	})
+	switch {
+	case err != nil:
+		return registry.Result{}, err
+	case isFenced(insertErr):
+		// The writer fence is the only way to insert nothing. It stops new
+		// acceptances only: an existing record still decides.
+		insertErr = cmp.Or(writerFenced(ctx, s.lane, c.WriterEpoch), registry.ErrWriterFenced)
+		fallthrough
+	case insertErr != nil:
+		return s.lostInsert(ctx, "execute once", c, insertErr)
+	}
+	return registry.Result{Verdict: registry.Execute, Record: done}, nil
+}
