@@ -135,25 +135,27 @@ func runAndCheck(t *testing.T, cfg Config, kind string) *Report {
 		if c := num("clients"); c != float64(cfg.Clients[i]) {
 			t.Errorf("result %d: clients %v, want %d", i, c, cfg.Clients[i])
 		}
-		for _, f := range []string{"plain_rps", "idem_first_rps", "idem_replay_rps", "db_insert_rps",
-			"first_ratio", "replay_ratio", "reservation_p99_ms", "reservation_p50_ms", "replay_reservation_p99_ms", "reservations"} {
+		for _, f := range []string{"plain_rps", "idem_first_rps", "idem_first_one_tx_rps", "idem_replay_rps", "db_insert_rps",
+			"first_ratio", "first_one_tx_ratio", "replay_ratio", "reservation_p99_ms", "reservation_p50_ms", "replay_reservation_p99_ms",
+			"reservations", "one_tx_acceptance_p99_ms", "one_tx_acceptance_p50_ms", "one_tx_acceptances"} {
 			if v := num(f); !(v > 0) || math.IsInf(v, 0) {
 				t.Errorf("result %d: %s = %v, want a positive number", i, f, v)
 			}
 		}
 		near := func(a, b float64) bool { return math.Abs(a-b) <= 1e-9*math.Max(1, math.Abs(b)) }
 		if !near(num("first_ratio"), num("idem_first_rps")/num("plain_rps")) ||
+			!near(num("first_one_tx_ratio"), num("idem_first_one_tx_rps")/num("plain_rps")) ||
 			!near(num("replay_ratio"), num("idem_replay_rps")/num("plain_rps")) {
 			t.Errorf("result %d: ratios are not idem ÷ plain: %s", i, b)
 		}
-		if num("reservation_p50_ms") > num("reservation_p99_ms") {
+		if num("reservation_p50_ms") > num("reservation_p99_ms") || num("one_tx_acceptance_p50_ms") > num("one_tx_acceptance_p99_ms") {
 			t.Errorf("result %d: reservation p50 above p99: %s", i, b)
 		}
 		var rounds map[string][]float64
 		if err := json.Unmarshal(raw["rounds_rps"], &rounds); err != nil {
 			t.Fatal(err)
 		}
-		for v, med := range map[string]string{"plain": "plain_rps", "idem_first": "idem_first_rps",
+		for v, med := range map[string]string{"plain": "plain_rps", "idem_first": "idem_first_rps", "idem_first_one_tx": "idem_first_one_tx_rps",
 			"idem_replay": "idem_replay_rps", "db_insert": "db_insert_rps"} {
 			if len(rounds[v]) != cfg.Rounds || !near(median(rounds[v]), num(med)) {
 				t.Errorf("result %d: %s rounds %v, median %v", i, v, rounds[v], num(med))
@@ -164,7 +166,9 @@ func runAndCheck(t *testing.T, cfg Config, kind string) *Report {
 			t.Fatal(err)
 		}
 		if pass["first"] != (num("first_ratio") >= 0.8) || pass["replay"] != (num("replay_ratio") >= 1) ||
-			pass["reservation"] != (num("reservation_p99_ms") <= 10) || len(pass) != 3 {
+			pass["reservation"] != (num("reservation_p99_ms") <= 10) ||
+			pass["first_one_tx"] != (num("first_one_tx_ratio") >= 0.8) ||
+			pass["acceptance_one_tx"] != (num("one_tx_acceptance_p99_ms") <= 10) || len(pass) != 5 {
 			t.Errorf("result %d: pass %v inconsistent with %s", i, pass, b)
 		}
 	}
@@ -302,5 +306,34 @@ func TestParsedBody(t *testing.T) {
 	if got.Amount != parsedBody.Amount || got.Currency != parsedBody.Currency || got.Payee != parsedBody.Payee ||
 		got.Memo == nil || *got.Memo != *parsedBody.Memo {
 		t.Errorf("requestBody reads as %+v, parsedBody is %+v", got, parsedBody)
+	}
+}
+
+// TestMetOneStyle: the targets are met when replay is, and one style's
+// first execution and acceptance are, at every client count.
+func TestMetOneStyle(t *testing.T) {
+	t.Parallel()
+	twoPhase := Pass{First: true, Reservation: true, Replay: true}
+	oneTx := Pass{FirstOneTx: true, AcceptanceOneTx: true, Replay: true}
+	mixed := Pass{First: true, AcceptanceOneTx: true, Replay: true} // neither style whole
+	noReplay := Pass{First: true, Reservation: true, FirstOneTx: true, AcceptanceOneTx: true}
+	for _, c := range []struct {
+		name  string
+		cells []Pass
+		want  bool
+	}{
+		{"two-phase everywhere", []Pass{twoPhase, twoPhase}, true},
+		{"one-transaction everywhere", []Pass{oneTx, oneTx}, true},
+		{"a style per client count", []Pass{twoPhase, oneTx}, true},
+		{"halves of two styles", []Pass{twoPhase, mixed}, false},
+		{"replay missed", []Pass{noReplay}, false},
+	} {
+		rep := &Report{}
+		for _, p := range c.cells {
+			rep.Results = append(rep.Results, Result{Pass: p})
+		}
+		if got := rep.Met(); got != c.want {
+			t.Errorf("%s: Met() = %v, want %v", c.name, got, c.want)
+		}
 	}
 }

@@ -61,25 +61,49 @@ type Result struct {
 	// ReplayReservationP99Ms is the same over the timed replays, where
 	// Reserve finds the finished operation.
 	ReplayReservationP99Ms float64 `json:"replay_reservation_p99_ms"`
+	// IdemFirstOneTxRPS is the first execution in the one-transaction
+	// style (idemhttp.Operation.OneTransaction), FirstOneTxRatio its
+	// ratio to plain.
+	IdemFirstOneTxRPS float64 `json:"idem_first_one_tx_rps"`
+	FirstOneTxRatio   float64 `json:"first_one_tx_ratio"`
+	// OneTxAcceptanceP99Ms is the p99 (nearest rank) over every timed
+	// one-transaction first execution of the time its request spent in
+	// the registry outside the handler: the lookup, then ExecuteOnce's
+	// connection, record insert and durable COMMIT (the business writes'
+	// commit too: they share it, so this is stricter than Reserve's
+	// asynchronous commit). OneTxAcceptances of them; P50 their median.
+	OneTxAcceptanceP99Ms float64 `json:"one_tx_acceptance_p99_ms"`
+	OneTxAcceptanceP50Ms float64 `json:"one_tx_acceptance_p50_ms"`
+	OneTxAcceptances     int     `json:"one_tx_acceptances"`
 	// Pass says which targets the cell met.
 	Pass Pass `json:"pass"`
 	// RoundsRPS holds every round's throughput, in round order.
 	RoundsRPS RoundsRPS `json:"rounds_rps"`
 }
 
-// Pass says which of the Targets a Result met.
+// Pass says which of the Targets a Result met: First and Reservation
+// for the two-phase style, FirstOneTx and AcceptanceOneTx for the
+// one-transaction style (the reservation target applied to its
+// acceptance time), Replay for both.
 type Pass struct {
-	First       bool `json:"first"`
-	Replay      bool `json:"replay"`
-	Reservation bool `json:"reservation"`
+	First           bool `json:"first"`
+	Replay          bool `json:"replay"`
+	Reservation     bool `json:"reservation"`
+	FirstOneTx      bool `json:"first_one_tx"`
+	AcceptanceOneTx bool `json:"acceptance_one_tx"`
 }
+
+// styleMet reports whether one style met its throughput and acceptance
+// targets.
+func (p Pass) styleMet() bool { return p.First && p.Reservation || p.FirstOneTx && p.AcceptanceOneTx }
 
 // RoundsRPS are the per-round throughputs behind a Result's medians.
 type RoundsRPS struct {
-	Plain      []float64 `json:"plain"`
-	IdemFirst  []float64 `json:"idem_first"`
-	IdemReplay []float64 `json:"idem_replay"`
-	DBInsert   []float64 `json:"db_insert"`
+	Plain          []float64 `json:"plain"`
+	IdemFirst      []float64 `json:"idem_first"`
+	IdemFirstOneTx []float64 `json:"idem_first_one_tx"`
+	IdemReplay     []float64 `json:"idem_replay"`
+	DBInsert       []float64 `json:"db_insert"`
 }
 
 // summarise fills the medians, ratios and pass flags from RoundsRPS and
@@ -89,19 +113,25 @@ func (r *Result) summarise(t Targets) {
 	r.IdemFirstRPS = median(r.RoundsRPS.IdemFirst)
 	r.IdemReplayRPS = median(r.RoundsRPS.IdemReplay)
 	r.DBInsertRPS = median(r.RoundsRPS.DBInsert)
+	r.IdemFirstOneTxRPS = median(r.RoundsRPS.IdemFirstOneTx)
 	r.FirstRatio = r.IdemFirstRPS / r.PlainRPS
+	r.FirstOneTxRatio = r.IdemFirstOneTxRPS / r.PlainRPS
 	r.ReplayRatio = r.IdemReplayRPS / r.PlainRPS
 	r.Pass = Pass{
-		First:       r.FirstRatio >= t.FirstRatio,
-		Replay:      r.ReplayRatio >= t.ReplayRatio,
-		Reservation: r.ReservationP99Ms <= t.ReservationP99Ms,
+		First:           r.FirstRatio >= t.FirstRatio,
+		Replay:          r.ReplayRatio >= t.ReplayRatio,
+		Reservation:     r.ReservationP99Ms <= t.ReservationP99Ms,
+		FirstOneTx:      r.FirstOneTxRatio >= t.FirstRatio,
+		AcceptanceOneTx: r.OneTxAcceptanceP99Ms <= t.ReservationP99Ms,
 	}
 }
 
-// Met reports whether every result met every target.
+// Met reports whether every result met the replay target and, in at
+// least one of the two styles, the first-execution and reservation
+// targets: a service picks one style per operation.
 func (rep *Report) Met() bool {
 	for _, r := range rep.Results {
-		if !r.Pass.First || !r.Pass.Replay || !r.Pass.Reservation {
+		if !r.Pass.Replay || !r.Pass.styleMet() {
 			return false
 		}
 	}
@@ -123,6 +153,12 @@ func (rep *Report) Misses() []string {
 		if !r.Pass.Reservation {
 			m = append(m, fmt.Sprintf("%d clients: reservation p99 %.2f ms > %.0f ms", r.Clients, r.ReservationP99Ms, t.ReservationP99Ms))
 		}
+		if !r.Pass.FirstOneTx {
+			m = append(m, fmt.Sprintf("%d clients: one-transaction first %.2f < %.2f", r.Clients, r.FirstOneTxRatio, t.FirstRatio))
+		}
+		if !r.Pass.AcceptanceOneTx {
+			m = append(m, fmt.Sprintf("%d clients: one-transaction acceptance p99 %.2f ms > %.0f ms", r.Clients, r.OneTxAcceptanceP99Ms, t.ReservationP99Ms))
+		}
 	}
 	return m
 }
@@ -136,24 +172,32 @@ func (rep *Report) WriteTable(w io.Writer) error {
 	}
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "clients\tplain/s\tidem first/s\tidem replay/s\tdb insert/s\tfirst÷plain\treplay÷plain\treserve p50 ms\treserve p99 ms\treplay reserve p99 ms\t")
+	fmt.Fprintln(tw, "clients\tplain/s\tidem first/s\tone-tx first/s\tidem replay/s\tdb insert/s\tfirst÷plain\tone-tx÷plain\treplay÷plain\t"+
+		"reserve p50 ms\treserve p99 ms\tone-tx accept p50 ms\tone-tx accept p99 ms\treplay reserve p99 ms\t")
 	for _, r := range rep.Results {
-		fmt.Fprintf(tw, "%d\t%.0f\t%.0f\t%.0f\t%.0f\t%.2f %s\t%.2f %s\t%.2f\t%.2f %s\t%.2f\t\n",
-			r.Clients, r.PlainRPS, r.IdemFirstRPS, r.IdemReplayRPS, r.DBInsertRPS,
-			r.FirstRatio, mark(r.Pass.First), r.ReplayRatio, mark(r.Pass.Replay),
-			r.ReservationP50Ms, r.ReservationP99Ms, mark(r.Pass.Reservation), r.ReplayReservationP99Ms)
+		fmt.Fprintf(tw, "%d\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t%.2f %s\t%.2f %s\t%.2f %s\t%.2f\t%.2f %s\t%.2f\t%.2f %s\t%.2f\t\n",
+			r.Clients, r.PlainRPS, r.IdemFirstRPS, r.IdemFirstOneTxRPS, r.IdemReplayRPS, r.DBInsertRPS,
+			r.FirstRatio, mark(r.Pass.First), r.FirstOneTxRatio, mark(r.Pass.FirstOneTx), r.ReplayRatio, mark(r.Pass.Replay),
+			r.ReservationP50Ms, r.ReservationP99Ms, mark(r.Pass.Reservation),
+			r.OneTxAcceptanceP50Ms, r.OneTxAcceptanceP99Ms, mark(r.Pass.AcceptanceOneTx), r.ReplayReservationP99Ms)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
 	t := rep.Targets
-	fmt.Fprintf(w, "\ntargets (set for PostgreSQL): first ≥ %.2f × plain, replay ≥ %.2f × plain, reservation p99 ≤ %.0f ms (5 %% of 200 ms)\n",
+	fmt.Fprintf(w, "\ntargets (set for PostgreSQL): first ≥ %.2f × plain, replay ≥ %.2f × plain, reservation p99 ≤ %.0f ms (5 %% of 200 ms); "+
+		"met when replay and one style's first and reservation are\n",
 		t.FirstRatio, t.ReplayRatio, t.ReservationP99Ms)
-	if m := rep.Misses(); len(m) > 0 {
-		_, err := fmt.Fprintf(w, "missed: %s\n", strings.Join(m, "; "))
-		return err
+	m := rep.Misses()
+	var err error
+	switch {
+	case len(m) == 0:
+		_, err = fmt.Fprintln(w, "all targets met")
+	case rep.Met():
+		_, err = fmt.Fprintf(w, "targets met (in one style at every client count); missed: %s\n", strings.Join(m, "; "))
+	default:
+		_, err = fmt.Fprintf(w, "missed: %s\n", strings.Join(m, "; "))
 	}
-	_, err := fmt.Fprintln(w, "all targets met")
 	return err
 }
 

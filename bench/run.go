@@ -59,6 +59,18 @@ func Run(ctx context.Context, cfg Config) (_ *Report, err error) {
 	if err != nil {
 		return nil, err
 	}
+	// The same service with POST /v1/payments in the one-transaction
+	// style (idemhttp.Operation.OneTransaction), on the same store.
+	oneTx, err := payments.New(ctx, payments.Config{
+		Store:          timed,
+		Auth:           benchTokens(),
+		Logger:         slog.New(slog.DiscardHandler),
+		Registry:       prometheus.NewRegistry(),
+		OneTransaction: true,
+	})
+	if err != nil {
+		return nil, err
+	}
 	plainMux := http.NewServeMux()
 	plainMux.Handle("POST /v1/payments", svc.PlainCreate())
 	plainURL, stopPlain, err := serve(plainMux)
@@ -71,6 +83,11 @@ func Run(ctx context.Context, cfg Config) (_ *Report, err error) {
 		return nil, err
 	}
 	defer stopIdem()
+	oneTxURL, stopOneTx, err := serve(timed.timeAcceptance(oneTx.Handler()))
+	if err != nil {
+		return nil, err
+	}
+	defer stopOneTx()
 	maxClients := slices.Max(cfg.Clients)
 	transport := &http.Transport{
 		MaxIdleConns:        2 * max(maxClients, 16),
@@ -83,7 +100,8 @@ func Run(ctx context.Context, cfg Config) (_ *Report, err error) {
 	rand.Read(rnd[:])
 	t := &target{
 		plainURL: plainURL + "/v1/payments", idemURL: idemURL + "/v1/payments",
-		client: &http.Client{Transport: transport}, store: store,
+		oneTxURL: oneTxURL + "/v1/payments",
+		client:   &http.Client{Transport: transport}, store: store,
 		runID: hex.EncodeToString(rnd[:]), replayKeys: cfg.ReplayKeys,
 	}
 	startLoad, haveLoad := loadAverage()
@@ -106,6 +124,7 @@ func measure(ctx context.Context, cfg Config, kind string, t *target, timed *tim
 		Results: make([]Result, len(cfg.Clients)),
 	}
 	firstRes := make([]samples, len(cfg.Clients))
+	oneTxRes := make([]samples, len(cfg.Clients))
 	replayRes := make([]samples, len(cfg.Clients))
 	var seq atomic.Int64
 	for round := range cfg.Rounds {
@@ -126,6 +145,8 @@ func measure(ctx context.Context, cfg Config, kind string, t *target, timed *tim
 				switch v {
 				case variantFirst:
 					stop = timed.record(&firstRes[ci])
+				case variantFirstOneTx:
+					stop = timed.record(&oneTxRes[ci])
 				case variantReplay:
 					stop = timed.record(&replayRes[ci])
 				}
@@ -140,12 +161,14 @@ func measure(ctx context.Context, cfg Config, kind string, t *target, timed *tim
 					r.RoundsRPS.Plain = append(r.RoundsRPS.Plain, rps)
 				case variantFirst:
 					r.RoundsRPS.IdemFirst = append(r.RoundsRPS.IdemFirst, rps)
+				case variantFirstOneTx:
+					r.RoundsRPS.IdemFirstOneTx = append(r.RoundsRPS.IdemFirstOneTx, rps)
 				case variantReplay:
 					r.RoundsRPS.IdemReplay = append(r.RoundsRPS.IdemReplay, rps)
 				case variantDBInsert:
 					r.RoundsRPS.DBInsert = append(r.RoundsRPS.DBInsert, rps)
 				}
-				fmt.Fprintf(cfg.Progress, "round %d/%d  clients %-3d  %-11s  %8.0f/s  (%d in %.2fs)\n",
+				fmt.Fprintf(cfg.Progress, "round %d/%d  clients %-3d  %-17s  %8.0f/s  (%d in %.2fs)\n",
 					round+1, cfg.Rounds, clients, v, rps, w.requests, w.elapsed.Seconds())
 			}
 		}
@@ -155,6 +178,8 @@ func measure(ctx context.Context, cfg Config, kind string, t *target, timed *tim
 		r.ReservationP50Ms, _ = firstRes[ci].quantile(0.50)
 		r.ReservationP99Ms, r.Reservations = firstRes[ci].quantile(0.99)
 		r.ReplayReservationP99Ms, _ = replayRes[ci].quantile(0.99)
+		r.OneTxAcceptanceP50Ms, _ = oneTxRes[ci].quantile(0.50)
+		r.OneTxAcceptanceP99Ms, r.OneTxAcceptances = oneTxRes[ci].quantile(0.99)
 		r.summarise(rep.Targets)
 	}
 	return rep, nil

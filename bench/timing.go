@@ -3,18 +3,22 @@ package bench
 import (
 	"context"
 	"math"
+	"net/http"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/registry"
 )
 
-// timedStore is the registry the service runs on: the run's store, with
-// every Reserve timed into the current samples, if any. The wrapper costs
-// two clock reads and, while recording, one mutex-guarded append after
-// the call; it is in the idempotent variants' path only.
+// timedStore is the registry the services run on: the run's store, with
+// every Reserve timed into the current samples, if any, and the
+// one-transaction server's lookups and ExecuteOnce calls timed per
+// request (timeAcceptance). The wrapper costs a few clock reads and,
+// while recording, one mutex-guarded append per request; it is in the
+// idempotent variants' path only.
 type timedStore struct {
 	registry.Store
 	into atomic.Pointer[samples] // nil: not recording
@@ -30,8 +34,58 @@ func (s *timedStore) Reserve(ctx context.Context, c registry.Claim) (registry.Re
 	return rec, created, err
 }
 
-// record makes Reserve durations go to into until the returned function
-// is called.
+// acceptanceKey is the context key of a request's *acceptance.
+type acceptanceKey struct{}
+
+// acceptance accumulates the time one request of the one-transaction
+// server spends in the registry outside its handler: the lookup and
+// ExecuteOnce's own part (connection, record insert, durable commit, a
+// wait for a concurrent winner). A request's calls run one after the
+// other on its goroutine, so it needs no lock.
+type acceptance struct{ d time.Duration }
+
+// timeAcceptance wraps the one-transaction server's handler: every
+// request gets an acceptance in its context, and when it has been
+// answered its total goes to the current samples, if any and if the
+// request reached the registry.
+func (s *timedStore) timeAcceptance(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		a := &acceptance{}
+		h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), acceptanceKey{}, a)))
+		if into := s.into.Load(); into != nil && a.d > 0 {
+			into.add(a.d)
+		}
+	})
+}
+
+func (s *timedStore) Get(ctx context.Context, scope idem.ScopeHash) (registry.Record, error) {
+	start := time.Now()
+	rec, err := s.Store.Get(ctx, scope)
+	if a, ok := ctx.Value(acceptanceKey{}).(*acceptance); ok {
+		a.d += time.Since(start)
+	}
+	return rec, err
+}
+
+func (s *timedStore) ExecuteOnce(ctx context.Context, c registry.Claim, fn registry.BusinessFunc) (registry.Result, error) {
+	a, timed := ctx.Value(acceptanceKey{}).(*acceptance)
+	if !timed {
+		return s.Store.ExecuteOnce(ctx, c, fn)
+	}
+	var inFn time.Duration
+	start := time.Now()
+	res, err := s.Store.ExecuteOnce(ctx, c, func(ctx context.Context, tx registry.Tx, rec registry.Record) (registry.Outcome, error) {
+		t := time.Now()
+		defer func() { inFn += time.Since(t) }()
+		return fn(ctx, tx, rec)
+	})
+	a.d += time.Since(start) - inFn
+	return res, err
+}
+
+// record makes Reserve durations, and the acceptance times of the
+// one-transaction server's requests, go to into until the returned
+// function is called.
 func (s *timedStore) record(into *samples) (stop func()) {
 	s.into.Store(into)
 	return func() { s.into.Store(nil) }

@@ -21,13 +21,14 @@ import (
 
 // The variants, in their base order within a round.
 const (
-	variantPlain    = "plain"
-	variantFirst    = "idem_first"
-	variantReplay   = "idem_replay"
-	variantDBInsert = "db_insert"
+	variantPlain      = "plain"
+	variantFirst      = "idem_first"
+	variantFirstOneTx = "idem_first_one_tx"
+	variantReplay     = "idem_replay"
+	variantDBInsert   = "db_insert"
 )
 
-var variants = []string{variantPlain, variantFirst, variantReplay, variantDBInsert}
+var variants = []string{variantPlain, variantFirst, variantFirstOneTx, variantReplay, variantDBInsert}
 
 // requestBody is the payments.v1 body every HTTP request sends.
 const requestBody = `{"amount":"12.50","currency":"EUR","payee":"acct_1","memo":"invoice 2026-117"}`
@@ -58,6 +59,7 @@ func token(i int) string { return "bench-" + strconv.Itoa(i) }
 // and the store.
 type target struct {
 	plainURL, idemURL string // ".../v1/payments" on each server
+	oneTxURL          string // the same on the one-transaction server
 	client            *http.Client
 	store             registry.Store // the run's store, untimed
 	runID             string         // makes keys unique to the run
@@ -74,6 +76,10 @@ func (t *target) op(variant string) op {
 	case variantFirst:
 		return func(ctx context.Context, n int64) error {
 			return t.post(ctx, t.idemURL, int(n%principals), t.firstKey(n), false)
+		}
+	case variantFirstOneTx:
+		return func(ctx context.Context, n int64) error {
+			return t.post(ctx, t.oneTxURL, int(n%principals), t.firstKey(n), false)
 		}
 	case variantReplay:
 		return func(ctx context.Context, n int64) error {

@@ -60,3 +60,62 @@ func TestAcceptanceLane(t *testing.T) {
 		})
 	}
 }
+
+// TestConnectionTakenAtFirstStatement: Complete and ExecuteOnce take their
+// connection from the main pool only when the business function sends its
+// first statement, so the handler's work before it holds none. With a
+// pool of one, a business function that needs the pool for something
+// else before its first statement would wait out its context if the
+// connection were taken up front; then the failure to begin is storage
+// trouble (ErrUnavailable), whatever the function returns.
+func TestConnectionTakenAtFirstStatement(t *testing.T) {
+	st, err := Open(t.Context(), pgtest.DSN(t)+"&pool_max_conns=1", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	usePoolFirst := func(ctx context.Context, tx registry.Tx, rec registry.Record) (registry.Outcome, error) {
+		if err := st.InTx(ctx, func(ctx context.Context, tx registry.Tx) error {
+			_, err := tx.Exec(ctx, `SELECT 1`)
+			return err
+		}); err != nil {
+			return registry.Outcome{}, err
+		}
+		if _, err := tx.Exec(ctx, `SELECT 1`); err != nil {
+			return registry.Outcome{}, err
+		}
+		return benchOutcome, nil
+	}
+	c := newClaim("lazy.conn")
+	if res, err := st.ExecuteOnce(ctx, c, usePoolFirst); err != nil || res.Verdict != registry.Execute {
+		t.Fatalf("ExecuteOnce: %v %v", res.Verdict, err)
+	}
+	c2 := newClaim("lazy.conn")
+	rec, _, err := st.Reserve(ctx, c2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Complete(ctx, rec, usePoolFirst); err != nil {
+		t.Fatalf("Complete: %v", err)
+	}
+
+	// The pool is held elsewhere: the function's first statement cannot
+	// begin, and the call reports ErrUnavailable although the function
+	// swallowed its statement's error and returned an outcome.
+	held, err := st.Pool().Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Release()
+	short, cancelShort := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancelShort()
+	swallow := func(ctx context.Context, tx registry.Tx, rec registry.Record) (registry.Outcome, error) {
+		_, _ = tx.Exec(ctx, `SELECT 1`)
+		return benchOutcome, nil
+	}
+	if _, err := st.ExecuteOnce(short, newClaim("lazy.conn"), swallow); !errors.Is(err, registry.ErrUnavailable) {
+		t.Fatalf("ExecuteOnce with the pool held: %v, want ErrUnavailable", err)
+	}
+}

@@ -12,12 +12,15 @@ import (
 	"github.com/idemkit/idem/registry"
 )
 
-// lazyTx is the registry.Tx that Complete hands its business function. It
-// holds a pooled connection and opens the transaction together with the
-// first statement: BEGIN and that statement go to the server in one
-// pipelined batch, so the business transaction costs no round trip of
-// its own. (pgx has no deferred BEGIN: pgx.Conn.Begin waits for the
-// server's answer before it returns the pgx.Tx.)
+// lazyTx is the registry.Tx that Complete and ExecuteOnce hand their
+// business function. It takes a pooled connection only when the first
+// statement comes — so the handler's work before it (parsing,
+// validation) holds no connection that other requests queue for — and
+// opens the transaction together with that statement: BEGIN and the
+// statement go to the server in one pipelined batch, so the business
+// transaction costs no round trip of its own. (pgx has no deferred
+// BEGIN: pgx.Conn.Begin waits for the server's answer before it returns
+// the pgx.Tx.)
 //
 // Native returns a real pgx.Tx. Asked before any statement, it begins the
 // transaction the ordinary way; asked after, it sends one more BEGIN on
@@ -26,14 +29,42 @@ import (
 // commits or rolls back the one transaction (and Complete then refuses to
 // record the outcome: see Complete).
 //
-// A lazyTx belongs to one Complete call and one goroutine at a time, like
-// a pgx.Tx.
+// A lazyTx belongs to one call and one goroutine at a time, like a
+// pgx.Tx; release gives its connection back.
 type lazyTx struct {
-	ctx   context.Context // Complete's, for Native's BEGIN
-	conn  *pgxpool.Conn
-	begun bool   // BEGIN was sent and succeeded
-	tx    pgx.Tx // the native transaction, once Native made one
-	err   error  // a failure to begin, reported by Complete
+	ctx   context.Context // the call's, for Native's BEGIN
+	pool  *pgxpool.Pool
+	conn  *pgxpool.Conn // nil until the first statement
+	begun bool          // BEGIN was sent and succeeded
+	tx    pgx.Tx        // the native transaction, once Native made one
+	err   error         // a failure to begin, reported by runLazy
+}
+
+// acquire takes the connection, once.
+func (t *lazyTx) acquire(ctx context.Context) error {
+	if t.conn != nil {
+		return nil
+	}
+	conn, err := t.pool.Acquire(ctx)
+	if err != nil {
+		t.err = fmt.Errorf("idempg: begin: %w", translate(err))
+		return t.err
+	}
+	t.conn = conn
+	return nil
+}
+
+// release rolls back whatever is still open and gives the connection
+// back. If the rollback fails, the pool destroys the connection on
+// Release (it is not idle), which ends the transaction on the server.
+func (t *lazyTx) release(ctx context.Context) {
+	if t.conn == nil {
+		return
+	}
+	if pc := t.conn.Conn().PgConn(); !pc.IsClosed() && pc.TxStatus() != 'I' {
+		_, _ = t.conn.Exec(ctx, "rollback")
+	}
+	t.conn.Release()
 }
 
 var _ registry.Tx = (*lazyTx)(nil)
@@ -74,6 +105,9 @@ func (t *lazyTx) QueryRow(ctx context.Context, sql string, args ...any) registry
 // begin sends BEGIN and the statement sql in one batch and reads BEGIN's
 // answer; the caller reads the statement's and closes the results.
 func (t *lazyTx) begin(ctx context.Context, sql string, args []any) (pgx.BatchResults, error) {
+	if err := t.acquire(ctx); err != nil {
+		return nil, err
+	}
 	batch := &pgx.Batch{}
 	batch.Queue("begin")
 	batch.Queue(sql, args...)
@@ -91,6 +125,9 @@ func (t *lazyTx) begin(ctx context.Context, sql string, args []any) (pgx.BatchRe
 
 func (t *lazyTx) Native() any {
 	if t.tx == nil && t.err == nil {
+		if t.acquire(t.ctx) != nil {
+			return nil
+		}
 		// Inside a transaction begun lazily, this BEGIN changes nothing.
 		tx, err := t.conn.Begin(t.ctx)
 		if err != nil {
@@ -119,42 +156,39 @@ type errRow struct{ err error }
 
 func (r errRow) Scan(...any) error { return r.err }
 
-// runLazy acquires a connection, runs fn on a lazyTx over it and then
-// sends the statement that records fn's outcome (built by final) and
-// COMMIT in one pipelined batch, with BEGIN in front when fn ran no
-// statement. It returns the statement's row, the statement's own error
-// (stmtErr: the transaction was aborted, so the COMMIT rolled back) and
-// any other error: fn's, unchanged; final's; a failed BEGIN; the business
-// function having ended the transaction; a COMMIT that failed or did not
-// commit; its own errors name op ("idempg: op: …"). Whatever is still open is rolled back before the connection
-// goes back to the pool. ctx governs the whole transaction, fn included.
+// runLazy runs fn on a lazyTx and then sends the statement that records
+// fn's outcome (built by final) and COMMIT in one pipelined batch, with
+// BEGIN in front when fn ran no statement (the connection is taken then).
+// It returns the statement's row, the statement's own error (stmtErr: the
+// transaction was aborted, so the COMMIT rolled back) and any other
+// error: a connection that could not be had or a failed BEGIN (before
+// fn's own error, which may only be fn's reaction to it); fn's,
+// unchanged; final's; the business function
+// having ended the transaction; a COMMIT that failed or did not commit;
+// its own errors name op ("idempg: op: …"). Whatever is still open is
+// rolled back before the connection goes back to the pool. ctx governs
+// the whole transaction, fn included.
 func (s *Store) runLazy(ctx context.Context, op string, rec registry.Record, fn registry.BusinessFunc,
 	final func(out registry.Outcome) (string, []any, error)) (done registry.Record, stmtErr, err error) {
-	conn, err := s.pool.Acquire(ctx)
-	if err != nil {
-		return registry.Record{}, nil, fmt.Errorf("idempg: %s: %w", op, translate(err))
-	}
-	defer func() {
-		// Roll back whatever is still open. If that fails, the pool
-		// destroys the connection on Release (it is not idle), which ends
-		// the transaction on the server.
-		if pc := conn.Conn().PgConn(); !pc.IsClosed() && pc.TxStatus() != 'I' {
-			_, _ = conn.Exec(ctx, "rollback")
-		}
-		conn.Release()
-	}()
-	tx := &lazyTx{ctx: ctx, conn: conn}
+	tx := &lazyTx{ctx: ctx, pool: s.pool}
+	defer tx.release(ctx)
 	out, err := fn(ctx, tx, rec)
+	if tx.err != nil {
+		// The transaction could not begin (no connection, or BEGIN
+		// failed): storage trouble, whatever fn made of it.
+		return registry.Record{}, nil, tx.err
+	}
 	if err != nil {
 		return registry.Record{}, nil, err
-	}
-	if tx.err != nil {
-		return registry.Record{}, nil, tx.err
 	}
 	query, args, err := final(out)
 	if err != nil {
 		return registry.Record{}, nil, err
 	}
+	if err := tx.acquire(ctx); err != nil {
+		return registry.Record{}, nil, err
+	}
+	conn := tx.conn
 	batch := &pgx.Batch{}
 	switch {
 	case !tx.begun: // fn ran no statement

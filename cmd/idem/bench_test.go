@@ -67,12 +67,11 @@ func testBenchJSON(t *testing.T, dsn, kind string) {
 		if math.Abs(r.FirstRatio-r.IdemFirstRPS/r.PlainRPS) > 1e-9 || math.Abs(r.ReplayRatio-r.IdemReplayRPS/r.PlainRPS) > 1e-9 {
 			t.Errorf("ratios are not idem ÷ plain: %+v", r)
 		}
-		if len(r.Pass) != 3 {
+		if len(r.Pass) != 5 {
 			t.Errorf("pass %v", r.Pass)
 		}
-		for _, ok := range r.Pass {
-			met = met && ok
-		}
+		p := r.Pass
+		met = met && p["replay"] && (p["first"] && p["reservation"] || p["first_one_tx"] && p["acceptance_one_tx"])
 	}
 	// --check: exit 1 exactly when a target was missed, and say which.
 	if want := map[bool]int{true: exitOK, false: exitRefused}[met]; code != want {
