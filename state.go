@@ -11,6 +11,11 @@ package idem
 //	              │   └──→ SUCCEEDED | FAILED_FINAL | REJECTED        │
 //	              └─ takeover (same state, owner generation + 1)      └→ SUCCEEDED | FAILED_FINAL (reconciliation)
 //
+// The one-transaction style (registry.Store.ExecuteOnce) inserts its
+// record already SUCCEEDED or FAILED_FINAL, in the transaction of the
+// business writes: RESERVED → EXECUTING → terminal happens inside that
+// uncommitted transaction and nobody else ever sees the in-flight states.
+//
 // RESERVED: accepted, nothing outside the database has happened yet.
 // EXECUTING: an effect outside the database may have been started.
 // SUCCEEDED, FAILED_FINAL: terminal, with a stored response to replay.

@@ -90,6 +90,15 @@ type Config struct {
 	// are recovered during the run. 0 means DefaultLease and
 	// DefaultRecoverInterval.
 	Lease, RecoverInterval time.Duration
+	// OneTransaction starts every instance with --one-transaction: POST
+	// /v1/payments then runs in one database transaction (the payment,
+	// its outbox message and the operation record commit together,
+	// nothing is reserved first), and a key's concurrent retries that
+	// find no record enter that transaction too and replay the winner's
+	// response once it committed (docs/gate.md); none gets 409
+	// IN_PROGRESS. The default (false) is the two-phase style: reserve,
+	// then execute.
+	OneTransaction bool
 	// Seed makes key order and payload variants reproducible; 0 means one
 	// derived from the clock (reported).
 	Seed int64

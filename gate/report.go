@@ -28,12 +28,18 @@ type Report struct {
 	Run    string `json:"run"`
 	Seed   int64  `json:"seed"`
 
-	Instances   int  `json:"instances"`
-	Crash       bool `json:"crash"`
-	Crashes     int  `json:"crashes"` // instances killed and restarted
-	Keys        int  `json:"keys"`
-	Retries     int  `json:"retries"`
-	Concurrency int  `json:"concurrency"`
+	Instances int `json:"instances"`
+	// OneTransaction: the instances ran POST /v1/payments in one
+	// database transaction (Config.OneTransaction).
+	OneTransaction bool `json:"one_transaction"`
+	// ServeFlags are the arguments every instance got after "idem serve"
+	// (the --db and --auth values shown as "…"); set by Run.
+	ServeFlags  []string `json:"serve_flags,omitempty"`
+	Crash       bool     `json:"crash"`
+	Crashes     int      `json:"crashes"` // instances killed and restarted
+	Keys        int      `json:"keys"`
+	Retries     int      `json:"retries"`
+	Concurrency int      `json:"concurrency"`
 	// Planned is keys × retries; Requests every request sent.
 	Planned  int              `json:"planned_requests"`
 	Requests int64            `json:"requests"`
@@ -83,7 +89,7 @@ type Report struct {
 func NewReport(cfg Config, plan Plan, res LoadResult, v Verification, reservations Histogram) *Report {
 	cfg = cfg.withDefaults()
 	r := &Report{
-		Run: plan.Run, Seed: cfg.Seed, Instances: cfg.Instances, Crash: cfg.Crash,
+		Run: plan.Run, Seed: cfg.Seed, Instances: cfg.Instances, Crash: cfg.Crash, OneTransaction: cfg.OneTransaction,
 		Keys: len(plan.Keys), Retries: plan.Retries, Concurrency: cfg.keyWorkers() * plan.Retries,
 		Planned: len(plan.Keys) * plan.Retries, Requests: res.Requests, Resends: res.Resends,
 		Verification: v, ReservationHistogram: reservations, ClientHistogram: res.Latency,
@@ -193,7 +199,10 @@ func (r *Report) WriteText(w io.Writer) {
 	if !r.Passed {
 		verdict = "FAILED"
 	}
-	fmt.Fprintf(w, "idem gate %s — run %s on %s, %d instance(s)%s\n", verdict, r.Run, r.DB, r.Instances, crashText(r))
+	fmt.Fprintf(w, "idem gate %s — run %s on %s, %d instance(s)%s%s\n", verdict, r.Run, r.DB, r.Instances, styleText(r), crashText(r))
+	if len(r.ServeFlags) > 0 {
+		fmt.Fprintf(w, "  servers   idem serve %s\n", strings.Join(r.ServeFlags, " "))
+	}
 	fmt.Fprintf(w, "  load      %d keys × %d retries = %d planned, %d requests sent in %s (%.0f req/s), concurrency %d\n",
 		r.Keys, r.Retries, r.Planned, r.Requests, time.Duration(r.LoadSeconds*float64(time.Second)).Round(time.Millisecond), r.ThroughputRPS, r.Concurrency)
 	fmt.Fprintf(w, "  outcomes  %d succeeded, %d refused (AMOUNT_LIMIT), %d replays, %d/%d different payloads refused\n",
@@ -222,6 +231,13 @@ func (r *Report) WriteText(w io.Writer) {
 	for _, p := range r.Problems {
 		fmt.Fprintf(w, "  problem: %s\n", p)
 	}
+}
+
+func styleText(r *Report) string {
+	if !r.OneTransaction {
+		return ""
+	}
+	return " in the one-transaction style"
 }
 
 func crashText(r *Report) string {

@@ -64,6 +64,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	args := []string{"--db", cfg.DSN, "--auth", authPath, "--lease", cfg.Lease.String(),
 		"--recover-interval", cfg.RecoverInterval.String(), "--prune-interval", "0"}
+	if cfg.OneTransaction {
+		args = append(args, "--one-transaction")
+	}
 
 	fleet := &fleet{bin: cfg.Bin, args: args}
 	defer fleet.stopAll() // on every path; a no-op once stopped
@@ -113,6 +116,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	r := NewReport(cfg, plan, res, v, reservations)
 	r.DB = drivers.Kind(cfg.DSN)
+	r.ServeFlags = fleet.serveFlags()
 	r.Crashes = fleet.crashes
 	r.LoadAverage = [2]float64{loadBefore, loadAfter}
 	for _, p := range problems {
@@ -152,6 +156,30 @@ func (f *fleet) start(ctx context.Context, i int) error {
 	f.instances[i] = in
 	f.targets[i].Set(in.url)
 	return nil
+}
+
+// serveFlags returns the arguments the instances were started with after
+// "serve", as their command line shows them (instance 0's: all share
+// them), with the values of --db and --auth left out: a DSN may hold a
+// password, and the auth file is gone once Run returns.
+func (f *fleet) serveFlags() []string {
+	if len(f.instances) == 0 {
+		return nil
+	}
+	args := f.instances[0].cmd.Args
+	out := make([]string, 0, len(args))
+	for i := 1; i < len(args); i++ {
+		a := args[i]
+		if i == 1 && a == "serve" {
+			continue
+		}
+		out = append(out, a)
+		if (a == "--db" || a == "--auth") && i+1 < len(args) {
+			out = append(out, "…")
+			i++
+		}
+	}
+	return out
 }
 
 // crash scrapes instance i, kills it with SIGKILL and starts it again.

@@ -14,6 +14,11 @@
 //     after the commit. 2xx is stored as SUCCEEDED, the operation's
 //     declared 4xx as FAILED_FINAL; anything else rolls back and releases
 //     the reservation so a retry runs afresh.
+//     With Operation.OneTransaction nothing is reserved: the scope is
+//     looked up, and a new operation's handler runs in one transaction
+//     in which the record is inserted already terminal
+//     (registry.Store.ExecuteOnce); a duplicate racing it rolls back and
+//     is answered from the record that won.
 //   - a finished operation is replayed: stored status, media type,
 //     Location, ETag and body, with Idempotent-Replayed: true.
 //   - a different request with the same key gets 422 PAYLOAD_CONFLICT.

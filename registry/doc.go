@@ -9,7 +9,7 @@
 // idem.CanTransition lists the legal changes and the drivers' migrations
 // make the database refuse all others.
 //
-// Two integration styles exist:
+// Three integration styles exist:
 //
 //   - Two-phase (the HTTP middleware's default): Store.Reserve commits a
 //     RESERVED record at once, so duplicates see the operation in flight;
@@ -18,6 +18,12 @@
 //     response snapshot and the outbox rows together, fenced by the owner
 //     generation. Store.Release deletes a reservation whose request
 //     produced no outcome (5xx), so a retry can run.
+//   - One transaction (Store.ExecuteOnce), for operations whose every
+//     effect is a write in this database: the business function runs in a
+//     new transaction and the record is then inserted already terminal,
+//     with response and outbox rows, in that transaction; nothing is in
+//     flight in the registry, ever. A concurrent duplicate's insert waits
+//     and fails, its writes roll back, and it gets the winner's verdict.
 //   - In-transaction: the drivers' ClaimAndExecute writes the claim inside
 //     a transaction the caller owns, runs the business function and records
 //     the outcome in that same transaction. If the caller's transaction

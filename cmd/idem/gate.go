@@ -20,7 +20,8 @@ import (
 // and with --html FILE a self-contained HTML report. Progress goes to
 // stderr. Exit status 0 only when every gate holds, 1 when one fails or
 // the gate cannot run, 2 on bad usage. SIGINT or SIGTERM stops the load
-// and the instances, and exits 1 without a report.
+// and the instances, and exits 1 without a report. --one-transaction
+// starts every instance with that flag (gate.Config.OneTransaction).
 func runGate(ctx context.Context, args []string, std stdio) int {
 	fs := flag.NewFlagSet("gate", flag.ContinueOnError)
 	fs.SetOutput(std.err)
@@ -41,6 +42,7 @@ func runGate(ctx context.Context, args []string, std stdio) int {
 	fs.DurationVar(&cfg.KeyTimeout, "key-timeout", gate.DefaultKeyTimeout, "how long a request is re-sent before it counts as unanswered")
 	fs.DurationVar(&cfg.Lease, "lease", gate.DefaultLease, "--lease of the instances")
 	fs.DurationVar(&cfg.RecoverInterval, "recover-interval", gate.DefaultRecoverInterval, "--recover-interval of the instances")
+	fs.BoolVar(&cfg.OneTransaction, "one-transaction", false, "start every instance with --one-transaction (payment, outbox message and record in one database transaction; nothing reserved first)")
 	fs.Int64Var(&cfg.Seed, "seed", 0, "seed of amounts, conflicts and refusals (0: from the clock)")
 	asJSON := fs.Bool("json", false, "print the report as one JSON object")
 	html := fs.String("html", "", "also write a self-contained HTML report to `FILE`")

@@ -1,0 +1,138 @@
+package e2e
+
+import (
+	"net/http"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+
+	"github.com/idemkit/idem"
+)
+
+// TestOneTxDuplicateRace (V1: concurrency, one-transaction style, made
+// deterministic with the failpoint before-commit=wait): a first request
+// of idem serve --one-transaction stops at before-commit with its payment
+// written but not committed; then a duplicate (another byte form of the
+// payload) and a request with another amount arrive with the same key.
+// Both find no record and enter the one-transaction execution (the
+// server's idem_in_flight gauge shows three). On PostgreSQL all three
+// handlers run and stop at before-commit in their own transactions; one
+// SIGUSR1 releases them together, one record insert wins and the other
+// two wait for it, fail and roll back. On SQLite the duplicates wait for
+// the single write lock before their handlers and then meet the committed
+// record, so the first request wins. Either way: exactly one 201 is an
+// execution; a request with the winner's payload gets its byte-identical
+// replay, one with the other payload 422 PAYLOAD_CONFLICT; no 409 or 503;
+// the database holds one payment and one outbox row.
+func TestOneTxDuplicateRace(t *testing.T) {
+	eachDB(t, func(t *testing.T, dsn string) {
+		f := newFault(t, dsn)
+		s := f.serve("A", []string{"IDEM_FAILPOINTS=before-commit=wait"}, false, oneTxFlag)
+		key, amount, memo := f.key("onetx-race"), f.amount(), f.key("memo")
+		other := f.amount()
+		for other == amount {
+			other = f.amount()
+		}
+		bodies := []string{
+			`{"amount":"` + amount + `","currency":"EUR","payee":"acct_1","memo":"` + memo + `"}`,
+			`{"memo":"` + memo + `","payee":"acct_1","currency":"EUR","amount":"` + amount + `"}`,
+			`{"amount":"` + other + `","currency":"EUR","payee":"acct_1","memo":"` + memo + `"}`,
+		}
+		replies := make([]reply, len(bodies))
+		errs := make([]error, len(bodies))
+		var wg sync.WaitGroup
+		send := func(i int) {
+			wg.Go(func() { replies[i], errs[i] = f.post(s, "/v1/payments", "demo", key, bodies[i]) })
+		}
+		const waiting = "failpoint before-commit waiting"
+
+		send(0)
+		awaitLog(t, s, waiting)
+		send(1)
+		send(2)
+		var seen string
+		await(t, "three one-transaction executions in flight", func() bool {
+			n := inFlight(t, s)
+			seen = strconv.Itoa(n) + " in flight"
+			return n == 3
+		}, &seen)
+		pg := !strings.HasPrefix(dsn, "sqlite:")
+		if pg {
+			await(t, "three handlers wait at before-commit, uncommitted", func() bool {
+				n := strings.Count(s.log.String(), waiting)
+				seen = strconv.Itoa(n) + " waiting"
+				return n == 3
+			}, &seen)
+		}
+		if err := syscall.Kill(s.cmd.Process.Pid, syscall.SIGUSR1); err != nil {
+			t.Fatal(err)
+		}
+		wg.Wait()
+
+		winner := -1
+		for i, r := range replies {
+			if errs[i] != nil {
+				t.Fatalf("request #%d: %v", i, errs[i])
+			}
+			if r.status == http.StatusCreated && r.header.Get("Idempotent-Replayed") == "" {
+				if winner >= 0 {
+					t.Fatalf("requests #%d and #%d both executed: %v, %v", winner, i, replies[winner], r)
+				}
+				winner = i
+			}
+		}
+		if winner < 0 {
+			t.Fatalf("no request executed: %v", replies)
+		}
+		wantCreated(t, "the winner", replies[winner])
+		if !pg && winner != 0 {
+			t.Errorf("on SQLite request #%d won; want #0, which held the write lock", winner)
+		}
+		for i, r := range replies {
+			switch {
+			case i == winner:
+			case (i == 2) == (winner == 2): // the winner's payload
+				wantReplay(t, "request #"+strconv.Itoa(i)+" with the winner's payload", replies[winner], r)
+			default:
+				wantProblem(t, "request #"+strconv.Itoa(i)+" with the other payload", r, http.StatusUnprocessableEntity, string(idem.CodePayloadConflict))
+			}
+		}
+		if pg {
+			if n := strings.Count(s.log.String(), waiting); n != 3 {
+				t.Errorf("%d handlers reached before-commit; want 3", n)
+			}
+		} else if n := strings.Count(s.log.String(), waiting); n != 1 {
+			t.Errorf("%d handlers reached before-commit on SQLite; want 1 (the duplicates wait for the write lock, then meet the record)", n)
+		}
+		counts := f.check(allow{})
+		if counts["executed"] != 1 || counts["in_progress"] != 0 {
+			t.Errorf("answers %v; want one execution and no IN_PROGRESS", counts)
+		}
+		if len(f.last.Payments) != 1 || len(f.last.Outbox) != 1 || len(f.last.Operations) != 1 {
+			t.Errorf("database: %d payments, %d outbox rows, %d records; want one of each", len(f.last.Payments), len(f.last.Outbox), len(f.last.Operations))
+		}
+		t.Logf("request #%d won (%s)", winner, replies[winner].header.Get("Idempotency-Operation"))
+	})
+}
+
+var inFlightRE = regexp.MustCompile(`(?m)^idem_in_flight\{operation="payments\.create"\} (\d+)$`)
+
+// inFlight returns the server's idem_in_flight gauge of payments.create:
+// the executions running in it (for a one-transaction operation, the
+// requests past the lookup that found no record).
+func inFlight(t *testing.T, s *server) int {
+	t.Helper()
+	r := s.get(t, "", "/metrics")
+	if r.status != http.StatusOK {
+		t.Fatalf("GET /metrics: %v", r)
+	}
+	m := inFlightRE.FindSubmatch(r.body)
+	if m == nil {
+		return 0
+	}
+	n, _ := strconv.Atoi(string(m[1]))
+	return n
+}
