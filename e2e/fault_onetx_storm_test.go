@@ -29,22 +29,7 @@ func TestOneTxStorm(t *testing.T) {
 		unavailable := 0
 		for round := range rounds {
 			key := f.key("onetx-storm")
-			amount, memo := f.amount(), f.key("memo")
-			forms := []string{
-				`{"amount":"` + amount + `","currency":"EUR","payee":"acct_1","memo":"` + memo + `"}`,
-				`{"memo":"` + memo + `","payee":"acct_1","currency":"EUR","amount":"` + amount + `"}`,
-				` { "currency" : "EUR", "amount":"` + amount + `", "memo":"` + memo + `","payee":"acct_1"}`,
-			}
-			bodies := make([]string, 101)
-			for i := range 100 {
-				bodies[i] = forms[f.rng.IntN(len(forms))]
-			}
-			other := f.amount()
-			for other == amount {
-				other = f.amount()
-			}
-			odd := f.rng.IntN(len(bodies))
-			bodies[100], bodies[odd] = bodies[odd], `{"amount":"`+other+`","currency":"EUR","payee":"acct_1","memo":"`+memo+`"}`
+			forms, bodies, odd := f.stormBodies()
 
 			replies := make([]reply, len(bodies))
 			errs := make([]error, len(bodies))

@@ -21,22 +21,7 @@ func TestFaultStorm(t *testing.T) {
 		s := f.serve("A", nil, true)
 		for round := range pick(1, 5) {
 			key := f.key("storm")
-			amount, memo := f.amount(), f.key("memo")
-			forms := []string{
-				`{"amount":"` + amount + `","currency":"EUR","payee":"acct_1","memo":"` + memo + `"}`,
-				`{"memo":"` + memo + `","payee":"acct_1","currency":"EUR","amount":"` + amount + `"}`,
-				` { "currency" : "EUR", "amount":"` + amount + `", "memo":"` + memo + `","payee":"acct_1"}`,
-			}
-			bodies := make([]string, 101)
-			for i := range 100 {
-				bodies[i] = forms[f.rng.IntN(len(forms))]
-			}
-			other := f.amount()
-			for other == amount {
-				other = f.amount()
-			}
-			odd := f.rng.IntN(len(bodies))
-			bodies[100], bodies[odd] = bodies[odd], `{"amount":"`+other+`","currency":"EUR","payee":"acct_1","memo":"`+memo+`"}`
+			forms, bodies, odd := f.stormBodies()
 
 			start := make(chan struct{})
 			var wg sync.WaitGroup
@@ -73,4 +58,27 @@ func TestFaultStorm(t *testing.T) {
 			t.Errorf("%d conflicts; want at least one per storm (the odd payload)", counts["conflict"])
 		}
 	})
+}
+
+// stormBodies returns a storm's 101 request bodies: 100 with one payment
+// in equivalent byte forms (members reordered, white space) and, at
+// position odd, one with another amount; forms are the equivalent forms.
+func (f *faultRun) stormBodies() (forms, bodies []string, odd int) {
+	amount, memo := f.amount(), f.key("memo")
+	forms = []string{
+		`{"amount":"` + amount + `","currency":"EUR","payee":"acct_1","memo":"` + memo + `"}`,
+		`{"memo":"` + memo + `","payee":"acct_1","currency":"EUR","amount":"` + amount + `"}`,
+		` { "currency" : "EUR", "amount":"` + amount + `", "memo":"` + memo + `","payee":"acct_1"}`,
+	}
+	bodies = make([]string, 101)
+	for i := range 100 {
+		bodies[i] = forms[f.rng.IntN(len(forms))]
+	}
+	other := f.amount()
+	for other == amount {
+		other = f.amount()
+	}
+	odd = f.rng.IntN(len(bodies))
+	bodies[100], bodies[odd] = bodies[odd], `{"amount":"`+other+`","currency":"EUR","payee":"acct_1","memo":"`+memo+`"}`
+	return forms, bodies, odd
 }

@@ -232,7 +232,7 @@ func (m *Middleware) executeEffects(w http.ResponseWriter, r *http.Request, next
 		m.log().Info("operation executed", "operation", op.Name, "operation_id", done.OperationID, "state", done.State, "status", status)
 		rw.flushTo(w, http.Header{HeaderContract: {idem.ContractVersion}, HeaderOperation: {done.OperationID}})
 	case !begun:
-		m.afterFailedComplete(ctx, w, r, rec, err)
+		m.afterFailedComplete(ctx, w, r, rec, err, true)
 	default:
 		m.log().Error("recording the outcome failed after a downstream call", "operation", op.Name, "operation_id", rec.OperationID, "err", err)
 		if now, ok := m.settled(ctx, rec); ok {

@@ -155,6 +155,18 @@ func (m *Middleware) execute(w http.ResponseWriter, r *http.Request, next http.H
 	defer m.Metrics.inflight(op.Name, -1)
 	rw := newRecorder(w, cmpInt(op.MaxResponseBody, idem.DefaultMaxResponseBody))
 	done, err := m.Store.Complete(ctx, rec, m.business(rw, r, next, req, body))
+	m.answer(ctx, w, r, rw, rec, done, err, true)
+}
+
+// answer sends what an execution under rec ended with: once its outcome
+// is committed (done), the handler's recorded response; when nothing may
+// be recorded (errRelease, errPanic), the handler's response all the
+// same; else a refusal (afterFailedComplete). reserved says that rec was
+// reserved beforehand (two-phase), so an execution that recorded nothing
+// releases it; a one-transaction execution has nothing to release.
+func (m *Middleware) answer(ctx context.Context, w http.ResponseWriter, r *http.Request, rw *recorder,
+	rec, done registry.Record, err error, reserved bool) {
+	op := &m.Operation
 	if err == nil {
 		err = failpoint.Hit(failpoint.AfterCommit) // the outcome is committed either way
 	}
@@ -166,14 +178,18 @@ func (m *Middleware) execute(w http.ResponseWriter, r *http.Request, next http.H
 		extra.Set(HeaderOperation, done.OperationID)
 		rw.flushTo(w, extra)
 	case errors.Is(err, errRelease), errors.Is(err, errPanic):
-		m.release(ctx, rec)
+		if reserved {
+			m.release(ctx, rec)
+		}
 		m.Metrics.outcome(op.Name, "released")
 		rw.flushTo(w, extra)
 	case errors.Is(err, errResponseTooLarge):
-		m.release(ctx, rec)
+		if reserved {
+			m.release(ctx, rec)
+		}
 		m.refuse(w, r, CodeResponseTooLarge, "the response exceeds the size that can be stored for replay", "")
 	default:
-		m.afterFailedComplete(ctx, w, r, rec, err)
+		m.afterFailedComplete(ctx, w, r, rec, err, reserved)
 	}
 }
 
@@ -206,18 +222,22 @@ func (m *Middleware) business(rw *recorder, r *http.Request, next http.Handler, 
 	}
 }
 
-// afterFailedComplete handles a Complete that failed for a reason other
-// than the handler: fenced, or storage trouble — possibly after the commit
-// reached the database (a lost commit reply). The record is read again:
-// if the outcome is there it is replayed; otherwise the reservation is
-// released if still ours, and the client gets 503 (fail closed).
-func (m *Middleware) afterFailedComplete(ctx context.Context, w http.ResponseWriter, r *http.Request, rec registry.Record, err error) {
+// afterFailedComplete handles a Complete (or ExecuteOnce) that failed for
+// a reason other than the handler: fenced, or storage trouble — possibly
+// after the commit reached the database (a lost commit reply). The record
+// is read again: if the outcome is there it is replayed; otherwise a
+// reservation (reserved) is released if still ours, and the client gets
+// 503 (fail closed). rec without an operation ID (a one-transaction
+// execution that failed before its handler ran) has nothing to read.
+func (m *Middleware) afterFailedComplete(ctx context.Context, w http.ResponseWriter, r *http.Request, rec registry.Record, err error, reserved bool) {
 	m.log().Error("recording the outcome failed", "operation", m.Operation.Name, "operation_id", rec.OperationID, "err", err)
-	if now, ok := m.settled(ctx, rec); ok {
-		m.replay(w, r, now)
-		return
+	if rec.OperationID != "" {
+		if now, ok := m.settled(ctx, rec); ok {
+			m.replay(w, r, now)
+			return
+		}
 	}
-	if !errors.Is(err, registry.ErrFenced) {
+	if reserved && !errors.Is(err, registry.ErrFenced) {
 		m.release(ctx, rec)
 	}
 	if errors.Is(err, registry.ErrWriterFenced) {

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/idemkit/idem"
-	"github.com/idemkit/idem/internal/failpoint"
 	"github.com/idemkit/idem/registry"
 )
 
@@ -60,38 +59,6 @@ func (m *Middleware) executeOnce(w http.ResponseWriter, r *http.Request, next ht
 	if err == nil && res.Verdict != registry.Execute {
 		return res.Record, false, nil // another request won the scope
 	}
-	if err == nil {
-		err = failpoint.Hit(failpoint.AfterCommit) // the outcome is committed either way
-	}
-	extra := http.Header{HeaderContract: {idem.ContractVersion}}
-	switch {
-	case err == nil:
-		m.Metrics.outcome(op.Name, "executed")
-		m.log().Info("operation executed", "operation", op.Name, "operation_id", res.Record.OperationID, "state", res.Record.State, "status", rw.statusOrOK())
-		extra.Set(HeaderOperation, res.Record.OperationID)
-		rw.flushTo(w, extra)
-	case errors.Is(err, errRelease), errors.Is(err, errPanic):
-		m.Metrics.outcome(op.Name, "released")
-		rw.flushTo(w, extra)
-	case errors.Is(err, errResponseTooLarge):
-		m.refuse(w, r, CodeResponseTooLarge, "the response exceeds the size that can be stored for replay", "")
-	default:
-		// Storage trouble, possibly after the commit reached the
-		// database (a lost commit reply): if this request's outcome is
-		// there, it is replayed.
-		m.log().Error("recording the outcome failed", "operation", op.Name, "operation_id", ran.OperationID, "err", err)
-		if ran.OperationID != "" {
-			if now, ok := m.settled(ctx, ran); ok {
-				m.replay(w, r, now)
-				return registry.Record{}, true, nil
-			}
-		}
-		if errors.Is(err, registry.ErrWriterFenced) {
-			m.refuse(w, r, idem.CodeWriterFenced, "this server's writer epoch is no longer current; retry with the same key", "")
-			return registry.Record{}, true, nil
-		}
-		m.Metrics.outcome(op.Name, "store_error")
-		m.refuse(w, r, idem.CodeStoreUnavailable, "the outcome could not be recorded; retry with the same key", "")
-	}
+	m.answer(ctx, w, r, rw, ran, res.Record, err, false)
 	return registry.Record{}, true, nil
 }

@@ -44,43 +44,6 @@ func TestOneTransactionExecuteReplayConflict(t *testing.T) {
 	})
 }
 
-func TestOneTransactionStatusPolicy(t *testing.T) {
-	stores(t, func(t *testing.T, store registry.Store) {
-		f := newFixtureWith(t, store, idemhttp.Enforce, oneTransaction)
-		final := f.post("final", `{}`, "X-Test", "final")
-		again := f.post("final", `{}`)
-		if final.status != 422 || again.status != 422 || again.body != final.body || again.header.Get("Idempotent-Replayed") != "true" {
-			t.Errorf("declared 422: first %+v, again %+v", final, again)
-		}
-		for _, mode := range []string{"fail", "conflict", "panic"} {
-			key := "release-" + mode
-			r := f.post(key, `{}`, "X-Test", mode)
-			if r.status < 400 || r.header.Get("Idempotent-Replayed") != "" {
-				t.Errorf("%s: %+v", mode, r)
-			}
-			if _, err := store.Get(t.Context(), scopeOf(t, key)); err == nil {
-				t.Errorf("%s: a record was stored", mode)
-			}
-			retry := f.post(key, `{}`)
-			if retry.status != 201 || retry.header.Get("Idempotent-Replayed") != "" {
-				t.Errorf("%s: retry did not execute afresh: %+v", mode, retry)
-			}
-		}
-		big := f.post("big", `{}`, "X-Test", "big")
-		if big.status != 500 || code(big) != "RESPONSE_TOO_LARGE" {
-			t.Errorf("big: %+v", big)
-		}
-		if _, err := store.Get(t.Context(), scopeOf(t, "big")); err == nil {
-			t.Errorf("an oversized response left a record behind")
-		}
-		// final 1, one per successful retry (3); the released and
-		// oversized executions rolled back with their records.
-		if n := f.effects(); n != 4 {
-			t.Errorf("%d effects, want 4", n)
-		}
-	})
-}
-
 // A duplicate sent while the first request runs is not refused as in
 // progress: both run the handler, one transaction commits, the other
 // rolls back and answers with the committed response. (On SQLite the

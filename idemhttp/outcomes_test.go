@@ -11,9 +11,22 @@ import (
 	"github.com/idemkit/idem/registry"
 )
 
+// styles are the integration styles a test runs under: the operation's
+// shape for each.
+var styles = []struct {
+	name  string
+	shape func(*idemhttp.Operation)
+}{{"two-phase", nil}, {"one-transaction", oneTransaction}}
+
 func TestStatusPolicy(t *testing.T) {
+	for _, style := range styles {
+		t.Run(style.name, func(t *testing.T) { statusPolicy(t, style.shape) })
+	}
+}
+
+func statusPolicy(t *testing.T, shape func(*idemhttp.Operation)) {
 	stores(t, func(t *testing.T, store registry.Store) {
-		f := newFixture(t, store, idemhttp.Enforce)
+		f := newFixtureWith(t, store, idemhttp.Enforce, shape)
 		// Declared 4xx: stored as FAILED_FINAL and replayed, effect kept.
 		final := f.post("final", `{}`, "X-Test", "final")
 		again := f.post("final", `{}`)
@@ -27,6 +40,9 @@ func TestStatusPolicy(t *testing.T) {
 			r := f.post(key, `{}`, "X-Test", mode)
 			if r.status < 400 || r.header.Get("Idempotent-Replayed") != "" {
 				t.Errorf("%s: %+v", mode, r)
+			}
+			if _, err := store.Get(t.Context(), scopeOf(t, key)); err == nil {
+				t.Errorf("%s: a record was left behind", mode)
 			}
 			retry := f.post(key, `{}`)
 			if retry.status != 201 || retry.header.Get("Idempotent-Replayed") != "" {
