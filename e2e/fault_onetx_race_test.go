@@ -17,20 +17,28 @@ import (
 // of idem serve --one-transaction stops at before-commit with its payment
 // written but not committed; then a duplicate (another byte form of the
 // payload) and a request with another amount arrive with the same key.
-// Both find no record and enter the one-transaction execution (the
-// server's idem_in_flight gauge shows three). On PostgreSQL all three
-// handlers run and stop at before-commit in their own transactions; one
-// SIGUSR1 releases them together, one record insert wins and the other
-// two wait for it, fail and roll back. On SQLite the duplicates wait for
-// the single write lock before their handlers and then meet the committed
-// record, so the first request wins. Either way: exactly one 201 is an
+// On PostgreSQL each of the three goes to its own server process (A, B,
+// C on one database): all three find no record, run their handlers and
+// stop at before-commit in their own transactions; one SIGUSR1 to each
+// releases them, one record insert wins and the other two wait for it,
+// fail and roll back. On SQLite one server gets all three: the later two
+// wait for the execution of their key in the process (idem_joined_total
+// shows two) and then meet the committed record, so the first request
+// wins and only its handler ran. Either way: exactly one 201 is an
 // execution; a request with the winner's payload gets its byte-identical
 // replay, one with the other payload 422 PAYLOAD_CONFLICT; no 409 or 503;
 // the database holds one payment and one outbox row.
 func TestOneTxDuplicateRace(t *testing.T) {
 	eachDB(t, func(t *testing.T, dsn string) {
 		f := newFault(t, dsn)
-		s := f.serve("A", []string{"IDEM_FAILPOINTS=before-commit=wait"}, false, oneTxFlag)
+		pg := !strings.HasPrefix(dsn, "sqlite:")
+		env := []string{"IDEM_FAILPOINTS=before-commit=wait"}
+		servers := []*server{f.serve("A", env, false, oneTxFlag)}
+		if pg {
+			servers = append(servers, f.serve("B", env, false, oneTxFlag), f.serve("C", env, false, oneTxFlag))
+		} else {
+			servers = append(servers, servers[0], servers[0])
+		}
 		key, amount, memo := f.key("onetx-race"), f.amount(), f.key("memo")
 		other := f.amount()
 		for other == amount {
@@ -45,30 +53,32 @@ func TestOneTxDuplicateRace(t *testing.T) {
 		errs := make([]error, len(bodies))
 		var wg sync.WaitGroup
 		send := func(i int) {
-			wg.Go(func() { replies[i], errs[i] = f.post(s, "/v1/payments", "demo", key, bodies[i]) })
+			wg.Go(func() { replies[i], errs[i] = f.post(servers[i], "/v1/payments", "demo", key, bodies[i]) })
 		}
 		const waiting = "failpoint before-commit waiting"
 
 		send(0)
-		awaitLog(t, s, waiting)
+		awaitLog(t, servers[0], waiting)
 		send(1)
 		send(2)
 		var seen string
-		await(t, "three one-transaction executions in flight", func() bool {
-			n := inFlight(t, s)
-			seen = strconv.Itoa(n) + " in flight"
-			return n == 3
-		}, &seen)
-		pg := !strings.HasPrefix(dsn, "sqlite:")
 		if pg {
-			await(t, "three handlers wait at before-commit, uncommitted", func() bool {
-				n := strings.Count(s.log.String(), waiting)
-				seen = strconv.Itoa(n) + " waiting"
-				return n == 3
+			await(t, "the handlers of B and C wait at before-commit, uncommitted", func() bool {
+				b, c := strings.Count(servers[1].log.String(), waiting), strings.Count(servers[2].log.String(), waiting)
+				seen = strconv.Itoa(b) + " and " + strconv.Itoa(c) + " waiting"
+				return b == 1 && c == 1
+			}, &seen)
+		} else {
+			await(t, "two requests wait for the execution of their key", func() bool {
+				n := joined(t, servers[0])
+				seen = strconv.Itoa(n) + " joined"
+				return n == 2
 			}, &seen)
 		}
-		if err := syscall.Kill(s.cmd.Process.Pid, syscall.SIGUSR1); err != nil {
-			t.Fatal(err)
+		for _, s := range servers[:map[bool]int{true: 3, false: 1}[pg]] {
+			if err := syscall.Kill(s.cmd.Process.Pid, syscall.SIGUSR1); err != nil {
+				t.Fatal(err)
+			}
 		}
 		wg.Wait()
 
@@ -100,12 +110,10 @@ func TestOneTxDuplicateRace(t *testing.T) {
 				wantProblem(t, "request #"+strconv.Itoa(i)+" with the other payload", r, http.StatusUnprocessableEntity, string(idem.CodePayloadConflict))
 			}
 		}
-		if pg {
-			if n := strings.Count(s.log.String(), waiting); n != 3 {
-				t.Errorf("%d handlers reached before-commit; want 3", n)
+		if !pg {
+			if n := strings.Count(servers[0].log.String(), waiting); n != 1 {
+				t.Errorf("%d handlers reached before-commit on SQLite; want 1 (the duplicates wait for the first execution, then meet the record)", n)
 			}
-		} else if n := strings.Count(s.log.String(), waiting); n != 1 {
-			t.Errorf("%d handlers reached before-commit on SQLite; want 1 (the duplicates wait for the write lock, then meet the record)", n)
 		}
 		counts := f.check(allow{})
 		if counts["executed"] != 1 || counts["in_progress"] != 0 {
@@ -118,18 +126,17 @@ func TestOneTxDuplicateRace(t *testing.T) {
 	})
 }
 
-var inFlightRE = regexp.MustCompile(`(?m)^idem_in_flight\{operation="payments\.create"\} (\d+)$`)
+var joinedRE = regexp.MustCompile(`(?m)^idem_joined_total\{operation="payments\.create"\} (\d+)$`)
 
-// inFlight returns the server's idem_in_flight gauge of payments.create:
-// the executions running in it (for a one-transaction operation, the
-// requests past the lookup that found no record).
-func inFlight(t *testing.T, s *server) int {
+// joined returns the server's idem_joined_total of payments.create: the
+// requests that waited for an execution of their key in that process.
+func joined(t *testing.T, s *server) int {
 	t.Helper()
 	r := s.get(t, "", "/metrics")
 	if r.status != http.StatusOK {
 		t.Fatalf("GET /metrics: %v", r)
 	}
-	m := inFlightRE.FindSubmatch(r.body)
+	m := joinedRE.FindSubmatch(r.body)
 	if m == nil {
 		return 0
 	}

@@ -17,6 +17,7 @@ type Metrics struct {
 	shadow      *prometheus.CounterVec
 	reservation *prometheus.HistogramVec
 	inFlight    *prometheus.GaugeVec
+	joined      *prometheus.CounterVec
 }
 
 // NewMetrics creates the metrics and registers them with reg:
@@ -25,6 +26,7 @@ type Metrics struct {
 //	idem_shadow_decisions_total{operation, decision} what enforce mode would have done
 //	idem_reservation_seconds{operation}            latency of the acceptance point
 //	idem_in_flight{operation}                      executions running in this process
+//	idem_joined_total{operation}                   one-transaction requests that waited for an execution of their key in this process
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -45,7 +47,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Operations executing in this process.",
 		}, []string{"operation"}),
 	}
-	reg.MustRegister(m.requests, m.shadow, m.reservation, m.inFlight)
+	m.joined = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "idem_joined_total",
+		Help: "Requests of one-transaction operations that waited for an execution of the same key in this process instead of running the handler.",
+	}, []string{"operation"})
+	reg.MustRegister(m.requests, m.shadow, m.reservation, m.inFlight, m.joined)
 	return m
 }
 
@@ -64,6 +70,12 @@ func ReservationBuckets() []float64 {
 func (m *Metrics) outcome(op, outcome string) {
 	if m != nil {
 		m.requests.WithLabelValues(op, outcome).Inc()
+	}
+}
+
+func (m *Metrics) join(op string) {
+	if m != nil {
+		m.joined.WithLabelValues(op).Inc()
 	}
 }
 

@@ -110,13 +110,13 @@ type Operation struct {
 	//
 	// What differs for clients: a duplicate that arrives while the first
 	// request runs finds no record, so it does not get 409 IN_PROGRESS.
-	// On PostgreSQL it runs the handler too, its record insert waits for
-	// the first transaction to end, and then everything it wrote is
-	// rolled back and it answers with the first request's stored response
-	// (or 422 if its payload differs): its writes never commit, but the
-	// handler's work is done twice. On SQLite it waits for the write lock
-	// before its handler runs, then finds the record and is answered
-	// from it. Records left in flight by two-phase writers
+	// In the same process it waits for the first execution, then finds
+	// the record and is answered from it (idem_joined_total counts these
+	// waits). In another process on PostgreSQL it runs the handler too,
+	// its record insert waits for the first transaction to end, and then
+	// everything it wrote is rolled back and it answers with the first
+	// request's stored response (or 422 if its payload differs): its
+	// writes never commit, but the handler's work is done twice. Records left in flight by two-phase writers
 	// (during a rollout) are still answered as in flight.
 	//
 	// Lease and MaxActiveKeys do not apply (nothing is in flight in the

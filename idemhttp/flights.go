@@ -1,0 +1,47 @@
+package idemhttp
+
+import (
+	"sync"
+
+	"github.com/idemkit/idem"
+)
+
+// flights are the one-transaction executions running in this process, by
+// scope. A request whose key is being executed here waits for that
+// execution and then looks the record up, instead of running the handler
+// too only to have its record insert lose and its writes roll back. This
+// saves work; it is not what makes the operation run once — the record's
+// unique scope in the database is, across processes as well.
+//
+// One set for the process: a scope names the principal, operation and
+// key, so Middlewares never share one by accident. Safe for concurrent
+// use.
+var flights = &flightSet{running: map[idem.ScopeHash]chan struct{}{}}
+
+type flightSet struct {
+	mu      sync.Mutex
+	running map[idem.ScopeHash]chan struct{}
+}
+
+// lead registers an execution of scope. If none is running it returns
+// leader true and the caller must call land(scope, done) when it has
+// finished; otherwise it returns the running execution's done channel,
+// closed when that one lands.
+func (f *flightSet) lead(scope idem.ScopeHash) (done chan struct{}, leader bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if d, ok := f.running[scope]; ok {
+		return d, false
+	}
+	d := make(chan struct{})
+	f.running[scope] = d
+	return d, true
+}
+
+// land ends the execution lead registered and wakes its waiters.
+func (f *flightSet) land(scope idem.ScopeHash, done chan struct{}) {
+	f.mu.Lock()
+	delete(f.running, scope)
+	f.mu.Unlock()
+	close(done)
+}
