@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/idemkit/idem/drivers"
+	"github.com/idemkit/idem/internal/machine"
 	"github.com/idemkit/idem/payments"
 )
 
@@ -104,12 +105,12 @@ func Run(ctx context.Context, cfg Config) (_ *Report, err error) {
 		client:   &http.Client{Transport: transport}, store: store,
 		runID: hex.EncodeToString(rnd[:]), replayKeys: cfg.ReplayKeys,
 	}
-	startLoad, haveLoad := loadAverage()
+	startLoad, haveLoad := machine.LoadAverage()
 	if err := t.prepareReplays(ctx); err != nil {
 		return nil, err
 	}
 	rep, err := measure(ctx, cfg, db.kind, t, timed)
-	if endLoad, ok := loadAverage(); err == nil && ok && haveLoad {
+	if endLoad, ok := machine.LoadAverage(); err == nil && ok && haveLoad {
 		rep.Load = &Load{Start: startLoad, End: endLoad}
 	}
 	return rep, err

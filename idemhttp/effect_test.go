@@ -185,7 +185,8 @@ func TestEffectOperations(t *testing.T) {
 				st, h, body = b.post(t, "k-unknown", "unknown")
 				op = h.Get(idemhttp.HeaderOperation)
 				if st != http.StatusConflict || problemCode(body) != idem.CodeOutcomeUnknown || op == "" ||
-					!strings.Contains(h.Get("Link"), op) || b.state(t, op) != idem.StateUnknown {
+					h.Get("Link") != "</v1/operations/"+op+`>; rel="monitor"` || h.Get("Retry-After") != "1" ||
+					b.state(t, op) != idem.StateUnknown {
 					t.Errorf("unknown: %d %v %s", st, h, body)
 				}
 			}
