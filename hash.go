@@ -44,3 +44,16 @@ func (f *fieldHash) sum() (s [32]byte) {
 	f.h.Sum(s[:0])
 	return s
 }
+
+// HashStrings is SHA-256 over the encoding that scopes and fingerprints
+// use: the domain tag, then each field, each as its length (4 bytes,
+// big-endian) followed by its bytes. No two different (domain, fields)
+// sequences encode alike. For identifiers derived from others, such as
+// registry.DownstreamKey.
+func HashStrings(domain string, fields ...string) [32]byte {
+	f := newFieldHash(domain)
+	for _, s := range fields {
+		f.string(s)
+	}
+	return f.sum()
+}

@@ -2,8 +2,6 @@ package registry
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/binary"
 	"encoding/hex"
 	"fmt"
 	"time"
@@ -65,14 +63,8 @@ const downstreamKeyDomain = "idem/downstream-key"
 // the effect at most once. The operation ID is server-generated, never the
 // client's key. The result is 45 visible ASCII characters.
 func DownstreamKey(operationID, name string) string {
-	h := sha256.New()
-	var n [4]byte
-	for _, f := range []string{downstreamKeyDomain, operationID, name} {
-		binary.BigEndian.PutUint32(n[:], uint32(len(f)))
-		h.Write(n[:])
-		h.Write([]byte(f))
-	}
-	return "idem-" + hex.EncodeToString(h.Sum(nil))[:40]
+	sum := idem.HashStrings(downstreamKeyDomain, operationID, name)
+	return "idem-" + hex.EncodeToString(sum[:])[:40]
 }
 
 // Effect is one effect attempt of an operation, as stored.
