@@ -69,9 +69,9 @@ type Result struct {
 	// OneTxAcceptanceP99Ms is the p99 (nearest rank) over every timed
 	// one-transaction first execution of the time its request spent in
 	// the registry outside the handler: the lookup, then ExecuteOnce's
-	// connection, record insert and durable COMMIT (the business writes'
-	// commit too: they share it, so this is stricter than Reserve's
-	// asynchronous commit). OneTxAcceptances of them; P50 their median.
+	// record insert and durable COMMIT (the business writes' commit too:
+	// they share it, so this is stricter than Reserve's asynchronous
+	// commit; see acceptance in timing.go). OneTxAcceptances of them; P50 their median.
 	OneTxAcceptanceP99Ms float64 `json:"one_tx_acceptance_p99_ms"`
 	OneTxAcceptanceP50Ms float64 `json:"one_tx_acceptance_p50_ms"`
 	OneTxAcceptances     int     `json:"one_tx_acceptances"`

@@ -39,8 +39,10 @@ type acceptanceKey struct{}
 
 // acceptance accumulates the time one request of the one-transaction
 // server spends in the registry outside its handler: the lookup and
-// ExecuteOnce's own part (connection, record insert, durable commit, a
-// wait for a concurrent winner). A request's calls run one after the
+// ExecuteOnce's own part (record insert, durable commit, a wait for a
+// concurrent winner; the pool connection is taken at the handler's first
+// statement, so waiting for it is handler time unless the handler ran
+// none). A request's calls run one after the
 // other on its goroutine, so it needs no lock.
 type acceptance struct{ d time.Duration }
 

@@ -13,9 +13,10 @@ import (
 // saves work; it is not what makes the operation run once — the record's
 // unique scope in the database is, across processes as well.
 //
-// One set for the process: a scope names the principal, operation and
-// key, so Middlewares never share one by accident. Safe for concurrent
-// use.
+// One set for the process: a scope names the principal, operation, API
+// revision and key, so only Middlewares of the same operation share
+// entries (two of them on different stores would make a request wait
+// needlessly, nothing worse). Safe for concurrent use.
 var flights = &flightSet{running: map[idem.ScopeHash]chan struct{}{}}
 
 type flightSet struct {

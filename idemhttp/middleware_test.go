@@ -117,8 +117,8 @@ func newFixture(t *testing.T, store registry.Store, mode idemhttp.Mode) *fixture
 }
 
 // newFixtureWith is newFixture with shape, if not nil, applied to the
-// operation before the middleware is built.
-func newFixtureWith(t *testing.T, store registry.Store, mode idemhttp.Mode, shape func(*idemhttp.Operation)) *fixture {
+// middleware before it serves.
+func newFixtureWith(t *testing.T, store registry.Store, mode idemhttp.Mode, shape func(*idemhttp.Middleware)) *fixture {
 	f := &fixture{t: t, store: store, app: &app{release: make(chan struct{}), started: make(chan struct{}, 10)}, reg: prometheus.NewRegistry()}
 	mw := &idemhttp.Middleware{
 		Store: store,
@@ -140,7 +140,7 @@ func newFixtureWith(t *testing.T, store registry.Store, mode idemhttp.Mode, shap
 		Metrics: idemhttp.NewMetrics(f.reg),
 	}
 	if shape != nil {
-		shape(&mw.Operation)
+		shape(mw)
 	}
 	f.srv = httptest.NewServer(mw.Handler(f.app))
 	t.Cleanup(f.srv.Close)

@@ -3,8 +3,8 @@ package idemhttp
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/idemkit/idem"
@@ -33,6 +33,7 @@ import (
 func (m *Middleware) executeOnce(w http.ResponseWriter, r *http.Request, next http.Handler, c registry.Claim, req Request, body []byte) (rec registry.Record, answered bool, err error) {
 	op := &m.Operation
 	var lookup time.Duration
+	var land func() // wakes this key's waiters; at once after the commit, at the latest on return
 	for {
 		start := time.Now()
 		rec, err = m.Store.Get(r.Context(), c.Scope)
@@ -43,17 +44,20 @@ func (m *Middleware) executeOnce(w http.ResponseWriter, r *http.Request, next ht
 		}
 		done, leader := flights.lead(c.Scope)
 		if leader {
-			defer flights.land(c.Scope, done)
+			land = sync.OnceFunc(func() { flights.land(c.Scope, done) })
+			defer land()
 			break
 		}
 		// This key is executing in this process: wait for it, then
-		// look again (found: replay or conflict; released: run).
+		// look again (found: replay or conflict; released: run) — for
+		// at most the wait cap, like a two-phase duplicate's
+		// Prefer: wait; longer, or when the client goes away, it is
+		// answered as in progress.
 		m.Metrics.join(op.Name)
-		select {
-		case <-done:
-		case <-r.Context().Done():
-			return registry.Record{}, false, fmt.Errorf("%w: the client went away while its key was executing: %w",
-				registry.ErrUnavailable, r.Context().Err())
+		if !m.awaitFlight(r.Context(), done) {
+			w.Header().Set("Retry-After", "1")
+			m.refuse(w, r, idem.CodeInProgress, "the first request with this key is still executing", "")
+			return registry.Record{}, true, nil
 		}
 	}
 	if m.Admit != nil {
@@ -79,6 +83,7 @@ func (m *Middleware) executeOnce(w http.ResponseWriter, r *http.Request, next ht
 		defer func() { handling = time.Since(t) }()
 		return business(ctx, tx, rec)
 	})
+	land() // the outcome is committed, or nothing will be: the waiters may look
 	if err == nil && res.Verdict != registry.Execute {
 		// Another request won the scope: this one's insert waited for
 		// the winner's transaction, as a duplicate of an operation in
@@ -90,4 +95,19 @@ func (m *Middleware) executeOnce(w http.ResponseWriter, r *http.Request, next ht
 	m.Metrics.observeReservation(op.Name, lookup+time.Since(start)-handling)
 	m.answer(ctx, w, r, rw, ran, res.Record, err, false)
 	return registry.Record{}, true, nil
+}
+
+// awaitFlight waits for done, at most the wait cap; false when the cap
+// passed or ctx ended first.
+func (m *Middleware) awaitFlight(ctx context.Context, done <-chan struct{}) bool {
+	t := time.NewTimer(m.waitCap())
+	defer t.Stop()
+	select {
+	case <-done:
+		return true
+	case <-t.C:
+		return false
+	case <-ctx.Done():
+		return false
+	}
 }

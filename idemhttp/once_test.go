@@ -11,7 +11,7 @@ import (
 	"github.com/idemkit/idem/registry"
 )
 
-func oneTransaction(op *idemhttp.Operation) { op.OneTransaction = true }
+func oneTransaction(mw *idemhttp.Middleware) { mw.Operation.OneTransaction = true }
 
 func TestOneTransactionExecuteReplayConflict(t *testing.T) {
 	stores(t, func(t *testing.T, store registry.Store) {
@@ -79,6 +79,31 @@ func TestOneTransactionConcurrentDuplicate(t *testing.T) {
 		}
 		if n := f.effects(); n != 1 {
 			t.Errorf("%d effects committed, want 1", n)
+		}
+	})
+}
+
+// A duplicate waits for the execution of its key at most the wait cap;
+// then (here at once: no waiting) it is refused as in progress, and the
+// handler still ran once.
+func TestOneTransactionWaitCap(t *testing.T) {
+	stores(t, func(t *testing.T, store registry.Store) {
+		f := newFixtureWith(t, store, idemhttp.Enforce, func(mw *idemhttp.Middleware) {
+			oneTransaction(mw)
+			mw.WaitCap = -1
+		})
+		var wg sync.WaitGroup
+		var first result
+		wg.Go(func() { first = f.post("capped", `{}`, "X-Test", "block") })
+		<-f.app.started
+		busy := f.post("capped", `{}`)
+		f.app.release <- struct{}{}
+		wg.Wait()
+		if busy.status != 409 || code(busy) != "IN_PROGRESS" || busy.header.Get("Retry-After") == "" {
+			t.Errorf("duplicate past the wait cap: %+v", busy)
+		}
+		if first.status != 201 || f.app.calls.Load() != 1 || f.effects() != 1 {
+			t.Errorf("first %+v; handler ran %d times, %d effects; want 201, 1, 1", first, f.app.calls.Load(), f.effects())
 		}
 	})
 }

@@ -109,14 +109,17 @@ type Operation struct {
 	// commits first, so duplicates see the operation in flight.
 	//
 	// What differs for clients: a duplicate that arrives while the first
-	// request runs finds no record, so it does not get 409 IN_PROGRESS.
-	// In the same process it waits for the first execution, then finds
-	// the record and is answered from it (idem_joined_total counts these
-	// waits). In another process on PostgreSQL it runs the handler too,
-	// its record insert waits for the first transaction to end, and then
-	// everything it wrote is rolled back and it answers with the first
-	// request's stored response (or 422 if its payload differs): its
-	// writes never commit, but the handler's work is done twice. Records left in flight by two-phase writers
+	// request runs finds no record, so it is not refused as in progress.
+	// In the same process it waits for the first execution (at most the
+	// wait cap; then 409 IN_PROGRESS), then reads the record and is
+	// answered from it (idem_joined_total counts these waits). In another
+	// process on PostgreSQL it runs the handler too, its record insert
+	// waits for the first transaction to end, and then everything it
+	// wrote is rolled back and it answers with the first request's stored
+	// response (or 422 if its payload differs): its writes never commit,
+	// but the handler's work is done twice. If the first request records
+	// no outcome (5xx, panic), the duplicate runs the operation itself;
+	// if the duplicate's own handler fails (5xx), that answer is sent. Records left in flight by two-phase writers
 	// (during a rollout) are still answered as in flight.
 	//
 	// Lease and MaxActiveKeys do not apply (nothing is in flight in the

@@ -15,7 +15,7 @@ import (
 // shape for each.
 var styles = []struct {
 	name  string
-	shape func(*idemhttp.Operation)
+	shape func(*idemhttp.Middleware)
 }{{"two-phase", nil}, {"one-transaction", oneTransaction}}
 
 func TestStatusPolicy(t *testing.T) {
@@ -24,7 +24,7 @@ func TestStatusPolicy(t *testing.T) {
 	}
 }
 
-func statusPolicy(t *testing.T, shape func(*idemhttp.Operation)) {
+func statusPolicy(t *testing.T, shape func(*idemhttp.Middleware)) {
 	stores(t, func(t *testing.T, store registry.Store) {
 		f := newFixtureWith(t, store, idemhttp.Enforce, shape)
 		// Declared 4xx: stored as FAILED_FINAL and replayed, effect kept.

@@ -67,7 +67,13 @@ func (s *Store) ExecuteOnce(ctx context.Context, c registry.Claim, fn registry.B
 		insertErr = cmp.Or(writerFenced(ctx, s.lane, c.WriterEpoch), registry.ErrWriterFenced)
 		fallthrough
 	case insertErr != nil:
-		return s.lostInsert(ctx, "execute once", c, insertErr)
+		res, err := s.lostInsert(ctx, "execute once", c, insertErr)
+		if err == nil && res.Record.OperationID == rec.OperationID {
+			// The statement's answer was lost (the connection broke)
+			// after its COMMIT went through: the record is this call's.
+			res.Verdict = registry.Execute
+		}
+		return res, err
 	}
 	return registry.Result{Verdict: registry.Execute, Record: done}, nil
 }
