@@ -185,7 +185,7 @@ func (m *Middleware) executeEffects(w http.ResponseWriter, r *http.Request, next
 	}
 	begun, allFailed, unknown := er.state()
 	if unknown {
-		m.refuseUnknown(w, r, rec)
+		m.refuseUnknown(w, rec)
 		return
 	}
 	status := rw.statusOrOK()
@@ -203,12 +203,12 @@ func (m *Middleware) executeEffects(w http.ResponseWriter, r *http.Request, next
 	}
 	if perr != nil || tooLarge || state == "" {
 		if begun {
-			m.markUnknown(ctx, w, r, rec, "the handler's response is not storable after a downstream call")
+			m.markUnknown(ctx, w, rec, "the handler's response is not storable after a downstream call")
 			return
 		}
 		m.release(ctx, rec)
 		if tooLarge && perr == nil {
-			m.refuse(w, r, CodeResponseTooLarge, "the response exceeds the size that can be stored for replay", "")
+			m.refuse(w, CodeResponseTooLarge, "the response exceeds the size that can be stored for replay", "")
 			return
 		}
 		m.Metrics.outcome(op.Name, "released")
@@ -232,14 +232,14 @@ func (m *Middleware) executeEffects(w http.ResponseWriter, r *http.Request, next
 		m.log().Info("operation executed", "operation", op.Name, "operation_id", done.OperationID, "state", done.State, "status", status)
 		rw.flushTo(w, http.Header{HeaderContract: {idem.ContractVersion}, HeaderOperation: {done.OperationID}})
 	case !begun:
-		m.afterFailedComplete(ctx, w, r, rec, err, true)
+		m.afterFailedComplete(ctx, w, rec, err, true)
 	default:
 		m.log().Error("recording the outcome failed after a downstream call", "operation", op.Name, "operation_id", rec.OperationID, "err", err)
 		if now, ok := m.settled(ctx, rec); ok {
-			m.replay(w, r, now)
+			m.replay(w, now)
 			return
 		}
-		m.markUnknown(ctx, w, r, rec, "the outcome could not be recorded after a downstream call")
+		m.markUnknown(ctx, w, rec, "the outcome could not be recorded after a downstream call")
 	}
 }
 
@@ -247,19 +247,19 @@ func (m *Middleware) executeEffects(w http.ResponseWriter, r *http.Request, next
 // UNKNOWN and answers 409 OUTCOME_UNKNOWN; if even that fails it answers
 // 503 STORE_UNAVAILABLE (the lease expires and recovery takes over; the
 // record is never released).
-func (m *Middleware) markUnknown(ctx context.Context, w http.ResponseWriter, r *http.Request, rec registry.Record, why string) {
+func (m *Middleware) markUnknown(ctx context.Context, w http.ResponseWriter, rec registry.Record, why string) {
 	if _, err := m.Store.MarkUnknown(ctx, rec); err != nil {
 		m.log().Error("marking the operation unknown failed", "operation", m.Operation.Name, "operation_id", rec.OperationID, "why", why, "err", err)
-		m.refuse(w, r, idem.CodeStoreUnavailable, "the outcome could not be recorded", rec.OperationID)
+		m.refuse(w, idem.CodeStoreUnavailable, "the outcome could not be recorded", rec.OperationID)
 		return
 	}
 	m.log().Warn("operation outcome unknown", "operation", m.Operation.Name, "operation_id", rec.OperationID, "why", why)
-	m.refuseUnknown(w, r, rec)
+	m.refuseUnknown(w, rec)
 }
 
 // refuseUnknown answers 409 OUTCOME_UNKNOWN for rec, as a retry would get.
-func (m *Middleware) refuseUnknown(w http.ResponseWriter, r *http.Request, rec registry.Record) {
+func (m *Middleware) refuseUnknown(w http.ResponseWriter, rec registry.Record) {
 	w.Header().Set("Retry-After", "1")
 	w.Header().Set("Link", "<"+m.monitor(rec.OperationID)+`>; rel="monitor"`)
-	m.refuse(w, r, idem.CodeOutcomeUnknown, "the operation's outcome is unknown and awaits reconciliation", rec.OperationID)
+	m.refuse(w, idem.CodeOutcomeUnknown, "the operation's outcome is unknown and awaits reconciliation", rec.OperationID)
 }

@@ -31,17 +31,17 @@ func (m *Middleware) serveEnforce(w http.ResponseWriter, r *http.Request, next h
 		if m.Challenge != "" {
 			w.Header().Set("WWW-Authenticate", m.Challenge)
 		}
-		m.refuse(w, r, idem.CodeUnauthenticated, "authentication required", "")
+		m.refuse(w, idem.CodeUnauthenticated, "authentication required", "")
 		return
 	}
 	body, err := readBody(r, m.Operation.Binding.Canon.MaxBytes)
 	if err != nil {
-		m.refuseErr(w, r, err)
+		m.refuseErr(w, err)
 		return
 	}
 	req, err := m.Prepare(r, id, body)
 	if err != nil {
-		m.refuseErr(w, r, err)
+		m.refuseErr(w, err)
 		return
 	}
 	claim := m.Operation.claim(req.Scope, req.Fingerprint, id, m.WriterEpoch)
@@ -58,14 +58,14 @@ func (m *Middleware) serveEnforce(w http.ResponseWriter, r *http.Request, next h
 			rec, created, err = m.reserve(r.Context(), claim)
 		}
 		if err != nil {
-			m.refuseErr(w, r, err)
+			m.refuseErr(w, err)
 			return
 		}
 		d := Decide(rec, created, req)
 		if created {
 			if err := failpoint.Hit(failpoint.AfterReserve); err != nil {
 				m.release(context.WithoutCancel(r.Context()), rec)
-				m.refuseErr(w, r, err)
+				m.refuseErr(w, err)
 				return
 			}
 		}
@@ -74,7 +74,7 @@ func (m *Middleware) serveEnforce(w http.ResponseWriter, r *http.Request, next h
 			m.execute(w, r, next, rec, req, body)
 			return
 		case d.Verdict == registry.Replay:
-			m.replay(w, r, rec)
+			m.replay(w, rec)
 			return
 		case d.Verdict == registry.Unknown && m.Operation.Effects && m.Operation.ReplayUnknown:
 			m.settleByReplay(w, r, next, rec, req, body) // unknown_replay.go
@@ -86,26 +86,26 @@ func (m *Middleware) serveEnforce(w http.ResponseWriter, r *http.Request, next h
 			}
 			if err == nil && rec.State.Terminal() && !rec.Retired() {
 				w.Header().Set("Preference-Applied", "wait="+strconv.Itoa(int(req.Wait/time.Second)))
-				m.replay(w, r, rec)
+				m.replay(w, rec)
 				return
 			}
 			if err != nil && !errors.Is(err, registry.ErrNotFound) {
-				m.refuseErr(w, r, err)
+				m.refuseErr(w, err)
 				return
 			}
 			d = Decide(rec, false, req)
 		}
 		if d.Verdict == registry.Conflict {
 			// Never reveal the first request, not even its operation ID.
-			m.refuse(w, r, d.Code, "the key was used for a different request", "")
+			m.refuse(w, d.Code, "the key was used for a different request", "")
 			return
 		}
 		if d.Verdict == registry.Retired {
-			m.refuseRetired(w, r, rec)
+			m.refuseRetired(w, rec)
 			return
 		}
 		if rec.OperationID == "" { // released and not retried
-			m.refuse(w, r, idem.CodeInProgress, "the operation is in progress", "")
+			m.refuse(w, idem.CodeInProgress, "the operation is in progress", "")
 			return
 		}
 		w.Header().Set("Retry-After", "1")
@@ -114,7 +114,7 @@ func (m *Middleware) serveEnforce(w http.ResponseWriter, r *http.Request, next h
 		if d.Code == idem.CodeOutcomeUnknown {
 			detail = "the operation's outcome is unknown and awaits reconciliation"
 		}
-		m.refuse(w, r, d.Code, detail, rec.OperationID)
+		m.refuse(w, d.Code, detail, rec.OperationID)
 		return
 	}
 }
@@ -155,7 +155,7 @@ func (m *Middleware) execute(w http.ResponseWriter, r *http.Request, next http.H
 	defer m.Metrics.inflight(op.Name, -1)
 	rw := newRecorder(w, cmpInt(op.MaxResponseBody, idem.DefaultMaxResponseBody))
 	done, err := m.Store.Complete(ctx, rec, m.business(rw, r, next, req, body))
-	m.answer(ctx, w, r, rw, rec, done, err, true)
+	m.answer(ctx, w, rw, rec, done, err, true)
 }
 
 // answer sends what an execution under rec ended with: once its outcome
@@ -164,7 +164,7 @@ func (m *Middleware) execute(w http.ResponseWriter, r *http.Request, next http.H
 // same; else a refusal (afterFailedComplete). reserved says that rec was
 // reserved beforehand (two-phase), so an execution that recorded nothing
 // releases it; a one-transaction execution has nothing to release.
-func (m *Middleware) answer(ctx context.Context, w http.ResponseWriter, r *http.Request, rw *recorder,
+func (m *Middleware) answer(ctx context.Context, w http.ResponseWriter, rw *recorder,
 	rec, done registry.Record, err error, reserved bool) {
 	op := &m.Operation
 	if err == nil {
@@ -187,9 +187,9 @@ func (m *Middleware) answer(ctx context.Context, w http.ResponseWriter, r *http.
 		if reserved {
 			m.release(ctx, rec)
 		}
-		m.refuse(w, r, CodeResponseTooLarge, "the response exceeds the size that can be stored for replay", "")
+		m.refuse(w, CodeResponseTooLarge, "the response exceeds the size that can be stored for replay", "")
 	default:
-		m.afterFailedComplete(ctx, w, r, rec, err, reserved)
+		m.afterFailedComplete(ctx, w, rec, err, reserved)
 	}
 }
 
@@ -229,11 +229,11 @@ func (m *Middleware) business(rw *recorder, r *http.Request, next http.Handler, 
 // reservation (reserved) is released if still ours, and the client gets
 // 503 (fail closed). rec without an operation ID (a one-transaction
 // execution that failed before its handler ran) has nothing to read.
-func (m *Middleware) afterFailedComplete(ctx context.Context, w http.ResponseWriter, r *http.Request, rec registry.Record, err error, reserved bool) {
+func (m *Middleware) afterFailedComplete(ctx context.Context, w http.ResponseWriter, rec registry.Record, err error, reserved bool) {
 	m.log().Error("recording the outcome failed", "operation", m.Operation.Name, "operation_id", rec.OperationID, "err", err)
 	if rec.OperationID != "" {
 		if now, ok := m.settled(ctx, rec); ok {
-			m.replay(w, r, now)
+			m.replay(w, now)
 			return
 		}
 	}
@@ -241,11 +241,11 @@ func (m *Middleware) afterFailedComplete(ctx context.Context, w http.ResponseWri
 		m.release(ctx, rec)
 	}
 	if errors.Is(err, registry.ErrWriterFenced) {
-		m.refuse(w, r, idem.CodeWriterFenced, "this server's writer epoch is no longer current; retry with the same key", "")
+		m.refuse(w, idem.CodeWriterFenced, "this server's writer epoch is no longer current; retry with the same key", "")
 		return
 	}
 	m.Metrics.outcome(m.Operation.Name, "store_error")
-	m.refuse(w, r, idem.CodeStoreUnavailable, "the outcome could not be recorded; retry with the same key", "")
+	m.refuse(w, idem.CodeStoreUnavailable, "the outcome could not be recorded; retry with the same key", "")
 }
 
 // settled reads rec's scope again and reports whether the same operation
@@ -270,14 +270,14 @@ func (m *Middleware) release(ctx context.Context, rec registry.Record) {
 // replay writes a stored response: status, media type, Location, ETag and
 // body exactly as stored (the driver verified its digest), marked as a
 // replay.
-func (m *Middleware) replay(w http.ResponseWriter, _ *http.Request, rec registry.Record) {
+func (m *Middleware) replay(w http.ResponseWriter, rec registry.Record) {
 	if rec.Retired() {
-		m.refuseRetired(w, nil, rec)
+		m.refuseRetired(w, rec)
 		return
 	}
 	resp := rec.Response
 	if resp == nil {
-		m.refuse(w, nil, idem.CodeStoreUnavailable, "the stored outcome is not available", "")
+		m.refuse(w, idem.CodeStoreUnavailable, "the stored outcome is not available", "")
 		return
 	}
 	m.Metrics.outcome(m.Operation.Name, "replayed")
@@ -301,7 +301,7 @@ func (m *Middleware) replay(w http.ResponseWriter, _ *http.Request, rec registry
 
 // refuseErr answers an error: a contract code if it carries one, 503
 // STORE_UNAVAILABLE for storage trouble (fail closed), else 400.
-func (m *Middleware) refuseErr(w http.ResponseWriter, r *http.Request, err error) {
+func (m *Middleware) refuseErr(w http.ResponseWriter, err error) {
 	code := idem.CodeOf(err)
 	switch {
 	case errors.Is(err, registry.ErrActiveLimit):
@@ -330,7 +330,7 @@ func (m *Middleware) refuseErr(w http.ResponseWriter, r *http.Request, err error
 			detail += " at byte " + strconv.Itoa(ce.Offset)
 		}
 	}
-	m.refuse(w, r, code, detail, "")
+	m.refuse(w, code, detail, "")
 }
 
 // refuseRetired answers a retry of an operation whose record is a
@@ -338,12 +338,12 @@ func (m *Middleware) refuseErr(w http.ResponseWriter, r *http.Request, err error
 // Idempotency-Operation header and the problem's operation_id. The stored
 // response is gone, so it can be neither replayed nor run again; no
 // Retry-After, since retrying cannot help.
-func (m *Middleware) refuseRetired(w http.ResponseWriter, r *http.Request, rec registry.Record) {
-	m.refuse(w, r, idem.CodeKeyRetired, "the operation with this key finished and its stored response has expired; "+
+func (m *Middleware) refuseRetired(w http.ResponseWriter, rec registry.Record) {
+	m.refuse(w, idem.CodeKeyRetired, "the operation with this key finished and its stored response has expired; "+
 		"it is neither replayed nor run again", rec.OperationID)
 }
 
-func (m *Middleware) refuse(w http.ResponseWriter, _ *http.Request, code idem.Code, detail, operationID string) {
+func (m *Middleware) refuse(w http.ResponseWriter, code idem.Code, detail, operationID string) {
 	m.Metrics.outcome(m.Operation.Name, outcomeLabel(code))
 	if operationID != "" {
 		w.Header().Set(HeaderOperation, operationID)

@@ -56,7 +56,7 @@ func (m *Middleware) executeOnce(w http.ResponseWriter, r *http.Request, next ht
 		m.Metrics.join(op.Name)
 		if !m.awaitFlight(r.Context(), done) {
 			w.Header().Set("Retry-After", "1")
-			m.refuse(w, r, idem.CodeInProgress, "the first request with this key is still executing", "")
+			m.refuse(w, idem.CodeInProgress, "the first request with this key is still executing", "")
 			return registry.Record{}, true, nil
 		}
 	}
@@ -93,7 +93,7 @@ func (m *Middleware) executeOnce(w http.ResponseWriter, r *http.Request, next ht
 		return res.Record, false, nil
 	}
 	m.Metrics.observeReservation(op.Name, lookup+time.Since(start)-handling)
-	m.answer(ctx, w, r, rw, ran, res.Record, err, false)
+	m.answer(ctx, w, rw, ran, res.Record, err, false)
 	return registry.Record{}, true, nil
 }
 

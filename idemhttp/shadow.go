@@ -36,7 +36,7 @@ func (m *Middleware) plain(w http.ResponseWriter, r *http.Request, next http.Han
 		return rw
 	default:
 		m.log().Error("business transaction failed", "operation", m.Operation.Name, "err", err)
-		m.refuse(w, r, idem.CodeStoreUnavailable, "the request could not be committed", "")
+		m.refuse(w, idem.CodeStoreUnavailable, "the request could not be committed", "")
 		return nil
 	}
 }
@@ -57,7 +57,7 @@ func (m *Middleware) serveShadow(w http.ResponseWriter, r *http.Request, next ht
 	body, err := readBody(r, op.Binding.Canon.MaxBytes)
 	if err != nil {
 		shadow("would_refuse")
-		m.refuseErr(w, r, err) // the body is gone; a server without idem could not serve it either
+		m.refuseErr(w, err) // the body is gone; a server without idem could not serve it either
 		return
 	}
 	r = withBody(r, &execution{}, body)
@@ -85,7 +85,7 @@ func (m *Middleware) serveShadow(w http.ResponseWriter, r *http.Request, next ht
 	rw := m.plain(w, r, next, req.Parts.Payload, rec)
 	ctx := context.WithoutCancel(r.Context())
 	state := idem.State("")
-	if rw != nil && !rw.overflow {
+	if rw != nil { // nil: nothing was committed
 		state = op.stateFor(rw.statusOrOK())
 	}
 	if state == "" {

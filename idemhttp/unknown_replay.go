@@ -57,7 +57,7 @@ func (m *Middleware) settleByReplay(w http.ResponseWriter, r *http.Request, next
 	defer stop()
 	effs, err := m.Store.Effects(ctx, rec.OperationID)
 	if err != nil {
-		m.refuseErr(w, r, err)
+		m.refuseErr(w, err)
 		return
 	}
 	er := &effectRun{store: m.Store, rec: rec, results: map[string]string{}, replay: map[string]registry.Effect{}}
@@ -78,7 +78,7 @@ func (m *Middleware) settleByReplay(w http.ResponseWriter, r *http.Request, next
 		resp, err = idem.NewResponse(status, rw.header, rw.body.Bytes(), rw.max)
 	}
 	if perr != nil || unknown || rw.overflow || state == "" || err != nil {
-		m.refuseUnknown(w, r, rec)
+		m.refuseUnknown(w, rec)
 		return
 	}
 	done, err := m.Store.Reconcile(ctx, rec.OperationID, registry.Reconciliation{
@@ -92,11 +92,11 @@ func (m *Middleware) settleByReplay(w http.ResponseWriter, r *http.Request, next
 		rw.flushTo(w, http.Header{HeaderContract: {idem.ContractVersion}, HeaderOperation: {done.OperationID}})
 	case errors.Is(err, registry.ErrFenced):
 		if now, ok := m.settled(ctx, rec); ok {
-			m.replay(w, r, now) // another retry or the worker settled it first
+			m.replay(w, now) // another retry or the worker settled it first
 			return
 		}
-		m.refuseUnknown(w, r, rec)
+		m.refuseUnknown(w, rec)
 	default:
-		m.refuseErr(w, r, err)
+		m.refuseErr(w, err)
 	}
 }
