@@ -176,7 +176,7 @@ func (m *Middleware) executeEffects(w http.ResponseWriter, r *http.Request, next
 	defer stop()
 	m.Metrics.inflight(op.Name, 1)
 	defer m.Metrics.inflight(op.Name, -1)
-	rw := newRecorder(w, cmpInt(op.MaxResponseBody, idem.DefaultMaxResponseBody))
+	rw := newRecorder(w, op.maxResponseBody())
 	e := &execution{rec: rec, caller: req.Identity, payload: req.Parts.Payload} // tx nil: Tx returns nil
 	er := &effectRun{store: m.Store, rec: rec, results: map[string]string{}}
 	perr := callHandler(next, rw, withBody(r.WithContext(withEffects(ctx, er)), e, body))

@@ -153,7 +153,7 @@ func (m *Middleware) execute(w http.ResponseWriter, r *http.Request, next http.H
 	defer stop()
 	m.Metrics.inflight(op.Name, 1)
 	defer m.Metrics.inflight(op.Name, -1)
-	rw := newRecorder(w, cmpInt(op.MaxResponseBody, idem.DefaultMaxResponseBody))
+	rw := newRecorder(w, op.maxResponseBody())
 	done, err := m.Store.Complete(ctx, rec, m.business(rw, r, next, req, body))
 	m.answer(ctx, w, rw, rec, done, err, true)
 }

@@ -72,7 +72,7 @@ func (m *Middleware) executeOnce(w http.ResponseWriter, r *http.Request, next ht
 	defer cancel()
 	m.Metrics.inflight(op.Name, 1)
 	defer m.Metrics.inflight(op.Name, -1)
-	rw := newRecorder(w, cmpInt(op.MaxResponseBody, idem.DefaultMaxResponseBody))
+	rw := newRecorder(w, op.maxResponseBody())
 	business := m.business(rw, r, next, req, body)
 	var ran registry.Record // as the handler saw it: its operation ID
 	var handling time.Duration

@@ -181,6 +181,11 @@ func (op *Operation) maxActive() int {
 	return op.MaxActiveKeys
 }
 
+// maxResponseBody is MaxResponseBody or its default.
+func (op *Operation) maxResponseBody() int {
+	return cmpInt(op.MaxResponseBody, idem.DefaultMaxResponseBody)
+}
+
 // stateFor returns the terminal state a response status is stored as, or
 // "" when the response releases the reservation instead.
 func (op *Operation) stateFor(status int) idem.State {

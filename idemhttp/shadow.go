@@ -92,7 +92,7 @@ func (m *Middleware) serveShadow(w http.ResponseWriter, r *http.Request, next ht
 		m.release(ctx, rec)
 		return
 	}
-	resp, err := idem.NewResponse(rw.statusOrOK(), rw.header, rw.body.Bytes(), cmpInt(op.MaxResponseBody, idem.DefaultMaxResponseBody))
+	resp, err := idem.NewResponse(rw.statusOrOK(), rw.header, rw.body.Bytes(), op.maxResponseBody())
 	if err != nil {
 		m.release(ctx, rec)
 		return

@@ -64,7 +64,7 @@ func (m *Middleware) settleByReplay(w http.ResponseWriter, r *http.Request, next
 	for _, e := range effs {
 		er.replay[e.Name] = e
 	}
-	rw := newRecorder(w, cmpInt(op.MaxResponseBody, idem.DefaultMaxResponseBody))
+	rw := newRecorder(w, op.maxResponseBody())
 	e := &execution{rec: rec, caller: req.Identity, payload: req.Parts.Payload}
 	perr := callHandler(next, rw, withBody(r.WithContext(withEffects(ctx, er)), e, body))
 	status := rw.statusOrOK()
