@@ -114,8 +114,8 @@ func (f *faultRun) serve(name string, env []string, clean bool, flags ...string)
 		dsn = f.serverDSN
 	}
 	var s *server
-	if clean && len(env) == 0 {
-		s = startServer(f.t, dsn, flags...)
+	if clean {
+		s = startServerEnv(f.t, env, dsn, flags...)
 	} else {
 		s = startChild(f.t, env, append([]string{"serve", "--addr", "127.0.0.1:0", "--db", dsn}, flags...)...)
 	}

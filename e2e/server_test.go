@@ -42,12 +42,18 @@ var (
 // SIGTERM when t ends, failing t unless it then exits 0.
 func startServer(t *testing.T, dsn string, extraArgs ...string) *server {
 	t.Helper()
+	return startServerEnv(t, nil, dsn, extraArgs...)
+}
+
+// startServerEnv is startServer with the extra environment variables env.
+func startServerEnv(t *testing.T, env []string, dsn string, extraArgs ...string) *server {
+	t.Helper()
 	client := &http.Client{
 		Timeout:   2 * time.Minute,
 		Transport: &http.Transport{MaxIdleConns: 256, MaxIdleConnsPerHost: 256},
 	}
 	args := append([]string{"serve", "--addr", "127.0.0.1:0", "--db", dsn}, extraArgs...)
-	return spawn(t, nil, client, (*server).stop, args...)
+	return spawn(t, env, client, (*server).stop, args...)
 }
 
 // spawn runs "idem ARGS…" with the extra environment variables env in its
