@@ -52,6 +52,11 @@ type Report struct {
 	UnknownPastSLORatio     float64 `json:"unknown_past_slo_ratio"`
 	RecoverySLOSeconds      float64 `json:"recovery_slo_seconds"`
 	ReservationP99Ms        float64 `json:"reservation_p99_ms"`
+	// InstanceProblems counts what went wrong with the instances
+	// themselves: a histogram that could not be scraped (the latency gate
+	// would judge part of the run), an instance that exited on its own or
+	// did not stop cleanly. Set by Run; any fails the run.
+	InstanceProblems int `json:"instance_problems"`
 	Reservations            uint64  `json:"reservations"`
 	LatencyBudgetMs         float64 `json:"latency_budget_ms"`
 	ReservationBudgetRatio  float64 `json:"reservation_budget_ratio"`
@@ -183,6 +188,9 @@ func (r *Report) decide() {
 		// whose accepted payments are missing, or whose different payloads
 		// were not refused proves nothing.
 		{Name: "contract_violations", Value: float64(contract), Limit: "= 0", Passed: contract == 0},
+		// Nor is this: a server that crashed unasked, or whose reservation
+		// histogram is missing from the p99, fails the run it was part of.
+		{Name: "instance_problems", Value: float64(r.InstanceProblems), Limit: "= 0", Passed: r.InstanceProblems == 0},
 	}
 	r.Passed = true
 	for _, g := range r.Gates {

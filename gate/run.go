@@ -122,6 +122,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	for _, p := range problems {
 		r.problem(p)
 	}
+	r.InstanceProblems = len(problems)
+	r.decide()
 	if cfg.Crash && fleet.crashes == 0 {
 		r.Passed = false
 		r.problem("crash injection was asked for but no instance was killed")

@@ -56,6 +56,16 @@ func TestVerify(t *testing.T) {
 			}
 			checkCleanCounts(t, r, plan)
 
+			// A clean verification still fails when an instance had a
+			// problem (Run counts them: a crash nobody asked for, a
+			// histogram missing from the p99).
+			lost := *r
+			lost.Problems = nil
+			lost.InstanceProblems = 1
+			lost.problem("gate: instance 1 had exited on its own")
+			lost.decide()
+			wantFailed(t, &lost, "instance_problems")
+
 			// Each change below is one a broken idem could make; the
 			// verification must catch it and the report must fail.
 			succeeded := firstKey(t, b, plan, res, func(k Key) bool { return !k.Refused })
