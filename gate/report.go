@@ -56,14 +56,14 @@ type Report struct {
 	// themselves: a histogram that could not be scraped (the latency gate
 	// would judge part of the run), an instance that exited on its own or
 	// did not stop cleanly. Set by Run; any fails the run.
-	InstanceProblems int `json:"instance_problems"`
-	Reservations            uint64  `json:"reservations"`
-	LatencyBudgetMs         float64 `json:"latency_budget_ms"`
-	ReservationBudgetRatio  float64 `json:"reservation_budget_ratio"`
-	ThroughputRPS           float64 `json:"throughput_rps"`
-	LoadSeconds             float64 `json:"load_seconds"`
-	ClientP50Ms             float64 `json:"client_p50_ms"`
-	ClientP99Ms             float64 `json:"client_p99_ms"`
+	InstanceProblems       int     `json:"instance_problems"`
+	Reservations           uint64  `json:"reservations"`
+	LatencyBudgetMs        float64 `json:"latency_budget_ms"`
+	ReservationBudgetRatio float64 `json:"reservation_budget_ratio"`
+	ThroughputRPS          float64 `json:"throughput_rps"`
+	LoadSeconds            float64 `json:"load_seconds"`
+	ClientP50Ms            float64 `json:"client_p50_ms"`
+	ClientP99Ms            float64 `json:"client_p99_ms"`
 
 	// Outcome counts.
 	Succeeded          int `json:"succeeded_keys"` // keys answered 201
