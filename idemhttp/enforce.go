@@ -348,7 +348,7 @@ func (m *Middleware) refuse(w http.ResponseWriter, code idem.Code, detail, opera
 	if operationID != "" {
 		w.Header().Set(HeaderOperation, operationID)
 	}
-	writeProblem(w, Problem{Code: code, Detail: detail, Operation: operationID})
+	Problem{Code: code, Detail: detail, Operation: operationID}.Write(w)
 }
 
 // callHandler runs the handler and turns a panic into an error, so the

@@ -26,10 +26,14 @@ type Problem struct {
 // the status the contract assigns it. detail must be safe to show the
 // client: it never quotes a stored request or response.
 func WriteProblem(w http.ResponseWriter, code idem.Code, detail string) {
-	writeProblem(w, Problem{Code: code, Detail: detail})
+	Problem{Code: code, Detail: detail}.Write(w)
 }
 
-func writeProblem(w http.ResponseWriter, p Problem) {
+// Write writes p as an application/problem+json response, not to be
+// cached. A zero Status is the one the contract assigns p.Code (for codes
+// of a service's own, set it); Type is always "about:blank", since the
+// code member carries the meaning; an empty Title is the status text.
+func (p Problem) Write(w http.ResponseWriter) {
 	if p.Status == 0 {
 		p.Status = statusOf(p.Code)
 	}

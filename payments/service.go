@@ -282,18 +282,11 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Write(body)
 }
 
-// writeProblem writes a problem+json response with a code the contract
-// does not know (idemhttp.WriteProblem takes the status from the contract).
+// writeProblem writes a problem+json response with a status of its own,
+// for codes the contract does not know (idemhttp.WriteProblem takes the
+// status from the contract).
 func writeProblem(w http.ResponseWriter, status int, code idem.Code, detail string) {
-	body, _ := json.Marshal(idemhttp.Problem{
-		Type: "about:blank", Title: http.StatusText(status), Status: status, Code: code, Detail: detail,
-	})
-	h := w.Header()
-	h.Set("Content-Type", "application/problem+json")
-	h.Set("Content-Length", strconv.Itoa(len(body)))
-	h.Set("Cache-Control", "no-store")
-	w.WriteHeader(status)
-	w.Write(body)
+	idemhttp.Problem{Status: status, Code: code, Detail: detail}.Write(w)
 }
 
 // storeFailed logs a storage error and answers 503 STORE_UNAVAILABLE:

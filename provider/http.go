@@ -261,7 +261,10 @@ func writeJSON(w http.ResponseWriter, status int, body []byte) {
 }
 
 // writeProblem answers an RFC 9457 problem with code's status. detail
-// never quotes the request.
+// never quotes the request. Written here rather than with
+// idemhttp.Problem: the provider stands for an external system, so it
+// shares no code path with the middleware whose callers it serves (its
+// only idem import is canon, for comparing bodies).
 func writeProblem(w http.ResponseWriter, code, detail string) {
 	status := statusOf[code]
 	body := mustMarshal(struct {
