@@ -24,7 +24,7 @@ var (
 // replay, wait or refuse. A OneTransaction operation reserves nothing:
 // it looks the scope up and executes in one transaction when there is no
 // record (once.go); a record it meets is decided the same way.
-func (m *Middleware) serveEnforce(w http.ResponseWriter, r *http.Request, next http.Handler) {
+func (m *Middleware) serveEnforce(w http.ResponseWriter, r *http.Request, next http.Handler, fl *flightSet) {
 	w.Header().Set(HeaderContract, idem.ContractVersion)
 	id, err := m.Identity(r)
 	if err != nil {
@@ -50,7 +50,7 @@ func (m *Middleware) serveEnforce(w http.ResponseWriter, r *http.Request, next h
 		var created bool
 		if m.Operation.OneTransaction {
 			var answered bool
-			rec, answered, err = m.executeOnce(w, r, next, claim, req, body) // once.go
+			rec, answered, err = m.executeOnce(w, r, next, fl, claim, req, body) // once.go
 			if answered {
 				return
 			}

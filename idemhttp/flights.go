@@ -6,22 +6,21 @@ import (
 	"github.com/idemkit/idem"
 )
 
-// flights are the one-transaction executions running in this process, by
-// scope. A request whose key is being executed here waits for that
-// execution and then looks the record up, instead of running the handler
-// too only to have its record insert lose and its writes roll back. This
-// saves work; it is not what makes the operation run once — the record's
-// unique scope in the database is, across processes as well.
-//
-// One set for the process: a scope names the principal, operation, API
-// revision and key, so only Middlewares of the same operation share
-// entries (two of them on different stores would make a request wait
-// needlessly, nothing worse). Safe for concurrent use.
-var flights = &flightSet{running: map[idem.ScopeHash]chan struct{}{}}
-
+// A flightSet holds the one-transaction executions running in one
+// handler (Middleware.Handler makes one per handler), by scope. A request
+// whose key is being executed there waits for that execution and then
+// looks the record up, instead of running the handler too only to have
+// its record insert lose and its writes roll back. This saves work; it is
+// not what makes the operation run once — the record's unique scope in
+// the database is, across handlers and processes as well. Safe for
+// concurrent use.
 type flightSet struct {
 	mu      sync.Mutex
 	running map[idem.ScopeHash]chan struct{}
+}
+
+func newFlightSet() *flightSet {
+	return &flightSet{running: map[idem.ScopeHash]chan struct{}{}}
 }
 
 // lead registers an execution of scope. If none is running it returns

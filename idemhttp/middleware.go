@@ -83,6 +83,7 @@ func (m *Middleware) Handler(next http.Handler) http.Handler {
 	if err := m.Operation.validate(); err != nil {
 		panic(err)
 	}
+	fl := newFlightSet() // this handler's executions of one-transaction keys (flights.go)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch m.Operation.mode() {
 		case Off:
@@ -90,7 +91,7 @@ func (m *Middleware) Handler(next http.Handler) http.Handler {
 		case Shadow:
 			m.serveShadow(w, r, next)
 		default:
-			m.serveEnforce(w, r, next)
+			m.serveEnforce(w, r, next, fl)
 		}
 	})
 }

@@ -16,7 +16,7 @@ import (
 // common retry) is answered without running anything: the record is
 // returned with answered false for serveEnforce to decide, as a reserved
 // scope's would be. With no record, a request whose key is already
-// executing in this process waits for that execution and reads again
+// executing in this handler waits for that execution and reads again
 // (flights.go). Otherwise it asks Admit, runs the handler and
 // records its outcome in one transaction (registry.Store.ExecuteOnce),
 // and answers the request itself (answered true). When another request
@@ -30,7 +30,7 @@ import (
 // this process, or lost the scope to a concurrent one in another, waited
 // as a duplicate waits for an operation in flight: only its lookups
 // count.
-func (m *Middleware) executeOnce(w http.ResponseWriter, r *http.Request, next http.Handler, c registry.Claim, req Request, body []byte) (rec registry.Record, answered bool, err error) {
+func (m *Middleware) executeOnce(w http.ResponseWriter, r *http.Request, next http.Handler, fl *flightSet, c registry.Claim, req Request, body []byte) (rec registry.Record, answered bool, err error) {
 	op := &m.Operation
 	var lookup time.Duration
 	var land func() // wakes this key's waiters; at once after the commit, at the latest on return
@@ -42,13 +42,13 @@ func (m *Middleware) executeOnce(w http.ResponseWriter, r *http.Request, next ht
 			m.Metrics.observeReservation(op.Name, lookup)
 			return rec, false, err
 		}
-		done, leader := flights.lead(c.Scope)
+		done, leader := fl.lead(c.Scope)
 		if leader {
-			land = sync.OnceFunc(func() { flights.land(c.Scope, done) })
+			land = sync.OnceFunc(func() { fl.land(c.Scope, done) })
 			defer land()
 			break
 		}
-		// This key is executing in this process: wait for it, then
+		// This key is executing in this handler: wait for it, then
 		// look again (found: replay or conflict; released: run) — for
 		// at most the wait cap, like a two-phase duplicate's
 		// Prefer: wait; longer, or when the client goes away, it is

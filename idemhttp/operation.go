@@ -110,10 +110,11 @@ type Operation struct {
 	//
 	// What differs for clients: a duplicate that arrives while the first
 	// request runs finds no record, so it is not refused as in progress.
-	// In the same process it waits for the first execution (at most the
-	// wait cap; then 409 IN_PROGRESS), then reads the record and is
-	// answered from it (idem_joined_total counts these waits). In another
-	// process on PostgreSQL it runs the handler too, its record insert
+	// On the same handler (in practice: the same server process) it
+	// waits for the first execution (at most the wait cap; then 409
+	// IN_PROGRESS), then reads the record and is answered from it
+	// (idem_joined_total counts these waits). In another process on
+	// PostgreSQL it runs the handler too, its record insert
 	// waits for the first transaction to end, and then everything it
 	// wrote is rolled back and it answers with the first request's stored
 	// response (or 422 if its payload differs): its writes never commit,
