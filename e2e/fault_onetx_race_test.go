@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"net/http"
-	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -70,7 +69,7 @@ func TestOneTxDuplicateRace(t *testing.T) {
 			}, &seen)
 		} else {
 			await(t, "two requests wait for the execution of their key", func() bool {
-				n := joined(t, servers[0])
+				n := servers[0].metric(t, "idem_joined_total")
 				seen = strconv.Itoa(n) + " joined"
 				return n == 2
 			}, &seen)
@@ -124,22 +123,4 @@ func TestOneTxDuplicateRace(t *testing.T) {
 		}
 		t.Logf("request #%d won (%s)", winner, replies[winner].header.Get("Idempotency-Operation"))
 	})
-}
-
-var joinedRE = regexp.MustCompile(`(?m)^idem_joined_total\{operation="payments\.create"\} (\d+)$`)
-
-// joined returns the server's idem_joined_total of payments.create: the
-// requests that waited for an execution of their key in that process.
-func joined(t *testing.T, s *server) int {
-	t.Helper()
-	r := s.get(t, "", "/metrics")
-	if r.status != http.StatusOK {
-		t.Fatalf("GET /metrics: %v", r)
-	}
-	m := joinedRE.FindSubmatch(r.body)
-	if m == nil {
-		return 0
-	}
-	n, _ := strconv.Atoi(string(m[1]))
-	return n
 }

@@ -238,17 +238,23 @@ func (s *server) get(t *testing.T, token, path string) reply {
 	return r
 }
 
-var reservationsRE = regexp.MustCompile(`(?m)^idem_reservation_seconds_count\{operation="payments\.create"\} (\d+)$`)
-
 // reservations returns how many reservations of payments.create the
 // server has made (its idem_reservation_seconds histogram count).
 func (s *server) reservations(t *testing.T) int {
+	t.Helper()
+	return s.metric(t, "idem_reservation_seconds_count")
+}
+
+// metric returns the server's value of the payments.create series of a
+// counter (or a histogram's _count), 0 while it has none.
+func (s *server) metric(t *testing.T, name string) int {
 	t.Helper()
 	r := s.get(t, "", "/metrics")
 	if r.status != http.StatusOK {
 		t.Fatalf("GET /metrics: %v", r)
 	}
-	m := reservationsRE.FindSubmatch(r.body)
+	re := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(name) + `\{operation="payments\.create"\} (\d+)$`)
+	m := re.FindSubmatch(r.body)
 	if m == nil {
 		return 0
 	}
