@@ -227,15 +227,12 @@ func (m *Middleware) business(rw *recorder, r *http.Request, next http.Handler, 
 // after the commit reached the database (a lost commit reply). The record
 // is read again: if the outcome is there it is replayed; otherwise a
 // reservation (reserved) is released if still ours, and the client gets
-// 503 (fail closed). rec without an operation ID (a one-transaction
-// execution that failed before its handler ran) has nothing to read.
+// 503 (fail closed).
 func (m *Middleware) afterFailedComplete(ctx context.Context, w http.ResponseWriter, rec registry.Record, err error, reserved bool) {
 	m.log().Error("recording the outcome failed", "operation", m.Operation.Name, "operation_id", rec.OperationID, "err", err)
-	if rec.OperationID != "" {
-		if now, ok := m.settled(ctx, rec); ok {
-			m.replay(w, now)
-			return
-		}
+	if now, ok := m.settled(ctx, rec); ok {
+		m.replay(w, now)
+		return
 	}
 	if reserved && !errors.Is(err, registry.ErrFenced) {
 		m.release(ctx, rec)
@@ -251,8 +248,13 @@ func (m *Middleware) afterFailedComplete(ctx context.Context, w http.ResponseWri
 // settled reads rec's scope again and reports whether the same operation
 // now holds a terminal outcome: after a failed Complete (possibly a lost
 // commit reply) or a lost race to Reconcile, that outcome is replayed.
-// A failed read counts as not settled.
+// A failed read counts as not settled; a rec without an operation ID (a
+// one-transaction execution that failed before its handler ran) has
+// nothing to read.
 func (m *Middleware) settled(ctx context.Context, rec registry.Record) (registry.Record, bool) {
+	if rec.OperationID == "" {
+		return registry.Record{}, false
+	}
 	now, err := m.Store.Get(ctx, rec.Scope)
 	if err != nil || now.OperationID != rec.OperationID || !now.State.Terminal() {
 		return registry.Record{}, false

@@ -21,7 +21,7 @@ import (
 func (m *Middleware) executionContext(r *http.Request, rec registry.Record) (context.Context, func()) {
 	op := &m.Operation
 	lease := cmpDuration(op.Lease, registry.DefaultLease)
-	limit := max(op.MaxDuration, lease)
+	limit := op.executionLimit()
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), limit)
 	if limit <= lease {
 		return ctx, cancel

@@ -67,8 +67,7 @@ func (m *Middleware) executeOnce(w http.ResponseWriter, r *http.Request, next ht
 	}
 	// Past this point a client disconnect no longer cancels the request
 	// (A8): it runs to its commit or its time limit.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()),
-		max(op.MaxDuration, cmpDuration(op.Lease, registry.DefaultLease)))
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), op.executionLimit())
 	defer cancel()
 	m.Metrics.inflight(op.Name, 1)
 	defer m.Metrics.inflight(op.Name, -1)

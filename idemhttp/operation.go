@@ -182,6 +182,12 @@ func (op *Operation) maxActive() int {
 	return op.MaxActiveKeys
 }
 
+// executionLimit bounds one execution of the handler: MaxDuration, or the
+// lease when that is longer.
+func (op *Operation) executionLimit() time.Duration {
+	return max(op.MaxDuration, cmpDuration(op.Lease, registry.DefaultLease))
+}
+
 // maxResponseBody is MaxResponseBody or its default.
 func (op *Operation) maxResponseBody() int {
 	return cmpInt(op.MaxResponseBody, idem.DefaultMaxResponseBody)
