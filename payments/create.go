@@ -2,6 +2,7 @@ package payments
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -78,21 +79,13 @@ func (s *Service) create(w http.ResponseWriter, r *http.Request) {
 		idemhttp.WriteProblem(w, idem.CodeAmountLimit, "amount above "+AmountLimit)
 		return
 	}
-	p := Payment{
-		ID:        PaymentID(opID),
-		Amount:    req.Amount,
-		Currency:  req.Currency,
-		Payee:     req.Payee,
-		Memo:      req.Memo,
-		CreatedAt: time.Now().UTC().Format(time.RFC3339Nano),
-	}
+	p := newPayment(opID, req)
 	body, err := marshal(p)
 	if err != nil {
 		s.internal(w, r, "create: encoding", err)
 		return
 	}
-	if _, err := tx.Exec(ctx, queries.Get("insert_payment"), p.ID, opID, id.Tenant, id.Principal,
-		p.Amount, p.Currency, p.Payee, p.Memo, p.CreatedAt); err != nil {
+	if err := insertPayment(ctx, tx, id, opID, p); err != nil {
 		// The middleware rolls back and releases the reservation: a
 		// retry runs afresh.
 		s.storeFailed(w, r, "create: insert", err)
@@ -107,6 +100,27 @@ func (s *Service) create(w http.ResponseWriter, r *http.Request) {
 	h.Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusCreated)
 	w.Write(body)
+}
+
+// newPayment is the payment an operation (or a plain request) with that
+// ID creates from req, created now.
+func newPayment(operationID string, req createRequest) Payment {
+	return Payment{
+		ID:        PaymentID(operationID),
+		Amount:    req.Amount,
+		Currency:  req.Currency,
+		Payee:     req.Payee,
+		Memo:      req.Memo,
+		CreatedAt: time.Now().UTC().Format(time.RFC3339Nano),
+	}
+}
+
+// insertPayment writes the payment row of p, created by operation (or
+// plain request) operationID for the caller id, in tx.
+func insertPayment(ctx context.Context, tx registry.Tx, id idem.Identity, operationID string, p Payment) error {
+	_, err := tx.Exec(ctx, queries.Get("insert_payment"), p.ID, operationID, id.Tenant, id.Principal,
+		p.Amount, p.Currency, p.Payee, p.Memo, p.CreatedAt)
+	return err
 }
 
 // PaymentID returns the id of the payment created by an operation:

@@ -82,14 +82,7 @@ func (s *Service) plainCreate(w http.ResponseWriter, r *http.Request, opts canon
 		return
 	}
 	requestID := idem.NewOperationID(time.Now())
-	p := Payment{
-		ID:        PaymentID(requestID),
-		Amount:    req.Amount,
-		Currency:  req.Currency,
-		Payee:     req.Payee,
-		Memo:      req.Memo,
-		CreatedAt: time.Now().UTC().Format(time.RFC3339Nano),
-	}
+	p := newPayment(requestID, req)
 	out, err := marshal(p)
 	if err != nil {
 		s.internal(w, r, "plain create: encoding", err)
@@ -136,8 +129,7 @@ func readPlainBody(r *http.Request) ([]byte, *canon.Error) {
 // columns; it must be unique (see PlainCreate). ctx governs the two
 // statements.
 func InsertPlain(ctx context.Context, tx registry.Tx, id idem.Identity, requestID string, p Payment, body []byte) error {
-	if _, err := tx.Exec(ctx, queries.Get("insert_payment"), p.ID, requestID, id.Tenant, id.Principal,
-		p.Amount, p.Currency, p.Payee, p.Memo, p.CreatedAt); err != nil {
+	if err := insertPayment(ctx, tx, id, requestID, p); err != nil {
 		return err
 	}
 	// The outbox's created_at column differs between the two databases:
