@@ -32,17 +32,26 @@ func TestFaultCrashPayments(t *testing.T) {
 	}
 }
 
+// crashAt starts server A with flags and IDEM_FAILPOINTS=<seam>=kill,
+// POSTs a payment with key and body, which must break the connection,
+// and checks that A died by SIGKILL; it returns when A was started and
+// when it was found dead.
+func (f *faultRun) crashAt(seam, key, body string, flags ...string) (began, killed time.Time) {
+	f.t.Helper()
+	began = time.Now()
+	a := f.serve("A", []string{"IDEM_FAILPOINTS=" + seam + "=kill"}, false, flags...)
+	if r, err := f.post(a, "/v1/payments", "demo", key, body); err == nil {
+		f.t.Fatalf("POST with %s=kill answered %v; want the connection to break", seam, r)
+	}
+	wantKilled(f.t, a)
+	return began, time.Now()
+}
+
 func crashPayment(t *testing.T, dsn, seam string) {
 	f := newFault(t, dsn)
 	key, body := f.key("crash-"+seam), `{"amount":"`+f.amount()+`","currency":"EUR","payee":"acct_1","memo":"x"}`
 
-	began := time.Now()
-	a := f.serve("A", []string{"IDEM_FAILPOINTS=" + seam + "=kill"}, false, crashFlags...)
-	if r, err := f.post(a, "/v1/payments", "demo", key, body); err == nil {
-		t.Fatalf("POST with %s=kill answered %v; want the connection to break", seam, r)
-	}
-	wantKilled(t, a)
-	killed := time.Now()
+	began, killed := f.crashAt(seam, key, body, crashFlags...)
 
 	b := f.serve("B", nil, true, crashFlags...)
 	restarted := time.Now()

@@ -35,13 +35,7 @@ func crashOneTx(t *testing.T, dsn, seam string) {
 	f := newFault(t, dsn)
 	key, body := f.key("onetx-"+seam), `{"amount":"`+f.amount()+`","currency":"EUR","payee":"acct_1","memo":"x"}`
 
-	began := time.Now()
-	a := f.serve("A", []string{"IDEM_FAILPOINTS=" + seam + "=kill"}, false, oneTxFlag)
-	if r, err := f.post(a, "/v1/payments", "demo", key, body); err == nil {
-		t.Fatalf("POST with %s=kill answered %v; want the connection to break", seam, r)
-	}
-	wantKilled(t, a)
-	killed := time.Now()
+	began, killed := f.crashAt(seam, key, body, oneTxFlag)
 
 	// What the crash left behind, read directly from the database.
 	snap := f.takeSnapshot()
