@@ -30,7 +30,7 @@ func claimFor(key string) registry.Claim {
 // pooled connection (PostgreSQL, pool_max_conns=1) held elsewhere, a
 // bounded call fails within about the bound with an error wrapping
 // registry.ErrUnavailable, and succeeds once the holder lets go. On
-// PostgreSQL the call is Complete: Reserve has its own connections (the
+// SQLite the calls are Reserve and ExecuteOnce; on PostgreSQL Complete: Reserve has its own connections (the
 // acceptance lane), so it answers even while the main pool is held.
 func TestStoreTimeout(t *testing.T) {
 	const bound = 300 * time.Millisecond
@@ -53,16 +53,27 @@ func TestStoreTimeout(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer conn.Close()
-		if _, err := conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
-			t.Fatal(err)
-		}
 		bounded := withStoreTimeout(store, bound)
-		reserve := func() error { _, _, err := bounded.Reserve(context.Background(), claimFor("k-1")); return err }
-		checkBounded(t, bound, reserve, func() {
-			if _, err := conn.ExecContext(ctx, "ROLLBACK"); err != nil {
+		ok := func(context.Context, registry.Tx, registry.Record) (registry.Outcome, error) {
+			return registry.Outcome{State: idem.StateSucceeded, Response: idem.Response{Status: 201, MediaType: "text/plain", Body: []byte("ok")}}, nil
+		}
+		for name, call := range map[string]func() error{
+			"Reserve": func() error { _, _, err := bounded.Reserve(context.Background(), claimFor("k-1")); return err },
+			"ExecuteOnce": func() error {
+				_, err := bounded.ExecuteOnce(context.Background(), claimFor("k-2"), ok)
+				return err
+			},
+		} {
+			t.Log(name)
+			if _, err := conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
 				t.Fatal(err)
 			}
-		})
+			checkBounded(t, bound, call, func() {
+				if _, err := conn.ExecContext(ctx, "ROLLBACK"); err != nil {
+					t.Fatal(err)
+				}
+			})
+		}
 	})
 	t.Run("postgres", func(t *testing.T) {
 		t.Parallel()
