@@ -82,7 +82,8 @@ type Report struct {
 
 	Verification Verification `json:"verification"`
 	Gates        []Gate       `json:"gates"`
-	// Problems lists the first failures (verification, answers, instances).
+	// Problems lists the first 20 failures: the clients' answers, then
+	// the verification's, then the instances'.
 	Problems []string `json:"problems,omitempty"`
 
 	ReservationHistogram Histogram `json:"reservation_histogram"`
@@ -146,7 +147,9 @@ func NewReport(cfg Config, plan Plan, res LoadResult, v Verification, reservatio
 			r.problem(fmt.Sprintf("key %d: %d requests without a terminal answer", i, kr.Unanswered))
 		}
 	}
-	r.Problems = append(r.Problems, v.Problems...)
+	for _, p := range v.Problems {
+		r.problem(p)
+	}
 	r.DuplicateEffects = v.DuplicatePayments + v.DuplicateOutbox
 	r.ReplayDigestMismatches = v.DigestMismatches
 	r.ReplayDigestConsistency = 1
