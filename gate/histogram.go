@@ -4,8 +4,9 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"sort"
-	"sync/atomic"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 )
 
 // Histogram is a latency histogram with fixed upper bounds in seconds,
@@ -86,14 +87,6 @@ func (h *Histogram) Add(o Histogram) error {
 	return nil
 }
 
-// recorder is a Histogram being filled concurrently. Safe for concurrent
-// use.
-type recorder struct {
-	bounds []float64
-	counts []atomic.Uint64
-	sumNS  atomic.Int64
-}
-
 // clientBounds are the bounds of the client latency histogram: 0.1 ms to
 // about 105 s, a factor √2 apart.
 func clientBounds() []float64 {
@@ -104,21 +97,22 @@ func clientBounds() []float64 {
 	return b
 }
 
-func newRecorder(bounds []float64) *recorder {
-	return &recorder{bounds: bounds, counts: make([]atomic.Uint64, len(bounds)+1)}
+// newClientHistogram returns the histogram Load records the client
+// latency in (seconds, over clientBounds): a Prometheus histogram, safe
+// for concurrent use, never registered or exposed.
+func newClientHistogram() prometheus.Histogram {
+	return prometheus.NewHistogram(prometheus.HistogramOpts{Name: "idem_gate_client_seconds", Buckets: clientBounds()})
 }
 
-// observe records one observation of seconds.
-func (r *recorder) observe(seconds float64) {
-	r.counts[sort.SearchFloat64s(r.bounds, seconds)].Add(1)
-	r.sumNS.Add(int64(seconds * 1e9))
-}
-
-// snapshot returns the histogram so far.
-func (r *recorder) snapshot() Histogram {
-	h := Histogram{Bounds: append([]float64(nil), r.bounds...), Counts: make([]uint64, len(r.counts)), Sum: float64(r.sumNS.Load()) / 1e9}
-	for i := range r.counts {
-		h.Counts[i] = r.counts[i].Load()
+// snapshot returns h's observations so far as per-bucket counts.
+func snapshot(h prometheus.Histogram) Histogram {
+	var m dto.Metric
+	if err := h.Write(&m); err != nil {
+		return Histogram{} // a histogram's Write does not fail
 	}
-	return h
+	out, err := fromDTO(m.GetHistogram())
+	if err != nil {
+		return Histogram{} // nor are its buckets ever not cumulative
+	}
+	return out
 }

@@ -3,6 +3,7 @@ package gate
 import (
 	"bytes"
 	"math"
+	"slices"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -106,5 +107,30 @@ func TestParseReservations(t *testing.T) {
 	}
 	if _, err := ParseReservations(bytes.NewBufferString("# nothing\n")); err == nil {
 		t.Error("text without the histogram parsed")
+	}
+}
+
+// TestClientHistogram: the load's latencies land in the bucket whose
+// bound is the first at or above them, the slowest in +Inf, and the
+// snapshot keeps count and sum.
+func TestClientHistogram(t *testing.T) {
+	h := newClientHistogram()
+	bounds := clientBounds()
+	obs := []float64{0.00005, bounds[0], bounds[3] * 0.99, bounds[3] * 0.99, bounds[len(bounds)-1] + 1}
+	for _, v := range obs {
+		h.Observe(v)
+	}
+	s := snapshot(h)
+	if !slices.Equal(s.Bounds, bounds) || len(s.Counts) != len(bounds)+1 {
+		t.Fatalf("snapshot bounds %v, %d counts; want %v and one more count", s.Bounds, len(s.Counts), bounds)
+	}
+	want := make([]uint64, len(bounds)+1)
+	want[0], want[3], want[len(bounds)] = 2, 2, 1
+	var sum float64
+	for _, v := range obs {
+		sum += v
+	}
+	if !slices.Equal(s.Counts, want) || math.Abs(s.Sum-sum) > 1e-12 {
+		t.Errorf("counts %v sum %v; want %v sum %v", s.Counts, s.Sum, want, sum)
 	}
 }

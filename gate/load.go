@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/idemhttp"
 )
@@ -106,7 +108,7 @@ func Load(ctx context.Context, cfg Config, plan Plan, targets []*Target, midway 
 		cfg:     cfg,
 		plan:    plan,
 		targets: targets,
-		latency: newRecorder(clientBounds()),
+		latency: newClientHistogram(),
 		client: &http.Client{
 			Timeout:   max(cfg.Wait, 0) + 60*time.Second,
 			Transport: &http.Transport{MaxIdleConns: 4 * cfg.Concurrency, MaxIdleConnsPerHost: cfg.Concurrency, IdleConnTimeout: 30 * time.Second},
@@ -149,7 +151,7 @@ feed:
 
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return LoadResult{Keys: l.results, Requests: l.sent.Load(), Resends: l.resends, Elapsed: elapsed, Latency: l.latency.snapshot()}
+	return LoadResult{Keys: l.results, Requests: l.sent.Load(), Resends: l.resends, Elapsed: elapsed, Latency: snapshot(l.latency)}
 }
 
 type loader struct {
@@ -157,7 +159,7 @@ type loader struct {
 	plan    Plan
 	targets []*Target
 	client  *http.Client
-	latency *recorder
+	latency prometheus.Histogram
 	sent    atomic.Int64 // every request
 	planned atomic.Int64 // first sends of planned requests
 	done    atomic.Int64 // keys finished
@@ -263,7 +265,7 @@ func (l *loader) exchange(ctx context.Context, url string, k Key, body string) (
 	}
 	b, err := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	l.latency.observe(time.Since(start).Seconds())
+	l.latency.Observe(time.Since(start).Seconds())
 	if err != nil {
 		return Answer{}, "", 0, err
 	}

@@ -149,7 +149,8 @@ func checkCleanCounts(t *testing.T, r *Report, plan Plan) {
 		v.PaymentRows == r.Succeeded && v.OutboxRows == r.Succeeded && v.Operations == len(plan.Keys) &&
 		v.TerminalAnswers == len(plan.Keys)*plan.Retries && r.Replays == v.TerminalAnswers-len(plan.Keys) &&
 		r.ConflictsSent == conflicts && r.ConflictsRefused == conflicts &&
-		r.Requests >= int64(v.TerminalAnswers+conflicts) && r.Reservations >= uint64(v.TerminalAnswers)
+		r.Requests >= int64(v.TerminalAnswers+conflicts) && r.Reservations >= uint64(v.TerminalAnswers) &&
+		r.ClientHistogram.Count() == uint64(r.Requests) && r.ClientP99Ms > 0
 	if !ok || refused == 0 || conflicts == 0 {
 		t.Errorf("counts of a clean run (plan: %d keys, %d refused, %d conflicts): %+v", len(plan.Keys), refused, conflicts, r)
 	}
