@@ -28,26 +28,33 @@ func eachRow(ctx context.Context, tx registry.Tx, query string, args []any, fn f
 			return err
 		}
 		defer rows.Close()
-		for rows.Next() {
-			if err := fn(rows.Scan); err != nil {
-				return err
-			}
-		}
-		return rows.Err()
+		return drain(rows, fn)
 	case *sql.Tx:
 		rows, err := ntx.QueryContext(ctx, query, args...)
 		if err != nil {
 			return err
 		}
 		defer rows.Close()
-		for rows.Next() {
-			if err := fn(rows.Scan); err != nil {
-				return err
-			}
-		}
-		return rows.Err()
+		return drain(rows, fn)
 	}
 	return fmt.Errorf("gate: cannot read rows through a %T", tx.Native())
+}
+
+// rowCursor is what pgx.Rows and *sql.Rows have in common.
+type rowCursor interface {
+	Next() bool
+	Scan(dest ...any) error
+	Err() error
+}
+
+// drain calls fn for every row of rows and returns the first error.
+func drain(rows rowCursor, fn func(scan func(dest ...any) error) error) error {
+	for rows.Next() {
+		if err := fn(rows.Scan); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
 }
 
 // OutboxMark returns the last outbox sequence number before a run, so
