@@ -55,7 +55,8 @@ type Report struct {
 	// InstanceProblems counts what went wrong with the instances
 	// themselves: a histogram that could not be scraped (the latency gate
 	// would judge part of the run), an instance that exited on its own or
-	// did not stop cleanly. Set by Run; any fails the run.
+	// did not stop cleanly, or a crash asked for (Config.Crash) that did
+	// not happen. Set by Run; any fails the run.
 	InstanceProblems       int     `json:"instance_problems"`
 	Reservations           uint64  `json:"reservations"`
 	LatencyBudgetMs        float64 `json:"latency_budget_ms"`
