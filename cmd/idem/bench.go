@@ -13,11 +13,11 @@ import (
 
 // runBench implements "idem bench --db DSN": one side-by-side run of the
 // plain payments handler, the same handler behind idem (first execution
-// and replay) and the database's raw insert rate, at each client count
-// (package bench). It prints a table, or the report as JSON with --json;
-// progress goes to stderr. The exit code is 0 when the run worked,
-// whether or not the targets were met; with --check a missed target exits
-// 1 too.
+// in both styles, and replay) and the database's raw insert rate, at each
+// client count (package bench). It prints a table, or the report as JSON
+// with --json; progress goes to stderr. The exit code is 0 when the run
+// worked, whether or not the targets were met; with --check a missed
+// target exits 1 too.
 func runBench(ctx context.Context, args []string, std stdio) int {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.SetOutput(std.err)
