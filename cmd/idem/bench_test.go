@@ -48,7 +48,11 @@ func testBenchJSON(t *testing.T, dsn, kind string) {
 			FirstRatio       float64 `json:"first_ratio"`
 			ReplayRatio      float64 `json:"replay_ratio"`
 			ReservationP99Ms float64 `json:"reservation_p99_ms"`
-			Pass             map[string]bool
+			// The one-transaction style's figures.
+			IdemFirstOneTxRPS    float64 `json:"idem_first_one_tx_rps"`
+			FirstOneTxRatio      float64 `json:"first_one_tx_ratio"`
+			OneTxAcceptanceP99Ms float64 `json:"one_tx_acceptance_p99_ms"`
+			Pass                 map[string]bool
 		}
 	}
 	if err := json.Unmarshal([]byte(out), &rep); err != nil {
@@ -59,12 +63,14 @@ func testBenchJSON(t *testing.T, dsn, kind string) {
 	}
 	met := true
 	for _, r := range rep.Results {
-		for _, v := range []float64{r.PlainRPS, r.IdemFirstRPS, r.IdemReplayRPS, r.DBInsertRPS, r.ReservationP99Ms} {
+		for _, v := range []float64{r.PlainRPS, r.IdemFirstRPS, r.IdemReplayRPS, r.DBInsertRPS, r.ReservationP99Ms,
+			r.IdemFirstOneTxRPS, r.OneTxAcceptanceP99Ms} {
 			if !(v > 0) {
 				t.Errorf("non-positive figure in %+v", r)
 			}
 		}
-		if math.Abs(r.FirstRatio-r.IdemFirstRPS/r.PlainRPS) > 1e-9 || math.Abs(r.ReplayRatio-r.IdemReplayRPS/r.PlainRPS) > 1e-9 {
+		if math.Abs(r.FirstRatio-r.IdemFirstRPS/r.PlainRPS) > 1e-9 || math.Abs(r.ReplayRatio-r.IdemReplayRPS/r.PlainRPS) > 1e-9 ||
+			math.Abs(r.FirstOneTxRatio-r.IdemFirstOneTxRPS/r.PlainRPS) > 1e-9 {
 			t.Errorf("ratios are not idem ÷ plain: %+v", r)
 		}
 		if len(r.Pass) != 5 {
