@@ -16,9 +16,13 @@ import (
 // timedStore is the registry the services run on: the run's store, with
 // every Reserve timed into the current samples, if any, and the
 // one-transaction server's lookups and ExecuteOnce calls timed per
-// request (timeAcceptance). The wrapper costs a few clock reads and,
-// while recording, one mutex-guarded append per request; it is in the
-// idempotent variants' path only.
+// request (timeAcceptance). The wrapper costs two clock reads per timed
+// call and, while recording, one mutex-guarded append per request; it is
+// in the idempotent variants' path only. On the 2-core development
+// machine a clock read took about 0.4 µs and the append 0.06–0.24 µs with
+// 64 goroutines appending at once (BenchmarkSamplesAdd), against some
+// 350 µs of CPU per request of the fastest variant (replay, about 5600/s
+// on 2 cores): well under 1 %, so the samples are not kept per client.
 type timedStore struct {
 	registry.Store
 	into atomic.Pointer[samples] // nil: not recording
