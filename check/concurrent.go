@@ -19,18 +19,7 @@ const (
 // 2xx or retry-later, and a count grown by one since before. It fails res
 // and returns false otherwise. ctx governs the count request.
 func (r *runner) oneEffect(ctx context.Context, res *Result, what string, before int, answers []exchange) bool {
-	var resources []string
-	var unexpected []exchange
-	for _, e := range answers {
-		switch {
-		case e.accepted():
-			if id := r.resource(e); !slices.Contains(resources, id) {
-				resources = append(resources, id)
-			}
-		case !e.retryLater():
-			unexpected = append(unexpected, e)
-		}
-	}
+	resources, unexpected := r.sortAnswers(answers)
 	switch {
 	case len(resources) > 1:
 		res.fail("%s created %d resources for one key: %s", what, len(resources), list(resources, 5))
@@ -48,6 +37,23 @@ func (r *runner) oneEffect(ctx context.Context, res *Result, what string, before
 		return true
 	}
 	return false
+}
+
+// sortAnswers returns the distinct resources of the 2xx answers, in
+// order of first appearance, and the answers that are neither 2xx nor
+// retry-later.
+func (r *runner) sortAnswers(answers []exchange) (resources []string, unexpected []exchange) {
+	for _, e := range answers {
+		switch {
+		case e.accepted():
+			if id := r.resource(e); !slices.Contains(resources, id) {
+				resources = append(resources, id)
+			}
+		case !e.retryLater():
+			unexpected = append(unexpected, e)
+		}
+	}
+	return resources, unexpected
 }
 
 // checkConcurrent: Concurrency identical requests with one key, released

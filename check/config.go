@@ -107,6 +107,9 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Header.Get(c.KeyHeader) != "" || c.AltHeader.Get(c.KeyHeader) != "" {
 		return c, fmt.Errorf("check: the headers must not carry the key header %s: the checker sets it", c.KeyHeader)
 	}
+	if c.Header == nil {
+		c.Header = http.Header{} // so that its clones are never nil
+	}
 	if c.Concurrency == 0 {
 		c.Concurrency = DefaultConcurrency
 	}

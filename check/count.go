@@ -21,9 +21,6 @@ func (r *runner) count(ctx context.Context) (int, error) {
 		return 0, err
 	}
 	req.Header = r.cfg.Header.Clone()
-	if req.Header == nil {
-		req.Header = http.Header{}
-	}
 	req.Header.Del("Content-Type")
 	resp, err := r.cfg.Client.Do(req)
 	if err != nil {

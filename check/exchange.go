@@ -107,10 +107,7 @@ func (r *runner) send(ctx context.Context, key string, body []byte, cred http.He
 		e.Err, e.Answered = err, time.Now()
 		return e
 	}
-	req.Header = cred.Clone()
-	if req.Header == nil {
-		req.Header = http.Header{}
-	}
+	req.Header = cred.Clone() // never nil: see Config.withDefaults
 	if len(body) > 0 && req.Header.Get("Content-Type") == "" {
 		req.Header.Set("Content-Type", "application/json")
 	}

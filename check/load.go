@@ -72,18 +72,8 @@ func checkLoad(ctx context.Context, r *runner, res *Result) {
 
 	var unexpected []exchange
 	for i, k := range ks {
-		pair := answers[2*i : 2*i+2]
-		var ids []string
-		for _, e := range pair {
-			switch {
-			case e.accepted():
-				if id := r.resource(e); !slices.Contains(ids, id) {
-					ids = append(ids, id)
-				}
-			case !e.retryLater():
-				unexpected = append(unexpected, e)
-			}
-		}
+		ids, odd := r.sortAnswers(answers[2*i : 2*i+2])
+		unexpected = append(unexpected, odd...)
 		if len(ids) == 0 {
 			final := r.settle(ctx, k.key, k.body, r.cfg.Header)
 			if final.accepted() {

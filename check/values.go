@@ -2,9 +2,10 @@ package check
 
 import (
 	"crypto/rand"
-	"github.com/google/uuid"
 	"math/big"
 	"strings"
+
+	"github.com/google/uuid"
 )
 
 // Placeholders of Config.Body.
