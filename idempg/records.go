@@ -57,13 +57,14 @@ const reserveAttempts = 8
 // when c.WriterEpoch is older than the registry's; an existing scope's
 // record is still returned).
 func (s *Store) Reserve(ctx context.Context, c registry.Claim) (registry.Record, bool, error) {
+	if rec, err := s.Get(ctx, c.Scope); !errors.Is(err, registry.ErrNotFound) {
+		return rec, false, err
+	}
+	// Only a new scope needs an operation ID and the insert's parameters.
 	now, goNow := s.clock()
 	query, args := "Reserve", claimArgs(c, idem.NewOperationID(goNow), now)
 	if c.MaxActive > 0 {
 		query, args = "ReserveLimited", append(args, c.MaxActive)
-	}
-	if rec, err := s.Get(ctx, c.Scope); !errors.Is(err, registry.ErrNotFound) {
-		return rec, false, err
 	}
 	for range reserveAttempts {
 		var created bool
