@@ -86,7 +86,9 @@ func (s *Store) SetDraining(ctx context.Context, on bool) error {
 }
 
 // writeTx runs fn in a write transaction (so it queues at the gate with
-// the Store's other writers) and commits it.
+// the Store's other writers), handing it the "now" parameter of the
+// queries, and commits it. Every error, fn's included, is returned through
+// fail as op's.
 func (s *Store) writeTx(ctx context.Context, op string, fn func(tx *sql.Tx, now any) error) error {
 	if err := s.checkOpen(); err != nil {
 		return err

@@ -124,26 +124,20 @@ func (s *Store) Release(ctx context.Context, rec registry.Record) error {
 	if err := s.checkOpen(); err != nil {
 		return err
 	}
-	tx, err := s.db.BeginTx(ctx, nil)
-	if err != nil {
-		return s.fail("release", err)
-	}
-	defer tx.Rollback() //nolint:errcheck // after Commit it is a no-op
-	res, err := s.txStmt(ctx, tx, "Release").ExecContext(ctx, rec.Scope[:], rec.OwnerGen, rec.OperationID)
-	if err != nil {
-		return s.fail("release", err)
-	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return s.fail("release", err)
-	}
-	if n == 0 {
-		return s.fail("release", registry.ErrFenced)
-	}
-	if err := tx.Commit(); err != nil {
-		return s.fail("release", err)
-	}
-	return nil
+	return s.writeTx(ctx, "release", func(tx *sql.Tx, _ any) error {
+		res, err := s.txStmt(ctx, tx, "Release").ExecContext(ctx, rec.Scope[:], rec.OwnerGen, rec.OperationID)
+		if err != nil {
+			return err
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			return registry.ErrFenced
+		}
+		return nil
+	})
 }
 
 // TakeOver raises the owner generation of an in-flight record still at
@@ -159,22 +153,17 @@ func (s *Store) TakeOver(ctx context.Context, rec registry.Record, lease time.Du
 	if lease <= 0 {
 		lease = registry.DefaultLease
 	}
-	tx, err := s.db.BeginTx(ctx, nil)
+	var out registry.Record
+	err := s.writeTx(ctx, "take over", func(tx *sql.Tx, now any) (err error) {
+		out, err = scanRecord(s.txStmt(ctx, tx, "TakeOver").QueryRowContext(ctx,
+			now, rec.Scope[:], rec.OwnerGen, lease.Microseconds(), rec.OperationID))
+		if errors.Is(err, sql.ErrNoRows) {
+			return registry.ErrFenced
+		}
+		return err
+	})
 	if err != nil {
-		return registry.Record{}, s.fail("take over", err)
-	}
-	defer tx.Rollback() //nolint:errcheck // after Commit it is a no-op
-	now, _ := s.stamp()
-	out, err := scanRecord(s.txStmt(ctx, tx, "TakeOver").QueryRowContext(ctx,
-		now, rec.Scope[:], rec.OwnerGen, lease.Microseconds(), rec.OperationID))
-	if errors.Is(err, sql.ErrNoRows) {
-		return registry.Record{}, s.fail("take over", registry.ErrFenced)
-	}
-	if err != nil {
-		return registry.Record{}, s.fail("take over", err)
-	}
-	if err := tx.Commit(); err != nil {
-		return registry.Record{}, s.fail("take over", err)
+		return registry.Record{}, err
 	}
 	return out, nil
 }

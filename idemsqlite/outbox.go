@@ -3,6 +3,7 @@ package idemsqlite
 import (
 	"cmp"
 	"context"
+	"database/sql"
 	"encoding/json"
 	"slices"
 	"time"
@@ -27,38 +28,32 @@ func (s *Store) ClaimOutbox(ctx context.Context, limit int, lease time.Duration)
 	if lease <= 0 {
 		lease = registry.DefaultLease
 	}
-	tx, err := s.db.BeginTx(ctx, nil)
-	if err != nil {
-		return nil, s.fail("claim outbox", err)
-	}
-	defer tx.Rollback() //nolint:errcheck // after Commit it is a no-op
-	now, _ := s.stamp()
-	rows, err := s.txStmt(ctx, tx, "ClaimOutbox").QueryContext(ctx, now, limit, lease.Microseconds())
-	if err != nil {
-		return nil, s.fail("claim outbox", err)
-	}
-	defer rows.Close()
 	var msgs []registry.OutboxMessage
-	for rows.Next() {
-		var m registry.OutboxMessage
-		var created int64
-		if err := rows.Scan(&m.Seq, &m.ID, &m.OperationID, &m.Topic, &m.Payload, &created); err != nil {
-			return nil, s.fail("claim outbox", err)
+	err := s.writeTx(ctx, "claim outbox", func(tx *sql.Tx, now any) error {
+		rows, err := s.txStmt(ctx, tx, "ClaimOutbox").QueryContext(ctx, now, limit, lease.Microseconds())
+		if err != nil {
+			return err
 		}
-		if m.Payload == nil { // the driver returns an empty BLOB as nil
-			m.Payload = []byte{}
+		defer rows.Close()
+		for rows.Next() {
+			var m registry.OutboxMessage
+			var created int64
+			if err := rows.Scan(&m.Seq, &m.ID, &m.OperationID, &m.Topic, &m.Payload, &created); err != nil {
+				return err
+			}
+			if m.Payload == nil { // the driver returns an empty BLOB as nil
+				m.Payload = []byte{}
+			}
+			m.CreatedAt = fromMicros(created)
+			msgs = append(msgs, m)
 		}
-		m.CreatedAt = fromMicros(created)
-		msgs = append(msgs, m)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, s.fail("claim outbox", err)
-	}
-	if err := rows.Close(); err != nil {
-		return nil, s.fail("claim outbox", err)
-	}
-	if err := tx.Commit(); err != nil {
-		return nil, s.fail("claim outbox", err)
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		return rows.Close()
+	})
+	if err != nil {
+		return nil, err
 	}
 	slices.SortFunc(msgs, func(a, b registry.OutboxMessage) int { return cmp.Compare(a.Seq, b.Seq) })
 	return msgs, nil
@@ -80,17 +75,8 @@ func (s *Store) MarkPublished(ctx context.Context, ids []string) error {
 	if err != nil {
 		return s.fail("mark published", err)
 	}
-	tx, err := s.db.BeginTx(ctx, nil)
-	if err != nil {
-		return s.fail("mark published", err)
-	}
-	defer tx.Rollback() //nolint:errcheck // after Commit it is a no-op
-	now, _ := s.stamp()
-	if _, err := s.txStmt(ctx, tx, "MarkPublished").ExecContext(ctx, now, string(list)); err != nil {
-		return s.fail("mark published", err)
-	}
-	if err := tx.Commit(); err != nil {
-		return s.fail("mark published", err)
-	}
-	return nil
+	return s.writeTx(ctx, "mark published", func(tx *sql.Tx, now any) error {
+		_, err := s.txStmt(ctx, tx, "MarkPublished").ExecContext(ctx, now, string(list))
+		return err
+	})
 }

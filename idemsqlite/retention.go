@@ -36,17 +36,13 @@ func (s *Store) Prune(ctx context.Context, limit int) (registry.PruneResult, err
 	if limit <= 0 {
 		return registry.PruneResult{}, nil
 	}
-	tx, err := s.db.BeginTx(ctx, nil)
+	var res registry.PruneResult
+	err := s.writeTx(ctx, "prune", func(tx *sql.Tx, now any) (err error) {
+		res, err = prune(ctx, tx, now, limit)
+		return err
+	})
 	if err != nil {
-		return registry.PruneResult{}, s.fail("prune", err)
-	}
-	defer tx.Rollback() //nolint:errcheck // after Commit it is a no-op
-	res, err := prune(ctx, tx, s.nowParam(), limit)
-	if err != nil {
-		return registry.PruneResult{}, s.fail("prune", err)
-	}
-	if err := tx.Commit(); err != nil {
-		return registry.PruneResult{}, s.fail("prune", err)
+		return registry.PruneResult{}, err
 	}
 	return res, nil
 }
