@@ -219,7 +219,7 @@ func testClaimFencedByEpoch(t *testing.T, nh NewHarness) {
 	if n := e.count(countRecords); n != records {
 		t.Errorf("fenced claims wrote records: %d, want %d", n, records)
 	}
-	if n := e.count(`SELECT count(*) FROM conformance_effects`); n != 1 {
+	if n := e.count(countAllEffects); n != 1 {
 		t.Errorf("%d business rows, want the one of the first claim", n)
 	}
 	old := first

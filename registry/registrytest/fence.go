@@ -27,7 +27,7 @@ func testWinnerRollbackFreesScope(t *testing.T, nh NewHarness) {
 	if _, err := e.h.Store.Get(e.ctx, c.Scope); !errors.Is(err, registry.ErrNotFound) {
 		t.Errorf("Get after the rolled-back claim: %v, want ErrNotFound", err)
 	}
-	if n := e.count(`SELECT count(*) FROM conformance_effects`); n != 0 {
+	if n := e.count(countAllEffects); n != 0 {
 		t.Errorf("%d business rows after rollback, want 0", n)
 	}
 	res, err = e.h.ClaimAndExecute(e.ctx, c, effect("retry", outcome("rollback", 1)))

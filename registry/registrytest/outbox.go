@@ -43,7 +43,7 @@ func testNonConflictErrorSurfaced(t *testing.T, nh NewHarness) {
 	if _, err := e.h.Store.Get(e.ctx, c.Scope); !errors.Is(err, registry.ErrNotFound) {
 		t.Errorf("Get after the failed claim: %v, want ErrNotFound", err)
 	}
-	if n := e.count(`SELECT count(*) FROM idem_outbox`); n != 0 {
+	if n := e.count(countAllOutbox); n != 0 {
 		t.Errorf("%d outbox rows after the failed claim, want 0", n)
 	}
 	// Only the named operation fails.
@@ -117,7 +117,7 @@ func testOutboxExactlyWhenCommitted(t *testing.T, nh NewHarness) {
 		t.Fatalf("in-transaction claim: verdict %v err %v", res.Verdict, err)
 	}
 	checkOutboxRows(e, res.Record.OperationID, 2)
-	if n := e.count(`SELECT count(*) FROM idem_outbox`); n != 6 {
+	if n := e.count(countAllOutbox); n != 6 {
 		t.Errorf("%d outbox rows in all, want 6 (three committed outcomes of two messages)", n)
 	}
 }

@@ -50,7 +50,7 @@ func testResponseSnapshotReplayed(t *testing.T, nh NewHarness) {
 			t.Errorf("%s: replayed %+v, want exactly %+v", tc.name, rec.Response, resp)
 		}
 		d := resp.Digest()
-		if n := e.count(`SELECT count(*) FROM idem_operations WHERE scope = $1 AND resp_digest = $2`, c.Scope[:], d[:]); n != 1 {
+		if n := e.count(countDigest, c.Scope[:], d[:]); n != 1 {
 			t.Errorf("%s: stored digest is not the response's digest", tc.name)
 		}
 	}

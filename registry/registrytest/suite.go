@@ -109,6 +109,12 @@ const (
 	insertEffect  = `INSERT INTO conformance_effects (operation_id, note) VALUES ($1, $2)`
 	countEffects  = `SELECT count(*) FROM conformance_effects WHERE operation_id = $1`
 	countOutbox   = `SELECT count(*) FROM idem_outbox WHERE operation_id = $1`
+
+	countAllEffects = `SELECT count(*) FROM conformance_effects`
+	countAllOutbox  = `SELECT count(*) FROM idem_outbox`
+	// countDigest counts the records of a scope whose stored digest is
+	// the given one.
+	countDigest = `SELECT count(*) FROM idem_operations WHERE scope = $1 AND resp_digest = $2`
 )
 
 // env is one case's harness, context and random source. rng is used from
