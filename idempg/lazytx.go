@@ -163,11 +163,11 @@ func (r errRow) Scan(...any) error { return r.err }
 // transaction was aborted, so the COMMIT rolled back) and any other
 // error: a connection that could not be had or a failed BEGIN (before
 // fn's own error, which may only be fn's reaction to it); fn's,
-// unchanged; final's; the business function
-// having ended the transaction; a COMMIT that failed or did not commit;
-// its own errors name op ("idempg: op: …"). Whatever is still open is
-// rolled back before the connection goes back to the pool. ctx governs
-// the whole transaction, fn included.
+// unchanged; final's; the business function having ended the
+// transaction; a COMMIT that failed or did not commit. Its own errors name
+// op ("idempg: op: …"). Whatever is still open is rolled back before the
+// connection goes back to the pool. ctx governs the whole transaction, fn
+// included.
 func (s *Store) runLazy(ctx context.Context, op string, rec registry.Record, fn registry.BusinessFunc,
 	final func(out registry.Outcome) (string, []any, error)) (done registry.Record, stmtErr, err error) {
 	tx := &lazyTx{ctx: ctx, pool: s.pool}

@@ -101,6 +101,11 @@ RETURNING scope, operation_id, operation, owner, fingerprint, contract, state, o
 -- Claim.MaxActive. No row back means, besides Reserve's cases, that the
 -- limit held: when the count filters the row out, ON CONFLICT is never
 -- reached, and the driver tells the cases apart.
+-- It is not Reserve with a NULL limit meaning none: under the generic plan
+-- PostgreSQL settles on after five executions, "$12 IS NULL OR count < $12"
+-- still runs the count, LIMIT NULL counting every active record of the
+-- owner (measured on PostgreSQL 15 with 31,600 of them: 11 ms a call
+-- against Reserve's 0.28 ms).
 WITH clock AS (SELECT coalesce($10::timestamptz, statement_timestamp()) AS t),
      async AS (SELECT set_config('synchronous_commit', 'off', true) AS v),
      found AS (
