@@ -20,8 +20,9 @@ package idem
 // EXECUTING: an effect outside the database may have been started.
 // SUCCEEDED, FAILED_FINAL: terminal, with a stored response to replay.
 // UNKNOWN: an effect outside the database may or may not have happened;
-// it is reconciled, never blindly re-run. REJECTED: refused before
-// acceptance; it caused no effect and its stored refusal is replayed.
+// it is settled on evidence only (package effect), never blindly re-run.
+// REJECTED: refused by business rules before any effect began; it caused
+// no effect and its stored refusal is replayed.
 type State string
 
 const (

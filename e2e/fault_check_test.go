@@ -250,14 +250,23 @@ func checkRows(hist []exchange, snap *snapshot, a allow) (bad []string) {
 		pays[p["operation_id"]] = append(pays[p["operation_id"]], p)
 	}
 	outbox := map[string]int{}
+	topics := map[string]map[string]int{} // operation → topic → rows
 	for _, m := range snap.Outbox {
 		outbox[m["operation_id"]]++
+		if topics[m["operation_id"]] == nil {
+			topics[m["operation_id"]] = map[string]int{}
+		}
+		topics[m["operation_id"]][m["topic"]]++
 	}
 	transfers := 0
 	for op, r := range records {
 		isPayment := r["operation"] == payments.OperationCreate && r["state"] == "SUCCEEDED"
-		if r["operation"] == payments.OperationTransfer && r["state"] == "SUCCEEDED" {
-			transfers++
+		if r["operation"] == payments.OperationTransfer {
+			if r["state"] == "SUCCEEDED" {
+				transfers++
+			}
+			checkTransferOutbox(violate, op, r["state"], topics[op], len(pays[op]))
+			continue
 		}
 		want := 0
 		if isPayment {
@@ -294,4 +303,24 @@ func checkRows(hist []exchange, snap *snapshot, a allow) (bad []string) {
 		violate("the provider executed %d transfers for %d successful transfer operations: an effect ran twice", snap.ProviderExecuted, transfers)
 	}
 	return bad
+}
+
+// checkTransferOutbox checks a transfer operation's outbox rows: none and
+// no payment while it is unsettled; once settled exactly one
+// transfer.created (SUCCEEDED) or transfer.declined (FAILED_FINAL), plus
+// at most one transfer.settled when a reconciliation settled it.
+func checkTransferOutbox(violate func(string, ...any), op, state string, topics map[string]int, pays int) {
+	want := map[string]string{"SUCCEEDED": payments.TopicTransferCreated, "FAILED_FINAL": payments.TopicTransferDeclined}[state]
+	total := 0
+	for _, n := range topics {
+		total += n
+	}
+	switch {
+	case pays != 0:
+		violate("transfer operation %s: %d payments; want none", op, pays)
+	case want == "" && total != 0:
+		violate("transfer operation %s (%s): %d outbox rows; want none before it is settled", op, state, total)
+	case want != "" && (topics[want] != 1 || topics[payments.TopicTransferSettled] > 1 || total != 1+topics[payments.TopicTransferSettled]):
+		violate("transfer operation %s (%s): outbox topics %v; want one %s and at most one %s", op, state, topics, want, payments.TopicTransferSettled)
+	}
 }

@@ -58,6 +58,7 @@ func crashPayment(t *testing.T, dsn, seam string) {
 	ctx, cancel := context.WithTimeout(context.Background(), crashDeadline)
 	defer cancel()
 	var first reply
+	var named []string // operation IDs the 409s named
 	for first.status != http.StatusCreated {
 		if ctx.Err() != nil {
 			t.Fatalf("no 201 within %v of the restart", crashDeadline)
@@ -71,6 +72,11 @@ func crashPayment(t *testing.T, dsn, seam string) {
 				t.Fatalf("409 IN_PROGRESS without Idempotency-Operation: %v %v", r, r.header)
 			} else if msg := inProgressErr(r, op); msg != "" {
 				t.Errorf("retry after the restart: %s", msg)
+			} else {
+				named = append(named, op)
+				if g, err := f.do(b, http.MethodGet, "/v1/operations/"+op, "demo", nil, ""); err != nil || g.status != http.StatusOK {
+					t.Errorf("GET of the Link the 409 named (%s): %v %v; want 200", op, g, err)
+				}
 			}
 			sleepCtx(ctx, retryAfter(r))
 		default:
@@ -78,7 +84,18 @@ func crashPayment(t *testing.T, dsn, seam string) {
 		}
 	}
 	settled := time.Now()
-
+	// One operation ID for life: the 201 continues the operation every
+	// 409 named (a takeover under owner generation + 1), whose Link still
+	// answers.
+	op := first.header.Get("Idempotency-Operation")
+	for _, n := range named {
+		if n != op {
+			t.Errorf("a 409 named operation %s, the 201 is operation %s; want the same operation", n, op)
+		}
+	}
+	if g, err := f.do(b, http.MethodGet, "/v1/operations/"+op, "demo", nil, ""); err != nil || g.status != http.StatusOK {
+		t.Errorf("GET /v1/operations/%s after the 201: %v %v; want 200", op, g, err)
+	}
 	replayed := first.header.Get("Idempotent-Replayed") == "true"
 	switch {
 	case seam == "after-commit" && !replayed:
@@ -162,22 +179,19 @@ func TestFaultCrashTransfer(t *testing.T) {
 			}
 		}
 		settled := time.Now()
-		// Settled by the worker, the stored outcome is its 200
-		// {"operation_id","state":"SUCCEEDED","reconciled":true} (the
-		// provider's answer alone does not rebuild a 201 Transfer), a
-		// replay; settled by a retry, the transfer's own 201.
-		var rb struct {
-			OperationID string `json:"operation_id"`
-			State       string `json:"state"`
-			Reconciled  bool   `json:"reconciled"`
+		// However it was settled (the worker's lookup, or a retry's), the
+		// stored outcome is the transfer's own rendering: 201, Location
+		// and the Transfer, the same shape as an uninterrupted run.
+		var tr struct {
+			ID, Amount, Currency, Payee string
+			ProviderTransfer            string `json:"provider_transfer"`
+			CreatedAt                   string `json:"created_at"`
 		}
-		switch {
-		case outcome.status == http.StatusCreated && outcome.header.Get("Idempotent-Replayed") == "":
-		case outcome.status == http.StatusOK && outcome.header.Get("Idempotent-Replayed") == "true" &&
-			json.Unmarshal(outcome.body, &rb) == nil && rb.OperationID == op && rb.State == "SUCCEEDED" && rb.Reconciled:
-		default:
-			t.Errorf("first outcome after the restart: %v %v; want the 201 of a settling retry or a replay of 200 {operation_id %s, state SUCCEEDED, reconciled true}",
-				outcome, outcome.header, op)
+		if outcome.status != http.StatusCreated || json.Unmarshal(outcome.body, &tr) != nil ||
+			tr.ID != "tr_"+strings.TrimPrefix(op, "op_") || outcome.header.Get("Location") != "/v1/transfers/"+tr.ID ||
+			tr.Payee != "acct_1" || tr.Currency != "EUR" || !strings.HasPrefix(tr.ProviderTransfer, "tr_") || tr.CreatedAt == "" {
+			t.Errorf("first outcome after the restart: %v %v; want 201 with Location /v1/transfers/%s and the Transfer",
+				outcome, outcome.header, "tr_"+strings.TrimPrefix(op, "op_"))
 		}
 		g, err := f.do(b, http.MethodGet, "/v1/operations/"+op, "demo", nil, "")
 		var v struct {
@@ -189,9 +203,9 @@ func TestFaultCrashTransfer(t *testing.T) {
 			v.Status != outcome.status || v.Links.Resource != outcome.header.Get("Location") {
 			t.Errorf("GET /v1/operations/%s after the settlement: %v %v; want SUCCEEDED, status %d, resource %q", op, g, err, outcome.status, outcome.header.Get("Location"))
 		}
-		if log := b.log.String(); !strings.Contains(log, op) || (!strings.Contains(log, "recovery: reconciled from the provider") &&
-			!strings.Contains(log, "unknown operation settled by replay")) {
-			t.Errorf("the restarted server did not log a reconciliation of %s", op)
+		awaitLog(t, b, "settled on evidence") // logged right after the settlement it reports
+		if !strings.Contains(b.log.String(), op) {
+			t.Errorf("the restarted server's log never names %s", op)
 		}
 		f.mustPost(b, "/v1/transfers", "demo", key, body) // a further retry: a replay
 		if f.check(allow{Errors: true}); f.last.ProviderExecuted != 1 {

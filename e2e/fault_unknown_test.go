@@ -1,26 +1,28 @@
 package e2e
 
 import (
-	"context"
 	"encoding/json"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 )
 
 // TestFaultUnknown (V1: no UNKNOWN re-executed before reconciliation;
-// SPEC E2): the provider executes a transfer but withholds its answer
-// (mode "hang") until the server's provider call times out, so the
-// operation is UNKNOWN. Retries meanwhile answer 409 OUTCOME_UNKNOWN (or
-// IN_PROGRESS) and never execute anything new; once the provider answers
-// again, the operation is settled — by a retry re-sending the SAME
-// downstream key, or by the recovery worker asking the provider — and
-// replayed from then on. The provider executed the transfer once.
+// SPEC E2; the first finding of the effects issue): the provider executes
+// a transfer but withholds its answer (mode "hang") until the server's
+// provider call times out, so the operation is UNKNOWN (409
+// OUTCOME_UNKNOWN). Then the provider fails every NEW key (mode "fail")
+// — which must not be read as "nothing happened". Without any client
+// retry, the server's recovery worker asks the provider about the
+// downstream key, finds the execution, and settles the transfer
+// SUCCEEDED; the retry then replays the transfer's own 201 (Location and
+// body), under the same operation ID, and the provider executed once.
 func TestFaultUnknown(t *testing.T) {
 	eachDB(t, func(t *testing.T, dsn string) {
 		f := newFault(t, dsn)
 		prov := f.provider()
-		s := f.serve("A", nil, true, "--provider", prov.url, "--recover-interval", "200ms")
+		s := f.serve("A", nil, true, "--provider", prov.url, "--provider-timeout", "300ms", "--recover-interval", "200ms")
 		control := func(mode string) {
 			t.Helper()
 			r, err := f.do(prov, http.MethodPost, "/control", "", nil, `{"mode":"`+mode+`"}`)
@@ -32,28 +34,26 @@ func TestFaultUnknown(t *testing.T) {
 		control("hang")
 		first := f.mustPost(s, "/v1/transfers", "demo", key, body)
 		op := first.header.Get("Idempotency-Operation")
-		if first.status/100 == 2 || op == "" {
-			t.Fatalf("transfer whose provider call timed out: %v %v; want a refusal naming the operation", first, first.header)
-		}
-		var v struct{ State string }
-		if g, err := f.do(s, http.MethodGet, "/v1/operations/"+op, "demo", nil, ""); err != nil || json.Unmarshal(g.body, &v) != nil || v.State != "UNKNOWN" {
-			t.Fatalf("GET /v1/operations/%s: %v %v; want state UNKNOWN", op, g, err)
+		if msg := problemErr(first, http.StatusConflict, "OUTCOME_UNKNOWN"); msg != "" || op == "" {
+			t.Fatalf("transfer whose provider call timed out: %s %v; want 409 OUTCOME_UNKNOWN naming the operation", msg, first.header)
 		}
 		if n := f.takeSnapshot().ProviderExecuted; n != 1 {
 			t.Fatalf("provider executed %d transfers; want 1", n)
 		}
-		control("ok")
-		ctx, cancel := context.WithTimeout(context.Background(), awaitTimeout)
-		defer cancel()
-		for {
-			r := f.mustPost(s, "/v1/transfers", "demo", key, body)
-			if r.status/100 == 2 {
-				break
-			}
-			if ctx.Err() != nil {
-				t.Fatalf("not settled within %v: %v", awaitTimeout, r)
-			}
-			sleepCtx(ctx, 100*time.Millisecond)
+		control("fail")
+		settledAt := time.Now()
+		var v struct{ State string }
+		await(t, "the worker settles "+op, func() bool {
+			g, err := f.do(s, http.MethodGet, "/v1/operations/"+op, "demo", nil, "")
+			return err == nil && g.status == http.StatusOK && json.Unmarshal(g.body, &v) == nil && v.State == "SUCCEEDED"
+		})
+		t.Logf("settled by the worker %v after the provider started failing new keys", time.Since(settledAt).Round(time.Millisecond))
+		retry := f.mustPost(s, "/v1/transfers", "demo", key, body)
+		var tr struct{ ID, Payee string }
+		if retry.status != http.StatusCreated || retry.header.Get("Idempotency-Operation") != op ||
+			json.Unmarshal(retry.body, &tr) != nil || tr.ID != "tr_"+strings.TrimPrefix(op, "op_") ||
+			retry.header.Get("Location") != "/v1/transfers/"+tr.ID || tr.Payee != "acct_1" {
+			t.Fatalf("retry after the settlement: %v %v; want the transfer's 201", retry, retry.header)
 		}
 		for range pick(2, 10) {
 			f.mustPost(s, "/v1/transfers", "demo", key, body)

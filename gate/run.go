@@ -108,7 +108,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, fmt.Errorf("gate: final recovery pass: %w", err)
 	}
 	if rep != (recovery.Report{}) {
-		say("recovery pass: released %d, recovered %d, unknown %d, reconciled %d", rep.Released, rep.Recovered, rep.Unknown, rep.Reconciled)
+		say("recovery pass: recovered %d, unknown %d, reconciled %d, unsettled %d", rep.Recovered, rep.Unknown, rep.Reconciled, rep.Unsettled)
 	}
 	v, err := Verify(ctx, store, plan, res, mark, cfg.RecoverySLO)
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/effect"
 	"github.com/idemkit/idem/internal/failpoint"
 	"github.com/idemkit/idem/registry"
 )
@@ -15,55 +16,60 @@ import (
 // Effects outside the database (SPEC E1–E2).
 //
 // An operation whose handler calls a downstream system that cannot join
-// the local transaction declares Operation.Effects. Its handler runs
-// WITHOUT a business transaction (Tx returns nil): on SQLite the business
-// transaction holds the single write lock, so the durable BeginEffect
-// transaction could not commit while it is open, and a downstream call
-// must never sit inside an open database transaction anyway. The handler
-// calls Effect for every downstream call; the middleware then records the
-// outcome with Store.Complete, whose transaction only stores the response
-// and the outbox messages the handler queued.
+// the local transaction declares Operation.Effects: the downstream system
+// of each effect, by name, and the Renderer of the operation's result. Its
+// handler runs WITHOUT a business transaction (Tx returns nil): on SQLite
+// the business transaction holds the single write lock, so the durable
+// BeginEffect transaction could not commit while it is open, and a
+// downstream call must never sit inside an open database transaction
+// anyway. The handler checks the request and calls Effect for every
+// downstream call; the middleware then records the outcome with
+// Store.Complete.
 //
-// Status policy of an effect-bearing operation:
+// What is stored (docs/contract.md §8):
 //
-//   - 2xx is stored as SUCCEEDED, a declared 4xx as FAILED_FINAL, as for
+//   - Once an effect was begun, the response is never the handler's: when
+//     every begun effect is settled on evidence (package effect), the
+//     outcome is what Operation.Effects.Render renders from the stored
+//     effects — the same rendering a reconciliation stores later, so a
+//     replay answers the same business result however the operation was
+//     settled. What the handler wrote after its first Effect call is
+//     discarded.
+//   - If an answer is no evidence (5xx, 429, timeout, reset, unreadable),
+//     the operation is marked UNKNOWN and the client gets 409
+//     OUTCOME_UNKNOWN with the monitor Link and Idempotency-Operation; a
+//     retry settles it on evidence if it can (the same key is re-sent,
+//     never a new one) and otherwise gets the same 409, and the recovery
+//     worker settles it meanwhile. Nothing is ever stored for a 5xx.
+//   - Before any effect: 2xx is stored as SUCCEEDED and a declared 4xx
+//     (Operation.FinalStatuses) as REJECTED — refused after acceptance,
+//     nothing happened; anything else releases the reservation, as for
 //     every operation.
-//   - If Effect marked the operation UNKNOWN (the downstream outcome is
-//     not known), the client gets 409 OUTCOME_UNKNOWN with the monitor
-//     Link and Idempotency-Operation, whatever the handler answered; a
-//     retry gets the same until the operation is reconciled.
-//   - Any other response (5xx, undeclared 4xx, panic, oversize) releases
-//     the reservation, as for every operation, if no effect was begun.
-//   - Once an effect was begun the record is EXECUTING and cannot be
-//     released. If every begun effect was recorded as failed (the
-//     downstream system said it executed nothing), the response is stored
-//     as FAILED_FINAL and replayed: provably nothing happened, and a new
-//     attempt needs a new key. Otherwise (some effect succeeded or has no
-//     result) the operation is marked UNKNOWN and the client gets 409
-//     OUTCOME_UNKNOWN: we cannot prove that nothing happened.
 
-// ErrOutcomeUnknown wrapped in the error of an Effect call function says
-// that the downstream call may have executed (a timeout or a lost
-// connection after the request was sent). Effect then marks the operation
-// UNKNOWN and returns an error wrapping ErrOutcomeUnknown.
+// ErrOutcomeUnknown is wrapped in Effect's error when the downstream's
+// answer was no evidence: the effect may or may not have happened. The
+// operation is then UNKNOWN and every later Effect call of the execution
+// returns it without calling anything.
 var ErrOutcomeUnknown = errors.New("idemhttp: downstream outcome unknown")
 
-// ErrEffectFailed wrapped in the error of an Effect call function says
-// that the downstream system definitely executed nothing (it answered a
-// deterministic failure). Effect records the attempt as failed and returns
-// the call's error.
-var ErrEffectFailed = errors.New("idemhttp: downstream effect failed")
+// ErrEffectDeclined is wrapped in Effect's error when the downstream
+// refused the key with an answer its contract defines as final: the
+// effect did not and never will happen. The attempt is stored as failed;
+// the rendered outcome says what the client gets.
+var ErrEffectDeclined = errors.New("idemhttp: downstream declined the effect")
 
 // effectRun is the effect state of one effect-bearing execution.
 type effectRun struct {
-	store   registry.Store
-	rec     registry.Record
-	replay  map[string]registry.Effect // set when settling an UNKNOWN operation by replay (unknown.go)
-	proof   []string                   // what the replayed calls answered, for the reconciliation log
-	mu      sync.Mutex
-	results map[string]string // begun effects: name → result ("" unknown)
-	unknown bool              // the record was marked UNKNOWN
-	fenced  bool              // MarkUnknown failed: the record's state is not ours to tell
+	store registry.Store
+	rec   registry.Record
+	op    *effect.Operation
+	mu    sync.Mutex
+	// effects holds the begun effects as stored, by name, with the result
+	// recorded so far ("" while unsettled).
+	effects map[string]registry.Effect
+	order   []string
+	unknown bool // the record was marked UNKNOWN
+	fenced  bool // MarkUnknown failed: the record's state is not ours to tell
 }
 
 type effectKey struct{}
@@ -72,71 +78,75 @@ func withEffects(ctx context.Context, er *effectRun) context.Context {
 	return context.WithValue(ctx, effectKey{}, er)
 }
 
-// Effect runs one downstream call of an effect-bearing operation (SPEC
-// E1): it durably stores the attempt with Store.BeginEffect, then calls
-// call with the stable downstream key registry.DownstreamKey(operation ID,
-// name), then records the handle and result with Store.RecordEffect.
-// Calling Effect twice with the same name in one operation passes the same
-// key. The failpoint after-downstream is hit after a successful call.
+// Effect makes one downstream call of an effect-bearing operation (SPEC
+// E1): it durably stores the attempt with Store.BeginEffect — its stable
+// downstream key registry.DownstreamKey(operation ID, name) and request —
+// then sends request with that key through the operation's Downstream for
+// name, and stores the answer with Store.RecordEffect if it is evidence.
+// It returns the attempt as stored. Calling Effect twice with the same
+// name in one execution sends nothing the second time: it returns the
+// attempt as settled by the first call (or ErrOutcomeUnknown). The
+// failpoint after-downstream is hit once the downstream answered.
 //
-// If call's error wraps ErrEffectFailed, the attempt is recorded as failed
-// and the error returned. Any other error — ErrOutcomeUnknown or anything
-// unclassified, since it cannot be proved that nothing was sent — marks
-// the operation UNKNOWN and returns an error wrapping ErrOutcomeUnknown;
-// after that, Effect returns ErrOutcomeUnknown without calling anything.
-// Outside an effect-bearing execution (Operation.Effects) it returns an
-// error and calls nothing.
-func Effect(ctx context.Context, name string, call func(ctx context.Context, downstreamKey string) (handle string, err error)) (string, error) {
+// Errors: one wrapping ErrEffectDeclined for a final refusal (the attempt
+// is returned, stored as failed); one wrapping ErrOutcomeUnknown when the
+// answer was no evidence or could not be stored (the operation is then
+// UNKNOWN); any other error means nothing was sent (no such downstream,
+// storage trouble or fencing before the call). Outside an effect-bearing
+// execution it returns an error and calls nothing. ctx bounds the calls.
+func Effect(ctx context.Context, name string, request []byte) (registry.Effect, error) {
 	er, _ := ctx.Value(effectKey{}).(*effectRun)
 	if er == nil {
-		return "", errors.New("idemhttp: Effect called outside an effect-bearing operation")
+		return registry.Effect{}, errors.New("idemhttp: Effect called outside an effect-bearing operation")
 	}
-	if name == "" {
-		return "", errors.New("idemhttp: Effect needs a name")
+	d := er.op.Downstreams[name]
+	if d == nil {
+		return registry.Effect{}, fmt.Errorf("idemhttp: no downstream for effect %q", name)
 	}
 	er.mu.Lock()
 	defer er.mu.Unlock() // effects of one operation run one at a time
 	if er.unknown || er.fenced {
-		return "", ErrOutcomeUnknown
+		return registry.Effect{}, ErrOutcomeUnknown
 	}
-	if er.replay != nil {
-		return er.replayEffect(ctx, name, call)
-	}
-	eff, err := er.store.BeginEffect(ctx, er.rec, name)
+	eff, err := er.store.BeginEffect(ctx, er.rec, name, request)
 	if err != nil {
-		// Nothing was written and nothing called.
-		return "", fmt.Errorf("idemhttp: beginning effect %s: %w", name, err)
+		// Nothing was written and nothing sent.
+		return registry.Effect{}, fmt.Errorf("idemhttp: beginning effect %s: %w", name, err)
 	}
-	if _, ok := er.results[name]; !ok {
-		er.results[name] = eff.Result
+	if _, ok := er.effects[name]; !ok {
+		er.order = append(er.order, name)
 	}
-	handle, err := call(ctx, eff.DownstreamKey)
-	if err == nil {
-		err = failpoint.Hit(failpoint.AfterDownstream)
-		if err != nil {
-			err = fmt.Errorf("%w: %w", ErrOutcomeUnknown, err)
-		}
+	er.effects[name] = eff
+	if eff.Result != "" {
+		return eff, declined(eff)
 	}
-	switch {
-	case err == nil:
-		if rerr := er.store.RecordEffect(context.WithoutCancel(ctx), er.rec, name, handle, registry.EffectSucceeded); rerr != nil {
-			// The effect happened but is not recorded: say so.
-			er.results[name] = ""
-			return "", er.markUnknown(ctx, fmt.Errorf("idemhttp: recording effect %s: %w", name, rerr))
-		}
-		er.results[name] = registry.EffectSucceeded
-		return handle, nil
-	case errors.Is(err, ErrEffectFailed) && !errors.Is(err, ErrOutcomeUnknown):
-		if rerr := er.store.RecordEffect(context.WithoutCancel(ctx), er.rec, name, "", registry.EffectFailed); rerr != nil {
-			er.results[name] = ""
-			return "", er.markUnknown(ctx, fmt.Errorf("idemhttp: recording failed effect %s: %w", name, rerr))
-		}
-		er.results[name] = registry.EffectFailed
-		return "", err
-	default:
-		er.results[name] = ""
-		return "", er.markUnknown(ctx, err)
+	a := d.Send(ctx, eff.DownstreamKey, eff.Request)
+	if err := failpoint.Hit(failpoint.AfterDownstream); err != nil {
+		return eff, er.markUnknown(ctx, fmt.Errorf("after the downstream call: %w", err))
 	}
+	result, ok := a.Evidence()
+	if !ok {
+		return eff, er.markUnknown(ctx, fmt.Errorf("effect %s: %s", name, a.Detail))
+	}
+	if err := er.store.RecordEffect(context.WithoutCancel(ctx), er.rec, name, a.Handle, result, a.Body); err != nil {
+		// The downstream answered but the answer is not stored: unknown.
+		return eff, er.markUnknown(ctx, fmt.Errorf("recording effect %s: %w", name, err))
+	}
+	eff.Result, eff.Answer = result, a.Body
+	if a.Handle != "" {
+		eff.Handle = a.Handle
+	}
+	er.effects[name] = eff
+	return eff, declined(eff)
+}
+
+// declined returns an error wrapping ErrEffectDeclined for a failed
+// attempt, else nil.
+func declined(eff registry.Effect) error {
+	if eff.Result == registry.EffectFailed {
+		return fmt.Errorf("%w: %s (key %s)", ErrEffectDeclined, eff.Name, eff.DownstreamKey)
+	}
+	return nil
 }
 
 // markUnknown moves the record to UNKNOWN and returns cause wrapped with
@@ -147,29 +157,29 @@ func (er *effectRun) markUnknown(ctx context.Context, cause error) error {
 		return fmt.Errorf("%w: %w (marking it unknown failed: %v)", ErrOutcomeUnknown, cause, err)
 	}
 	er.unknown = true
-	if errors.Is(cause, ErrOutcomeUnknown) {
-		return cause
-	}
 	return fmt.Errorf("%w: %w", ErrOutcomeUnknown, cause)
 }
 
-// state reports whether an effect was begun, whether every begun effect
-// failed, and whether the record was marked UNKNOWN (or could not be).
-func (er *effectRun) state() (begun, allFailed, unknown bool) {
+// state returns the begun effects in the order they began, and whether
+// every one is settled and the record was not marked UNKNOWN (or could not
+// be).
+func (er *effectRun) state() (effs []registry.Effect, settled, unknown bool) {
 	er.mu.Lock()
 	defer er.mu.Unlock()
-	allFailed = len(er.results) > 0
-	for _, r := range er.results {
-		if r != registry.EffectFailed {
-			allFailed = false
+	settled = true
+	for _, name := range er.order {
+		e := er.effects[name]
+		effs = append(effs, e)
+		if e.Result == "" {
+			settled = false
 		}
 	}
-	return len(er.results) > 0, allFailed, er.unknown || er.fenced
+	return effs, settled, er.unknown || er.fenced
 }
 
 // executeEffects is execute for an effect-bearing operation: the handler
 // runs without a business transaction, with Effect available; the outcome
-// is then recorded by Complete (see the status policy above).
+// is then recorded by Complete (see the policy above).
 func (m *Middleware) executeEffects(w http.ResponseWriter, r *http.Request, next http.Handler, rec registry.Record, req Request, body []byte) {
 	op := &m.Operation
 	ctx, stop := m.executionContext(r, rec)
@@ -178,36 +188,89 @@ func (m *Middleware) executeEffects(w http.ResponseWriter, r *http.Request, next
 	defer m.Metrics.inflight(op.Name, -1)
 	rw := newRecorder(w, op.maxResponseBody())
 	e := &execution{rec: rec, caller: req.Identity, payload: req.Parts.Payload} // tx nil: Tx returns nil
-	er := &effectRun{store: m.Store, rec: rec, results: map[string]string{}}
+	er := &effectRun{store: m.Store, rec: rec, op: op.Effects, effects: map[string]registry.Effect{}}
 	perr := callHandler(next, rw, withBody(r.WithContext(withEffects(ctx, er)), e, body))
 	if perr != nil {
 		m.log().Error("handler panicked", "operation_id", rec.OperationID, "panic", perr)
 	}
-	begun, allFailed, unknown := er.state()
-	if unknown {
+	effs, settled, unknown := er.state()
+	switch {
+	case unknown:
+		if now, ok := m.settled(ctx, rec); ok {
+			m.replay(w, now) // fenced: a retry or the worker took over and settled it
+			return
+		}
 		m.refuseUnknown(w, rec)
+	case len(effs) > 0 && !settled:
+		m.markUnknown(ctx, w, rec, "an effect was begun but not settled")
+	case len(effs) > 0:
+		m.completeRendered(ctx, w, rec, effs)
+	default:
+		m.completeWithoutEffects(ctx, w, rw, rec, e, perr != nil)
+	}
+}
+
+// completeRendered records the outcome that the operation renders from
+// its settled effects and sends it.
+func (m *Middleware) completeRendered(ctx context.Context, w http.ResponseWriter, rec registry.Record, effs []registry.Effect) {
+	op := &m.Operation
+	rec.State = idem.StateExecuting // as BeginEffect left it
+	out, err := op.Effects.Render(rec, effs)
+	if err == nil && out.State != idem.StateSucceeded && out.State != idem.StateFailedFinal {
+		err = fmt.Errorf("rendered state %s: want %s or %s", out.State, idem.StateSucceeded, idem.StateFailedFinal)
+	}
+	if err == nil && (out.Response.Status < 200 || out.Response.Status > 499) {
+		err = fmt.Errorf("rendered status %d: only 200–499 is stored", out.Response.Status)
+	}
+	if err != nil {
+		m.log().Error("rendering the outcome failed", "operation", op.Name, "operation_id", rec.OperationID, "err", err)
+		m.markUnknown(ctx, w, rec, "the outcome could not be rendered")
 		return
 	}
+	done, err := m.Store.Complete(ctx, rec, func(context.Context, registry.Tx, registry.Record) (registry.Outcome, error) {
+		if err := failpoint.Hit(failpoint.BeforeCommit); err != nil {
+			return registry.Outcome{}, err
+		}
+		return out, nil
+	})
+	if err == nil {
+		err = failpoint.Hit(failpoint.AfterCommit) // the outcome is committed either way
+	}
+	if err != nil {
+		m.log().Error("recording the outcome failed after a downstream call", "operation", op.Name, "operation_id", rec.OperationID, "err", err)
+		if now, ok := m.settled(ctx, rec); ok {
+			m.replay(w, now)
+			return
+		}
+		m.markUnknown(ctx, w, rec, "the outcome could not be recorded after a downstream call")
+		return
+	}
+	m.Metrics.outcome(op.Name, "executed")
+	m.log().Info("operation executed", "operation", op.Name, "operation_id", done.OperationID, "state", done.State, "status", out.Response.Status)
+	m.writeStored(w, done, false)
+}
+
+// completeWithoutEffects records the response of an execution that began
+// no effect: 2xx as SUCCEEDED, a declared 4xx as REJECTED (refused after
+// acceptance, nothing happened), anything else releases the reservation.
+func (m *Middleware) completeWithoutEffects(ctx context.Context, w http.ResponseWriter, rw *recorder, rec registry.Record, e *execution, panicked bool) {
+	op := &m.Operation
 	status := rw.statusOrOK()
 	state := op.stateFor(status)
-	if state == "" && begun && allFailed {
-		state = idem.StateFailedFinal // provably nothing happened downstream
+	if state == idem.StateFailedFinal {
+		state = idem.StateRejected
 	}
 	var resp idem.Response
 	tooLarge := rw.overflow
-	if perr == nil && !tooLarge && state != "" {
+	if !panicked && !tooLarge && state != "" {
 		var err error
 		if resp, err = idem.NewResponse(status, rw.header, rw.body.Bytes(), rw.max); err != nil {
 			tooLarge = true
 		}
 	}
-	if perr != nil || tooLarge || state == "" {
-		if begun {
-			m.markUnknown(ctx, w, rec, "the handler's response is not storable after a downstream call")
-			return
-		}
+	if panicked || tooLarge || state == "" {
 		m.release(ctx, rec)
-		if tooLarge && perr == nil {
+		if tooLarge && !panicked {
 			m.refuse(w, CodeResponseTooLarge, "the response exceeds the size that can be stored for replay", "")
 			return
 		}
@@ -215,7 +278,7 @@ func (m *Middleware) executeEffects(w http.ResponseWriter, r *http.Request, next
 		rw.flushTo(w, http.Header{HeaderContract: {idem.ContractVersion}})
 		return
 	}
-	done, err := m.Store.Complete(ctx, rec, func(ctx context.Context, _ registry.Tx, _ registry.Record) (registry.Outcome, error) {
+	done, err := m.Store.Complete(ctx, rec, func(context.Context, registry.Tx, registry.Record) (registry.Outcome, error) {
 		if err := failpoint.Hit(failpoint.BeforeCommit); err != nil {
 			return registry.Outcome{}, err
 		}
@@ -223,24 +286,7 @@ func (m *Middleware) executeEffects(w http.ResponseWriter, r *http.Request, next
 		defer e.mu.Unlock()
 		return registry.Outcome{State: state, Response: resp, Outbox: e.outbox}, nil
 	})
-	if err == nil {
-		err = failpoint.Hit(failpoint.AfterCommit) // the outcome is committed either way
-	}
-	switch {
-	case err == nil:
-		m.Metrics.outcome(op.Name, "executed")
-		m.log().Info("operation executed", "operation", op.Name, "operation_id", done.OperationID, "state", done.State, "status", status)
-		rw.flushTo(w, http.Header{HeaderContract: {idem.ContractVersion}, HeaderOperation: {done.OperationID}})
-	case !begun:
-		m.afterFailedComplete(ctx, w, rec, err, true)
-	default:
-		m.log().Error("recording the outcome failed after a downstream call", "operation", op.Name, "operation_id", rec.OperationID, "err", err)
-		if now, ok := m.settled(ctx, rec); ok {
-			m.replay(w, now)
-			return
-		}
-		m.markUnknown(ctx, w, rec, "the outcome could not be recorded after a downstream call")
-	}
+	m.answer(ctx, w, rw, rec, done, err, true)
 }
 
 // markUnknown moves an EXECUTING record whose outcome cannot be stored to
@@ -250,6 +296,7 @@ func (m *Middleware) executeEffects(w http.ResponseWriter, r *http.Request, next
 func (m *Middleware) markUnknown(ctx context.Context, w http.ResponseWriter, rec registry.Record, why string) {
 	if _, err := m.Store.MarkUnknown(ctx, rec); err != nil {
 		m.log().Error("marking the operation unknown failed", "operation", m.Operation.Name, "operation_id", rec.OperationID, "why", why, "err", err)
+		w.Header().Set("Retry-After", "1")
 		m.refuse(w, idem.CodeStoreUnavailable, "the outcome could not be recorded", rec.OperationID)
 		return
 	}

@@ -76,8 +76,14 @@ func (m *Middleware) serveEnforce(w http.ResponseWriter, r *http.Request, next h
 		case d.Verdict == registry.Replay:
 			m.replay(w, rec)
 			return
-		case d.Verdict == registry.Unknown && m.Operation.Effects && m.Operation.ReplayUnknown:
-			m.settleByReplay(w, r, next, rec, req, body) // unknown_replay.go
+		case d.Verdict == registry.Unknown && m.Operation.Effects != nil:
+			m.settleUnknown(w, r, rec) // settle.go
+			return
+		case d.Verdict == registry.InProgress && leaseExpired(rec):
+			if mine, ok := m.takeOver(w, r, rec); ok { // settle.go
+				rec = mine
+				m.execute(w, r, next, rec, req, body)
+			}
 			return
 		case d.Wait:
 			rec, err = m.await(r.Context(), rec, req.Wait)
@@ -145,7 +151,7 @@ func (m *Middleware) reserve(ctx context.Context, c registry.Claim) (registry.Re
 // MaxDuration bounds it instead (executionContext).
 func (m *Middleware) execute(w http.ResponseWriter, r *http.Request, next http.Handler, rec registry.Record, req Request, body []byte) {
 	op := &m.Operation
-	if op.Effects {
+	if op.Effects != nil {
 		m.executeEffects(w, r, next, rec, req, body) // effect.go: no business transaction
 		return
 	}
@@ -277,16 +283,24 @@ func (m *Middleware) replay(w http.ResponseWriter, rec registry.Record) {
 		m.refuseRetired(w, rec)
 		return
 	}
-	resp := rec.Response
-	if resp == nil {
+	if rec.Response == nil {
 		m.refuse(w, idem.CodeStoreUnavailable, "the stored outcome is not available", "")
 		return
 	}
 	m.Metrics.outcome(m.Operation.Name, "replayed")
+	m.writeStored(w, rec, true)
+}
+
+// writeStored writes rec's stored response, which must not be nil, with
+// the contract and operation headers, marked as a replay when replayed.
+func (m *Middleware) writeStored(w http.ResponseWriter, rec registry.Record, replayed bool) {
+	resp := rec.Response
 	h := w.Header()
 	h.Set(HeaderContract, idem.ContractVersion)
 	h.Set(HeaderOperation, rec.OperationID)
-	h.Set(HeaderReplayed, "true")
+	if replayed {
+		h.Set(HeaderReplayed, "true")
+	}
 	if resp.MediaType != "" {
 		h.Set("Content-Type", resp.MediaType)
 	}
@@ -347,6 +361,9 @@ func (m *Middleware) refuseRetired(w http.ResponseWriter, rec registry.Record) {
 
 func (m *Middleware) refuse(w http.ResponseWriter, code idem.Code, detail, operationID string) {
 	m.Metrics.outcome(m.Operation.Name, outcomeLabel(code))
+	if code == idem.CodeStoreUnavailable && w.Header().Get("Retry-After") == "" {
+		w.Header().Set("Retry-After", "1")
+	}
 	if operationID != "" {
 		w.Header().Set(HeaderOperation, operationID)
 	}

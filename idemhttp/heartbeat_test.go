@@ -1,6 +1,7 @@
 package idemhttp_test
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"net/http/httptest"
@@ -9,9 +10,27 @@ import (
 	"time"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/effect"
 	"github.com/idemkit/idem/idemhttp"
 	"github.com/idemkit/idem/registry"
 )
+
+// idle is a Downstream that no handler calls: every answer is indefinite.
+type idle struct{}
+
+func (idle) Send(context.Context, string, []byte) effect.Answer {
+	return effect.Answer{Detail: "the idle downstream was called"}
+}
+
+func (idle) Lookup(context.Context, string) effect.Answer {
+	return effect.Answer{Detail: "the idle downstream was called"}
+}
+
+// idleEffects declares an effect-bearing operation whose handler calls no
+// effect: it runs without a business transaction.
+func idleEffects() *effect.Operation {
+	return &effect.Operation{Downstreams: map[string]effect.Downstream{"idle": idle{}}, Render: renderThing}
+}
 
 // TestHeartbeatOutlivesLease: an execution allowed to run longer than its
 // lease keeps the lease alive, so it finishes and commits even though it
@@ -24,7 +43,7 @@ func TestHeartbeatOutlivesLease(t *testing.T) {
 		release := make(chan struct{})
 		mw := &idemhttp.Middleware{
 			Store: store,
-			Operation: idemhttp.Operation{Name: "things.slow", APIRevision: "v1", Effects: true,
+			Operation: idemhttp.Operation{Name: "things.slow", APIRevision: "v1", Effects: idleEffects(),
 				Lease: lease, MaxDuration: time.Minute},
 			Identity: func(*http.Request) (idem.Identity, error) { return idem.Identity{Tenant: "t", Principal: "p"}, nil },
 		}

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/effect"
 	"github.com/idemkit/idem/registry"
 )
 
@@ -62,16 +63,6 @@ type Operation struct {
 	// may take over; unless MaxDuration is longer, it also bounds the
 	// handler's run time. 0 means registry.DefaultLease.
 	Lease time.Duration
-	// ReplayUnknown lets a retry with the same key and the same request
-	// settle an UNKNOWN effect-bearing operation by replaying it (SPEC E2,
-	// method b): the handler runs again and every Effect re-sends its call
-	// with the SAME downstream key, so a downstream system that honours
-	// the key returns its first result instead of acting twice; no new
-	// effect may start. If every replayed call answers, the outcome is
-	// recorded through Store.Reconcile (method "replay") and returned;
-	// otherwise the operation stays UNKNOWN (409 OUTCOME_UNKNOWN). Enable
-	// it only for downstream systems that honour idempotency keys.
-	ReplayUnknown bool
 	// MaxDuration bounds one execution of the handler; 0 means the lease.
 	// When it is longer than the lease, the middleware extends the lease
 	// while the handler runs (a heartbeat every third of the lease), so
@@ -90,13 +81,16 @@ type Operation struct {
 	// business transaction rolls back and the client gets 500
 	// RESPONSE_TOO_LARGE.
 	MaxResponseBody int
-	// Effects declares that the handler calls downstream systems through
-	// Effect (SPEC E1–E2). The handler then runs WITHOUT a business
-	// transaction — Tx returns nil — and the outcome (with the outbox
-	// messages the handler queued) is recorded afterwards; once an effect
-	// was begun the reservation is never released. See effect.go for the
-	// status policy. Effect works in enforce mode only.
-	Effects bool
+	// Effects, when set, declares that the handler calls downstream
+	// systems through Effect (SPEC E1–E2): the system of each effect and
+	// the rendering of the operation's result from the effects' answers.
+	// The handler then runs WITHOUT a business transaction — Tx returns
+	// nil — and, once an effect was begun, the stored outcome is the
+	// rendered one and the reservation is never released. A retry of an
+	// UNKNOWN operation settles it on evidence when it can (effect.Settle).
+	// See effect.go for the whole policy. Effect works in enforce mode
+	// only. nil: the operation has no effects outside the database.
+	Effects *effect.Operation
 	// OneTransaction runs a first execution in ONE database transaction
 	// (registry.Store.ExecuteOnce): the handler's writes, then the
 	// record, inserted already terminal with the response and the outbox
@@ -140,18 +134,20 @@ func (op *Operation) validate() error {
 	if op.MaxDuration < 0 || op.Lease < 0 {
 		return fmt.Errorf("idemhttp: operation %s: negative Lease or MaxDuration", op.Name)
 	}
-	if op.ReplayUnknown && !op.Effects {
-		return fmt.Errorf("idemhttp: operation %s: ReplayUnknown needs Effects", op.Name)
+	if op.Effects != nil {
+		if err := op.Effects.Validate(); err != nil {
+			return fmt.Errorf("idemhttp: operation %s: %w", op.Name, err)
+		}
 	}
 	switch op.Mode {
 	case "", Enforce, Shadow, Off:
 	default:
 		return fmt.Errorf("idemhttp: operation %s: unknown mode %q", op.Name, op.Mode)
 	}
-	if op.Effects && op.mode() != Enforce {
+	if op.Effects != nil && op.mode() != Enforce {
 		return fmt.Errorf("idemhttp: operation %s: Effects needs the enforce mode", op.Name)
 	}
-	if op.OneTransaction && op.Effects {
+	if op.OneTransaction && op.Effects != nil {
 		return fmt.Errorf("idemhttp: operation %s: OneTransaction cannot run Effects (they need the two-phase reservation)", op.Name)
 	}
 	if op.TombstoneTTL < 0 {

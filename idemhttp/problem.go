@@ -34,6 +34,18 @@ func WriteProblem(w http.ResponseWriter, code idem.Code, detail string) {
 // of a service's own, set it); Type is always "about:blank", since the
 // code member carries the meaning; an empty Title is the status text.
 func (p Problem) Write(w http.ResponseWriter) {
+	status, body := p.Marshal()
+	h := w.Header()
+	h.Set("Content-Type", "application/problem+json")
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	h.Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	w.Write(body)
+}
+
+// Marshal returns the status and the JSON body Write sends, for a
+// response built without a ResponseWriter (a rendered outcome).
+func (p Problem) Marshal() (status int, body []byte) {
 	if p.Status == 0 {
 		p.Status = statusOf(p.Code)
 	}
@@ -41,13 +53,8 @@ func (p Problem) Write(w http.ResponseWriter) {
 	if p.Title == "" {
 		p.Title = http.StatusText(p.Status)
 	}
-	body, _ := json.Marshal(p)
-	h := w.Header()
-	h.Set("Content-Type", "application/problem+json")
-	h.Set("Content-Length", strconv.Itoa(len(body)))
-	h.Set("Cache-Control", "no-store")
-	w.WriteHeader(p.Status)
-	w.Write(body)
+	body, _ = json.Marshal(p)
+	return p.Status, body
 }
 
 func statusOf(c idem.Code) int {

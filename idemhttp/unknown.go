@@ -19,6 +19,10 @@ var (
 		"Operations whose outcome is UNKNOWN and awaits reconciliation (saturates at 10000).", nil, nil)
 	unknownAgeDesc = prometheus.NewDesc("idem_unknown_oldest_age_seconds",
 		"Age of the oldest UNKNOWN operation, 0 when there is none.", nil, nil)
+	unknownByOpDesc = prometheus.NewDesc("idem_unknown_by_operation",
+		"UNKNOWN operations by operation name (only names that have some; saturates with idem_unknown_operations).", []string{"operation"}, nil)
+	unknownAgeByOpDesc = prometheus.NewDesc("idem_unknown_oldest_age_by_operation_seconds",
+		"Age of the oldest UNKNOWN operation of each operation name that has some.", []string{"operation"}, nil)
 )
 
 // unknownCollector reads the registry's UNKNOWN operations at scrape time,
@@ -29,9 +33,11 @@ type unknownCollector struct {
 }
 
 // NewUnknownCollector returns a collector of idem_unknown_operations and
-// idem_unknown_oldest_age_seconds for store (O1). Each scrape runs one
-// query, bounded by two seconds; a failed query fails the scrape's two
-// metrics instead of reporting zero.
+// idem_unknown_oldest_age_seconds for store (O1), and of the same two by
+// operation name (idem_unknown_by_operation{operation},
+// idem_unknown_oldest_age_by_operation_seconds{operation}). Each scrape
+// runs one query, bounded by two seconds; a failed query fails the
+// scrape's totals instead of reporting zero.
 func NewUnknownCollector(store registry.Store) prometheus.Collector {
 	return &unknownCollector{store: store, now: time.Now}
 }
@@ -39,6 +45,8 @@ func NewUnknownCollector(store registry.Store) prometheus.Collector {
 func (c *unknownCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- unknownCountDesc
 	ch <- unknownAgeDesc
+	ch <- unknownByOpDesc
+	ch <- unknownAgeByOpDesc
 }
 
 func (c *unknownCollector) Collect(ch chan<- prometheus.Metric) {
@@ -56,4 +64,15 @@ func (c *unknownCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(unknownCountDesc, prometheus.GaugeValue, float64(len(recs)))
 	ch <- prometheus.MustNewConstMetric(unknownAgeDesc, prometheus.GaugeValue, age)
+	count, oldest := map[string]int{}, map[string]float64{}
+	for _, r := range recs { // oldest first: the first of each name is its oldest
+		if count[r.Operation] == 0 {
+			oldest[r.Operation] = max(0, c.now().Sub(r.CreatedAt).Seconds())
+		}
+		count[r.Operation]++
+	}
+	for op, n := range count {
+		ch <- prometheus.MustNewConstMetric(unknownByOpDesc, prometheus.GaugeValue, float64(n), op)
+		ch <- prometheus.MustNewConstMetric(unknownAgeByOpDesc, prometheus.GaugeValue, oldest[op], op)
+	}
 }

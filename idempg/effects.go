@@ -6,6 +6,7 @@ import (
 	"embed"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -40,7 +41,7 @@ var _ registry.EffectStore = (*Store)(nil)
 // retry reserve anew under a new operation ID, and so a new downstream key:
 // a second effect. Once BeginEffect returned, the operation, its EXECUTING
 // state and its key survive any crash.
-func (s *Store) BeginEffect(ctx context.Context, rec registry.Record, name string) (registry.Effect, error) {
+func (s *Store) BeginEffect(ctx context.Context, rec registry.Record, name string, request []byte) (registry.Effect, error) {
 	if name == "" {
 		return registry.Effect{}, errors.New("idempg: begin effect: empty effect name")
 	}
@@ -60,7 +61,7 @@ func (s *Store) BeginEffect(ctx context.Context, rec registry.Record, name strin
 			return translate(err)
 		}
 		eff, err = scanEffect(tx.QueryRow(ctx, effectQueries.Get("EffectUpsert"),
-			rec.OperationID, name, registry.DownstreamKey(rec.OperationID, name), rec.OwnerGen, now))
+			rec.OperationID, name, registry.DownstreamKey(rec.OperationID, name), rec.OwnerGen, now, request))
 		return translate(err)
 	})
 	if err != nil {
@@ -72,14 +73,14 @@ func (s *Store) BeginEffect(ctx context.Context, rec registry.Record, name strin
 // RecordEffect stores the handle and result of an attempt; see
 // registry.EffectStore. One statement, which share-locks the record while
 // it checks the fence. ctx governs the statement.
-func (s *Store) RecordEffect(ctx context.Context, rec registry.Record, name, handle, result string) error {
+func (s *Store) RecordEffect(ctx context.Context, rec registry.Record, name, handle, result string, answer []byte) error {
 	if result != "" && result != registry.EffectSucceeded && result != registry.EffectFailed {
 		return fmt.Errorf("idempg: record effect: result %q: want %q, %q or empty",
 			result, registry.EffectSucceeded, registry.EffectFailed)
 	}
 	now, _ := s.clock()
 	tag, err := s.pool.Exec(ctx, effectQueries.Get("EffectRecord"),
-		rec.Scope[:], rec.OperationID, rec.OwnerGen, name, handle, result, now)
+		rec.Scope[:], rec.OperationID, rec.OwnerGen, name, handle, result, now, answer)
 	if err != nil {
 		return fmt.Errorf("idempg: record effect: %w", translate(err))
 	}
@@ -137,12 +138,13 @@ func (s *Store) Reconcile(ctx context.Context, operationID string, r registry.Re
 	now, _ := s.clock()
 	resp := r.Response
 	digest := resp.Digest()
+	ids, topics, payloads := outboxArgs(operationID, r.Outbox)
 	var out registry.Record
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		var logID int64
 		err := tx.QueryRow(ctx, effectQueries.Get("Reconcile"), operationID, string(r.Outcome),
 			resp.Status, resp.MediaType, resp.Location, resp.ETag, nonNil(resp.Body), digest[:],
-			r.Method, r.Actor, r.Evidence, now).Scan(&logID)
+			r.Method, r.Actor, r.Evidence, now, ids, topics, payloads).Scan(&logID)
 		if errors.Is(err, pgx.ErrNoRows) {
 			// Not UNKNOWN, or no such record: tell the two apart.
 			var exists bool
@@ -207,7 +209,12 @@ func (s *Store) ListOperations(ctx context.Context, f registry.ListFilter) ([]re
 			query = "ListUnknownOperationIDs"
 		}
 	}
-	recs, err := s.recordsByIDs(ctx, effectQueries.Get(query), state, micros(f.OlderThan), now, f.LimitOrDefault())
+	var afterAt *time.Time
+	var afterID *string
+	if f.After.OperationID != "" {
+		afterAt, afterID = &f.After.CreatedAt, &f.After.OperationID
+	}
+	recs, err := s.recordsByIDs(ctx, effectQueries.Get(query), state, micros(f.OlderThan), now, f.LimitOrDefault(), afterAt, afterID)
 	if err != nil {
 		return nil, fmt.Errorf("idempg: list operations: %w", translate(err))
 	}
@@ -221,7 +228,7 @@ func scanEffect(row pgx.Row) (registry.Effect, error) {
 		handle, result *string
 	)
 	if err := row.Scan(&e.OperationID, &e.Name, &e.DownstreamKey, &e.OwnerGen, &handle, &result,
-		&e.CreatedAt, &e.UpdatedAt); err != nil {
+		&e.CreatedAt, &e.UpdatedAt, &e.Request, &e.Answer); err != nil {
 		return registry.Effect{}, err
 	}
 	e.Handle, e.Result = deref(handle), deref(result)

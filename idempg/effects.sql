@@ -30,22 +30,23 @@ WHERE o.scope = $1 AND o.operation_id = $2 AND o.owner_gen = $3
 RETURNING o.operation_id;
 
 -- name: EffectUpsert
--- $1 operation_id, $2 name, $3 downstream key, $4 owner_gen, $5 now.
--- Inserts the attempt with an empty handle, or keeps the existing one —
--- its key, handle and result untouched — and hands it to generation $4.
+-- $1 operation_id, $2 name, $3 downstream key, $4 owner_gen, $5 now,
+-- $6 request. Inserts the attempt with the request and an empty handle, or
+-- keeps the existing one — its key, request, handle and result untouched —
+-- and hands it to generation $4.
 WITH clock AS (SELECT coalesce($5::timestamptz, statement_timestamp()) AS t)
 INSERT INTO idem_effects AS e (operation_id, name, downstream_key, owner_gen, handle, result,
-                               created_at, updated_at)
-SELECT $1::text, $2::text, $3::text, $4::bigint, NULL, NULL, t, t
+                               created_at, updated_at, request)
+SELECT $1::text, $2::text, $3::text, $4::bigint, NULL, NULL, t, t, $6::bytea
 FROM clock
 ON CONFLICT (operation_id, name) DO UPDATE
 SET owner_gen = EXCLUDED.owner_gen, updated_at = EXCLUDED.updated_at
 RETURNING e.operation_id, e.name, e.downstream_key, e.owner_gen, e.handle, e.result,
-          e.created_at, e.updated_at;
+          e.created_at, e.updated_at, e.request, e.answer;
 
 -- name: EffectRecord
 -- $1 scope, $2 operation_id, $3 owner_gen, $4 name, $5 handle, $6 result
--- ('' keeps the stored value), $7 now. The attempt passes to generation
+-- ('' keeps the stored value), $7 now, $8 answer (NULL keeps it). The attempt passes to generation
 -- $3 (the trigger refuses a lower one). The fence CTE share-locks the
 -- record (so a concurrent takeover either commits first, and the fence
 -- then re-reads the new generation and fails, or waits for this one).
@@ -59,12 +60,14 @@ fence AS (
 UPDATE idem_effects e
 SET handle = coalesce(nullif($5::text, ''), e.handle),
     result = coalesce(nullif($6::text, ''), e.result),
+    answer = coalesce($8::bytea, e.answer),
     owner_gen = $3::bigint, updated_at = clock.t
 FROM clock, fence
 WHERE e.operation_id = $2 AND e.name = $4;
 
 -- name: Effects
-SELECT operation_id, name, downstream_key, owner_gen, handle, result, created_at, updated_at
+SELECT operation_id, name, downstream_key, owner_gen, handle, result, created_at, updated_at,
+       request, answer
 FROM idem_effects
 WHERE operation_id = $1
 ORDER BY created_at, name;
@@ -81,8 +84,9 @@ RETURNING o.operation_id;
 -- name: Reconcile
 -- $1 operation_id, $2 outcome, $3 status, $4 media type, $5 location,
 -- $6 etag, $7 body, $8 digest, $9 method, $10 actor, $11 evidence,
--- $12 now. The compare-and-set UNKNOWN → outcome and the log row in one
--- statement; the log row is inserted only if the update matched. Racing
+-- $12 now, $13 message IDs, $14 topics, $15 payloads. The compare-and-set
+-- UNKNOWN → outcome, the outbox rows and the log row in one statement; the
+-- outbox and log rows are inserted only if the update matched. Racing
 -- calls wait for the row lock and then find the record no longer UNKNOWN.
 WITH clock AS (SELECT coalesce($12::timestamptz, statement_timestamp()) AS t),
 upd AS (
@@ -93,6 +97,13 @@ upd AS (
     FROM clock
     WHERE o.operation_id = $1 AND o.state = 'UNKNOWN'
     RETURNING o.operation_id
+),
+outbox AS (
+    INSERT INTO idem_outbox (message_id, operation_id, topic, payload, created_at)
+    SELECT m.id, $1::text, m.topic, m.payload, clock.t
+    FROM unnest($13::text[], $14::text[], $15::bytea[]) WITH ORDINALITY AS m(id, topic, payload, n), clock
+    WHERE EXISTS (SELECT 1 FROM upd)
+    ORDER BY m.n
 )
 INSERT INTO idem_reconciliations (operation_id, outcome, method, actor, evidence, created_at)
 SELECT upd.operation_id, $2::text, $9::text, $10::text, $11::text, clock.t
@@ -110,12 +121,14 @@ ORDER BY id;
 
 -- name: ListOperationIDs
 -- $1 state or NULL for any, $2 minimum age µs (0: any age), $3 now,
--- $4 limit.
+-- $4 limit, $5 and $6 the created_at and operation ID to list after
+-- (NULL: from the start).
 WITH clock AS (SELECT coalesce($3::timestamptz, statement_timestamp()) AS t)
 SELECT o.operation_id
 FROM idem_operations o, clock
 WHERE ($1::text IS NULL OR o.state = $1::text)
   AND ($2::bigint <= 0 OR o.created_at <= clock.t - $2::bigint * interval '1 microsecond')
+  AND ($6::text IS NULL OR (o.created_at, o.operation_id) > ($5::timestamptz, $6::text))
 ORDER BY o.created_at, o.operation_id
 LIMIT $4;
 
@@ -128,5 +141,6 @@ SELECT o.operation_id
 FROM idem_operations o, clock
 WHERE o.state = 'UNKNOWN' AND $1::text = 'UNKNOWN'
   AND ($2::bigint <= 0 OR o.created_at <= clock.t - $2::bigint * interval '1 microsecond')
+  AND ($6::text IS NULL OR (o.created_at, o.operation_id) > ($5::timestamptz, $6::text))
 ORDER BY o.created_at, o.operation_id
 LIMIT $4;

@@ -34,7 +34,7 @@ func TestEffectDurableRaisesOnlyWeakSettings(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, err := ts.BeginEffect(ctx, rec, "transfer"); err != nil {
+			if _, err := ts.BeginEffect(ctx, rec, "transfer", nil); err != nil {
 				t.Fatalf("BeginEffect: %v", err)
 			}
 			if err := ts.Pool().QueryRow(ctx, `SHOW synchronous_commit`).Scan(&got); err != nil || got != c.session {

@@ -3,6 +3,9 @@
 -- meaning database time, read once per statement.
 
 -- name: ExpiredLeaseIDs
+-- EXECUTING records only (an effect outside the database may have begun):
+-- an expired RESERVED record is continued by the client's retry
+-- (registry.LeaseScanner). The redundant IN keeps the partial index usable.
 -- $1 now, $2 limit. The literal states match the partial index
 -- idem_operations_lease (migration 001), which serves the range scan on
 -- lease_until under a generic plan too. A plain read: the caller's
@@ -10,7 +13,7 @@
 WITH clock AS (SELECT coalesce($1::timestamptz, statement_timestamp()) AS t)
 SELECT o.operation_id
 FROM idem_operations o, clock
-WHERE o.state IN ('RESERVED', 'EXECUTING') AND o.lease_until <= clock.t
+WHERE o.state IN ('RESERVED', 'EXECUTING') AND o.state = 'EXECUTING' AND o.lease_until <= clock.t
 ORDER BY o.lease_until, o.operation_id
 LIMIT $2;
 

@@ -35,7 +35,7 @@ var _ registry.EffectStore = (*Store)(nil)
 // that follows can never be repeated under another key after a crash.
 // (With OpenDB the durability is the caller's database's.) ctx governs
 // the call.
-func (s *Store) BeginEffect(ctx context.Context, rec registry.Record, name string) (registry.Effect, error) {
+func (s *Store) BeginEffect(ctx context.Context, rec registry.Record, name string, request []byte) (registry.Effect, error) {
 	if name == "" {
 		return registry.Effect{}, errors.New("idemsqlite: begin effect: empty effect name")
 	}
@@ -51,7 +51,7 @@ func (s *Store) BeginEffect(ctx context.Context, rec registry.Record, name strin
 			return err
 		}
 		eff, err = scanEffect(tx.QueryRowContext(ctx, effectQueries.Get("EffectUpsert"),
-			now, rec.OperationID, name, registry.DownstreamKey(rec.OperationID, name), rec.OwnerGen))
+			now, rec.OperationID, name, registry.DownstreamKey(rec.OperationID, name), rec.OwnerGen, request))
 		return err
 	})
 	return eff, err
@@ -59,14 +59,14 @@ func (s *Store) BeginEffect(ctx context.Context, rec registry.Record, name strin
 
 // RecordEffect stores the handle and result of an attempt; see
 // registry.EffectStore. ctx governs the call.
-func (s *Store) RecordEffect(ctx context.Context, rec registry.Record, name, handle, result string) error {
+func (s *Store) RecordEffect(ctx context.Context, rec registry.Record, name, handle, result string, answer []byte) error {
 	if result != "" && result != registry.EffectSucceeded && result != registry.EffectFailed {
 		return fmt.Errorf("idemsqlite: record effect: result %q: want %q, %q or empty",
 			result, registry.EffectSucceeded, registry.EffectFailed)
 	}
 	return s.writeTx(ctx, "record effect", func(tx *sql.Tx, now any) error {
 		res, err := tx.ExecContext(ctx, effectQueries.Get("EffectRecord"),
-			now, rec.Scope[:], rec.OperationID, rec.OwnerGen, name, handle, result)
+			now, rec.Scope[:], rec.OperationID, rec.OwnerGen, name, handle, result, answer)
 		if err != nil {
 			return err
 		}
@@ -166,6 +166,12 @@ func (s *Store) Reconcile(ctx context.Context, operationID string, r registry.Re
 		// The log row gets the record's updated_at, so both say the same
 		// instant even on database time.
 		at = out.UpdatedAt.UnixMicro()
+		for i, m := range r.Outbox {
+			if _, err := s.txStmt(ctx, tx, "InsertOutbox").ExecContext(ctx, at,
+				registry.MessageID(operationID, i), operationID, m.Topic, m.Payload); err != nil {
+				return err
+			}
+		}
 		var logID int64
 		return tx.QueryRowContext(ctx, effectQueries.Get("ReconcileLog"), at, operationID, string(r.Outcome),
 			r.Method, r.Actor, r.Evidence).Scan(&logID)
@@ -224,7 +230,11 @@ func (s *Store) ListOperations(ctx context.Context, f registry.ListFilter) ([]re
 			query = "ListUnknownOperationIDs"
 		}
 	}
-	recs, err := s.recordsByIDs(ctx, effectQueries.Get(query), s.nowParam(), state, f.OlderThan.Microseconds(), f.LimitOrDefault())
+	afterAt, afterID := any(nil), any(nil)
+	if f.After.OperationID != "" {
+		afterAt, afterID = f.After.CreatedAt.UnixMicro(), f.After.OperationID
+	}
+	recs, err := s.recordsByIDs(ctx, effectQueries.Get(query), s.nowParam(), state, f.OlderThan.Microseconds(), f.LimitOrDefault(), afterAt, afterID)
 	if err != nil {
 		return nil, s.fail("list operations", err)
 	}
@@ -239,7 +249,7 @@ func scanEffect(row scanner) (registry.Effect, error) {
 		created, updated int64
 	)
 	if err := row.Scan(&e.OperationID, &e.Name, &e.DownstreamKey, &e.OwnerGen, &handle, &result,
-		&created, &updated); err != nil {
+		&created, &updated, &e.Request, &e.Answer); err != nil {
 		return registry.Effect{}, err
 	}
 	e.Handle, e.Result = handle.String, result.String

@@ -20,27 +20,29 @@ WHERE scope = $2 AND operation_id = $3 AND owner_gen = $4 AND state IN ('RESERVE
 RETURNING operation_id;
 
 -- name: EffectUpsert
--- $2 operation_id, $3 name, $4 downstream key, $5 owner_gen. Inserts the
--- attempt with an empty handle, or keeps the existing one — its key,
--- handle and result untouched — and hands it to generation $5. (WHERE
+-- $2 operation_id, $3 name, $4 downstream key, $5 owner_gen, $6 request.
+-- Inserts the attempt with the request and an empty handle, or keeps the
+-- existing one — its key, request, handle and result untouched — and
+-- hands it to generation $5. (WHERE
 -- true keeps SQLite from reading ON CONFLICT as a join constraint.)
 WITH clock(now) AS (SELECT coalesce($1, CAST(round(unixepoch('subsec') * 1000000) AS INTEGER)))
 INSERT INTO idem_effects (operation_id, name, downstream_key, owner_gen, handle, result,
-                          created_at, updated_at)
-SELECT $2, $3, $4, $5, NULL, NULL, now, now FROM clock WHERE true
+                          created_at, updated_at, request)
+SELECT $2, $3, $4, $5, NULL, NULL, now, now, $6 FROM clock WHERE true
 ON CONFLICT (operation_id, name) DO UPDATE
 SET owner_gen = excluded.owner_gen, updated_at = excluded.updated_at
-RETURNING operation_id, name, downstream_key, owner_gen, handle, result, created_at, updated_at;
+RETURNING operation_id, name, downstream_key, owner_gen, handle, result, created_at, updated_at,
+          request, answer;
 
 -- name: EffectRecord
 -- $2 scope, $3 operation_id, $4 owner_gen, $5 name, $6 handle, $7 result
--- ('' keeps the stored value). The attempt passes to generation $4 (the
+-- ('' keeps the stored value), $8 answer (NULL keeps it). The attempt passes to generation $4 (the
 -- trigger refuses a lower one). Run in a write transaction: SQLite's
 -- single writer keeps the fenced record from changing meanwhile.
 WITH clock(now) AS (SELECT coalesce($1, CAST(round(unixepoch('subsec') * 1000000) AS INTEGER)))
 UPDATE idem_effects
 SET handle = coalesce(nullif($6, ''), handle), result = coalesce(nullif($7, ''), result),
-    owner_gen = $4, updated_at = clock.now
+    answer = coalesce($8, answer), owner_gen = $4, updated_at = clock.now
 FROM clock
 WHERE operation_id = $3 AND name = $5
   AND EXISTS (SELECT 1 FROM idem_operations AS o
@@ -48,7 +50,8 @@ WHERE operation_id = $3 AND name = $5
                 AND o.state IN ('EXECUTING', 'UNKNOWN'));
 
 -- name: Effects
-SELECT operation_id, name, downstream_key, owner_gen, handle, result, created_at, updated_at
+SELECT operation_id, name, downstream_key, owner_gen, handle, result, created_at, updated_at,
+       request, answer
 FROM idem_effects
 WHERE operation_id = $1
 ORDER BY created_at, name;
@@ -91,11 +94,14 @@ WHERE operation_id = $1
 ORDER BY id;
 
 -- name: ListOperationIDs
--- $2 state or NULL for any, $3 minimum age µs (0: any age), $4 limit.
+-- $2 state or NULL for any, $3 minimum age µs (0: any age), $4 limit,
+-- $5 and $6 the created_at and operation ID to list after (NULL: from the
+-- start).
 WITH clock(now) AS (SELECT coalesce($1, CAST(round(unixepoch('subsec') * 1000000) AS INTEGER)))
 SELECT o.operation_id
 FROM idem_operations AS o, clock AS c
 WHERE ($2 IS NULL OR o.state = $2) AND ($3 <= 0 OR o.created_at <= c.now - $3)
+  AND ($6 IS NULL OR (o.created_at, o.operation_id) > ($5, $6))
 ORDER BY o.created_at, o.operation_id
 LIMIT $4;
 
@@ -107,5 +113,6 @@ SELECT o.operation_id
 FROM idem_operations AS o, clock AS c
 WHERE o.state = 'UNKNOWN' AND ($2 IS NULL OR $2 = 'UNKNOWN')
   AND ($3 <= 0 OR o.created_at <= c.now - $3)
+  AND ($6 IS NULL OR (o.created_at, o.operation_id) > ($5, $6))
 ORDER BY o.created_at, o.operation_id
 LIMIT $4;

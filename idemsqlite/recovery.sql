@@ -3,13 +3,16 @@
 -- database time); times are INTEGER microseconds.
 
 -- name: ExpiredLeaseIDs
+-- EXECUTING records only (an effect outside the database may have begun):
+-- an expired RESERVED record is continued by the client's retry
+-- (registry.LeaseScanner). The redundant IN keeps the partial index usable.
 -- $1 now, $2 limit. The literal states match the partial index
 -- idem_operations_lease (migration 001). A plain read: the caller's
 -- TakeOver (compare-and-set) decides which worker gets each record.
 WITH clock(now) AS (SELECT coalesce($1, CAST(round(unixepoch('subsec') * 1000000) AS INTEGER)))
 SELECT o.operation_id
 FROM idem_operations AS o, clock AS c
-WHERE o.state IN ('RESERVED', 'EXECUTING') AND o.lease_until <= c.now
+WHERE o.state IN ('RESERVED', 'EXECUTING') AND o.state = 'EXECUTING' AND o.lease_until <= c.now
 ORDER BY o.lease_until, o.operation_id
 LIMIT $2;
 

@@ -43,7 +43,6 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -51,6 +50,7 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/canon"
+	"github.com/idemkit/idem/effect"
 	"github.com/idemkit/idem/idemhttp"
 	"github.com/idemkit/idem/internal/sqlfile"
 	"github.com/idemkit/idem/registry"
@@ -138,6 +138,8 @@ type Service struct {
 	log   *slog.Logger
 	mux   *http.ServeMux
 	epoch int64 // the writer epoch of every claim
+	// effects of the operations that have any (Effects), by name.
+	effects effect.Set
 }
 
 // New creates the business tables if they do not exist (the registry's own
@@ -192,14 +194,12 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 	reg.MustRegister(idemhttp.NewUnknownCollector(cfg.Store))
 	s.mux.Handle("POST /v1/payments", create.Handler(http.HandlerFunc(s.create)))
 	if cfg.Provider != "" {
-		t := &transfers{s: s, baseURL: strings.TrimSuffix(cfg.Provider, "/"),
-			client: &http.Client{Timeout: cmp.Or(cfg.ProviderTimeout, DefaultProviderTimeout)}}
 		transfer := *create // same store, identity, admission, epoch and metrics
 		transfer.Operation.Name = OperationTransfer
-		transfer.Operation.Effects = true
+		transfer.Operation.Effects = TransferEffects(cfg.Provider, cfg.ProviderTimeout)
 		transfer.Operation.OneTransaction = false // effects need the reservation first
-		transfer.Operation.ReplayUnknown = true   // the provider honours the downstream key
-		s.mux.Handle("POST /v1/transfers", transfer.Handler(http.HandlerFunc(t.create)))
+		s.effects = effect.Set{OperationTransfer: transfer.Operation.Effects}
+		s.mux.Handle("POST /v1/transfers", transfer.Handler(http.HandlerFunc(s.createTransfer)))
 	}
 	s.mux.HandleFunc("GET /v1/payments", s.authenticated(s.list))
 	s.mux.HandleFunc("GET /v1/payments/{id}", s.authenticated(s.get))

@@ -117,6 +117,7 @@ func TestTransfers(t *testing.T) {
 		"Hang":             testTransferHang,
 		"SettleByReplay":   testTransferSettleByReplay,
 		"Fail":             testTransferFail,
+		"Finding1":         testTransferFinding1,
 		"AmountLimit":      testTransferLimit,
 		"NoProvider":       testTransferNoProvider,
 	}
@@ -199,35 +200,51 @@ func testTransferConcurrent(t *testing.T, dsn func(*testing.T) string) {
 	}
 }
 
+// testTransferHang: the provider executes the transfer and withholds its
+// answer; the client's call times out. Nothing is stored but UNKNOWN (409
+// OUTCOME_UNKNOWN with the monitor Link). The retry asks the provider
+// about the downstream key, finds the execution, and replays the
+// transfer's own 201: the provider executed once in all.
 func testTransferHang(t *testing.T, dsn func(*testing.T) string) {
 	b := newTrBench(t, dsn(t), 300*time.Millisecond, true)
 	if err := b.prov.SetMode(provider.ModeHang); err != nil {
 		t.Fatal(err)
 	}
-	for i := range 2 {
-		a := b.post(t, "k1", trBody)
-		op := a.header.Get("Idempotency-Operation")
-		if a.status != http.StatusConflict || a.code() != idem.CodeOutcomeUnknown || op == "" ||
-			a.header.Get("Link") != "</v1/operations/"+op+`>; rel="monitor"` {
-			t.Fatalf("attempt %d: %d %v %s", i, a.status, a.header, a.body)
-		}
-		if n := b.prov.Executed(); n != 1 {
-			t.Errorf("attempt %d: provider executed %d, want 1", i, n)
-		}
-		recs := b.records(t, idem.StateUnknown)
-		if len(recs) != 1 || recs[0].OperationID != op {
-			t.Fatalf("unknown records %+v", recs)
-		}
-		effs := b.effects(t, op)
-		if len(effs) != 1 || effs[0].DownstreamKey != registry.DownstreamKey(op, EffectTransfer) || effs[0].Result != "" {
-			t.Errorf("effects %+v", effs)
-		}
+	a := b.post(t, "k1", trBody)
+	op := a.header.Get("Idempotency-Operation")
+	if a.status != http.StatusConflict || a.code() != idem.CodeOutcomeUnknown || op == "" ||
+		a.header.Get("Link") != "</v1/operations/"+op+`>; rel="monitor"` || a.header.Get("Retry-After") == "" {
+		t.Fatalf("first attempt: %d %v %s", a.status, a.header, a.body)
 	}
-	// The retry settles by replay (ReplayUnknown): it re-sent the call with
-	// the same downstream key, which the provider held too and never
-	// executed twice; the operation stays UNKNOWN.
+	if recs := b.records(t, idem.StateUnknown); len(recs) != 1 || recs[0].OperationID != op {
+		t.Fatalf("unknown records %+v", recs)
+	}
+	effs := b.effects(t, op)
+	if len(effs) != 1 || effs[0].DownstreamKey != registry.DownstreamKey(op, EffectTransfer) || effs[0].Result != "" ||
+		!bytes.Contains(effs[0].Request, []byte(`"reference":"`+op+`"`)) {
+		t.Errorf("effects %+v", effs)
+	}
+	settled := b.post(t, "k1", trBody)
+	var tr Transfer
+	if settled.status != http.StatusCreated || settled.header.Get("Idempotency-Operation") != op ||
+		settled.header.Get("Location") != "/v1/transfers/"+TransferID(op) || json.Unmarshal(settled.body, &tr) != nil ||
+		tr.ID != TransferID(op) || tr.Amount != "12.50" || !strings.HasPrefix(tr.ProviderTransfer, "tr_") {
+		t.Fatalf("retry: %d %v %s", settled.status, settled.header, settled.body)
+	}
+	if n := b.prov.Executed(); n != 1 {
+		t.Errorf("provider executed %d, want 1", n)
+	}
+	logs, err := b.store.Reconciliations(context.Background(), op)
+	if err != nil || len(logs) != 1 || logs[0].Method != registry.ReconcileProvider || logs[0].Actor != "client retry" {
+		t.Errorf("reconciliation log %+v, %v; want one entry by lookup", logs, err)
+	}
 }
 
+// testTransferFailThenRecover: the provider answers 503 PROVIDER_FAILURE
+// to a new key. A 5xx is no evidence: the transfer is UNKNOWN (409), never
+// a stored failure. Once the provider works, the retry's lookup finds
+// nothing, so it re-sends the same request with the same key; the provider
+// executes it now, once.
 func testTransferFail(t *testing.T, dsn func(*testing.T) string) {
 	b := newTrBench(t, dsn(t), 0, true)
 	if err := b.prov.SetMode(provider.ModeFail); err != nil {
@@ -235,28 +252,61 @@ func testTransferFail(t *testing.T, dsn func(*testing.T) string) {
 	}
 	first := b.post(t, "k1", trBody)
 	op := first.header.Get("Idempotency-Operation")
-	if first.status != http.StatusBadGateway || first.code() != CodeDownstreamFailed || op == "" {
+	if first.status != http.StatusConflict || first.code() != idem.CodeOutcomeUnknown || op == "" {
 		t.Fatalf("fail mode: %d %v %s", first.status, first.header, first.body)
 	}
-	// Stored as FAILED_FINAL (every begun effect failed) and replayed,
-	// even once the provider works again.
+	// Still failing: still UNKNOWN, nothing stored.
+	if again := b.post(t, "k1", trBody); again.status != http.StatusConflict || again.code() != idem.CodeOutcomeUnknown {
+		t.Errorf("retry while failing: %d %s", again.status, again.body)
+	}
+	if recs := b.records(t, idem.StateUnknown); len(recs) != 1 || recs[0].OperationID != op || recs[0].Response != nil {
+		t.Errorf("unknown records %+v", recs)
+	}
 	b.prov.SetMode(provider.ModeOK)
-	again := b.post(t, "k1", trBody)
-	if again.status != http.StatusBadGateway || !bytes.Equal(again.body, first.body) || again.header.Get("Idempotent-Replayed") != "true" {
-		t.Errorf("replay: %d %v %s", again.status, again.header, again.body)
+	settled := b.post(t, "k1", trBody)
+	if settled.status != http.StatusCreated || settled.header.Get("Idempotency-Operation") != op {
+		t.Fatalf("retry after recovery: %d %v %s", settled.status, settled.header, settled.body)
 	}
-	if n := b.prov.Executed(); n != 0 {
-		t.Errorf("provider executed %d, want 0", n)
+	if n := b.prov.Executed(); n != 1 {
+		t.Errorf("provider executed %d, want 1", n)
 	}
-	if recs := b.records(t, idem.StateFailedFinal); len(recs) != 1 || recs[0].OperationID != op {
-		t.Errorf("failed records %+v", recs)
+	logs, err := b.store.Reconciliations(context.Background(), op)
+	if err != nil || len(logs) != 1 || logs[0].Method != registry.ReconcileReplay {
+		t.Errorf("reconciliation log %+v, %v; want one entry by re-send", logs, err)
 	}
-	if effs := b.effects(t, op); len(effs) != 1 || effs[0].Result != registry.EffectFailed {
+	if effs := b.effects(t, op); len(effs) != 1 || effs[0].Result != registry.EffectSucceeded || effs[0].Answer == nil {
 		t.Errorf("effects %+v", effs)
 	}
-	// A new key is a new operation with a new downstream key.
-	if a := b.post(t, "k2", trBody); a.status != http.StatusCreated || b.prov.Executed() != 1 {
-		t.Errorf("new key: %d %s, executed %d", a.status, a.body, b.prov.Executed())
+}
+
+// testTransferFinding1: the provider executes and hangs (409 UNKNOWN);
+// then it fails every new key. The retry must not conclude "nothing
+// happened": the provider answers an executed key in every mode, so the
+// retry settles SUCCEEDED with the transfer's 201, and the provider
+// executed exactly once.
+func testTransferFinding1(t *testing.T, dsn func(*testing.T) string) {
+	b := newTrBench(t, dsn(t), 300*time.Millisecond, true)
+	b.prov.SetMode(provider.ModeHang)
+	first := b.post(t, "k1", trBody)
+	if first.status != http.StatusConflict || first.code() != idem.CodeOutcomeUnknown {
+		t.Fatalf("hang: %d %s", first.status, first.body)
+	}
+	b.prov.SetMode(provider.ModeFail)
+	retry := b.post(t, "k1", trBody)
+	if retry.status != http.StatusCreated || retry.header.Get("Location") == "" {
+		t.Fatalf("retry in fail mode: %d %v %s", retry.status, retry.header, retry.body)
+	}
+	again := b.post(t, "k1", trBody)
+	if again.status != http.StatusCreated || !bytes.Equal(again.body, retry.body) || again.header.Get("Idempotent-Replayed") != "true" {
+		t.Errorf("replay: %d %s", again.status, again.body)
+	}
+	if n := b.prov.Executed(); n != 1 {
+		t.Errorf("provider executed %d, want 1", n)
+	}
+	for _, st := range []idem.State{idem.StateFailedFinal, idem.StateUnknown} {
+		if recs := b.records(t, st); len(recs) != 0 {
+			t.Errorf("%s records %+v", st, recs)
+		}
 	}
 }
 
@@ -272,8 +322,8 @@ func testTransferLimit(t *testing.T, dsn func(*testing.T) string) {
 	if n := b.prov.Executed(); n != 0 {
 		t.Errorf("provider executed %d, want 0", n)
 	}
-	if recs := b.records(t, idem.StateFailedFinal); len(recs) != 1 {
-		t.Errorf("failed records %+v", recs)
+	if recs := b.records(t, idem.StateRejected); len(recs) != 1 {
+		t.Errorf("rejected records %+v", recs)
 	}
 }
 

@@ -1,96 +1,126 @@
-// Package recovery is the recovery worker (SPEC E3): it finds operations
-// whose lease expired — their owner crashed or hung — and, without ever
-// running anything twice, either releases them so the client's retry can
-// run, or settles what happened downstream.
+// Package recovery is the recovery worker (SPEC E3, E2): it settles, on
+// evidence only and without any client retry, the operations whose effect
+// outside the database has no known outcome, and never runs anything
+// twice.
 //
-// For every record Store.ExpiredLeases lists, the worker first reads the
-// committed outcome (Get): a terminal record is left alone. Otherwise it
-// takes the record over (Store.TakeOver, a compare-and-set on the owner
-// generation): many workers may list the same record, only one takeover
-// wins and the others skip it, and the crashed owner's late commit is
-// fenced. Then:
+// Every round it does two things:
 //
-//   - a RESERVED record (no effect outside the database began, nothing
-//     committed) is released, so the client's retry reserves it again and
-//     runs it;
-//   - an EXECUTING record (an effect attempt was stored before a downstream
-//     call) is never executed again. The provider is asked by downstream
-//     key: if it executed every attempt, the handles are recorded and the
-//     record is reconciled to SUCCEEDED (method provider, actor recovery,
-//     with the provider's answer as evidence); otherwise — not executed, or
-//     no answer — it is marked UNKNOWN and left for a replay with the same
-//     key or an operator (idem ops reconcile). A lease that expired is never
-//     taken as proof that the effect did not happen: the call may still be
-//     in flight.
+//   - Expired leases. For every EXECUTING record Store.ExpiredLeases lists
+//     (its owner began an effect and crashed or hung), it first reads the
+//     committed outcome (Get): a terminal record is left alone. Otherwise
+//     it takes the record over (Store.TakeOver, a compare-and-set on the
+//     owner generation: many workers may list the same record, only one
+//     takeover wins, and the crashed owner's late writes are fenced) and
+//     marks it UNKNOWN. A lease that expired is never taken as proof that
+//     the effect did not happen: the call may still be in flight.
+//     Expired RESERVED records are not the worker's: nothing outside the
+//     database began, and the client's retry continues the same operation
+//     (idemhttp takes it over); nothing deletes them.
+//   - UNKNOWN operations. Each is settled with effect.Operation.Settle —
+//     a lookup by the downstream key, then a re-send of the stored
+//     request with the same key — and its outcome rendered and stored with
+//     Store.Reconcile (actor "recovery"). An operation whose downstream
+//     cannot answer yet stays UNKNOWN and is tried again with exponential
+//     backoff; one whose operation the worker has no effects for
+//     (Worker.Effects) waits for an operator (idem ops reconcile).
 package recovery
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
+	"sync"
 	"time"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/effect"
 	"github.com/idemkit/idem/registry"
 )
 
 // Actor is the Reconciliation.Actor of the worker's reconciliations.
 const Actor = "recovery"
 
+// Defaults for Worker fields left at zero.
+const (
+	// DefaultInterval is the interval of Run when it is given none.
+	DefaultInterval = 5 * time.Second
+	// DefaultBackoff is the first wait before an UNKNOWN operation that
+	// could not be settled is tried again; each failure doubles it.
+	DefaultBackoff = time.Second
+	// DefaultMaxBackoff caps that wait.
+	DefaultMaxBackoff = time.Minute
+	// DefaultUnknownBatch is how many UNKNOWN operations one listing reads.
+	DefaultUnknownBatch = 1000
+)
+
 // Report counts what RunOnce did.
 type Report struct {
-	// Released: RESERVED records released for the client's retry.
-	Released int `json:"released"`
-	// Recovered: records whose outcome had committed meanwhile (left alone).
+	// Recovered: expired records whose outcome had committed meanwhile
+	// (left alone).
 	Recovered int `json:"recovered"`
-	// Unknown: EXECUTING records marked UNKNOWN (provider did not execute
-	// the key, or could not be asked).
+	// Unknown: EXECUTING records with an expired lease taken over and
+	// marked UNKNOWN.
 	Unknown int `json:"unknown"`
-	// Reconciled: EXECUTING records reconciled to SUCCEEDED from the
-	// provider's answer.
+	// Reconciled: UNKNOWN operations settled on evidence.
 	Reconciled int `json:"reconciled"`
+	// Unsettled: UNKNOWN operations tried whose downstream gave no
+	// evidence yet (or that no effects are configured for).
+	Unsettled int `json:"unsettled"`
 }
 
 // Add returns the sum of r and o.
 func (r Report) Add(o Report) Report {
-	return Report{Released: r.Released + o.Released, Recovered: r.Recovered + o.Recovered,
-		Unknown: r.Unknown + o.Unknown, Reconciled: r.Reconciled + o.Reconciled}
+	return Report{Recovered: r.Recovered + o.Recovered, Unknown: r.Unknown + o.Unknown,
+		Reconciled: r.Reconciled + o.Reconciled, Unsettled: r.Unsettled + o.Unsettled}
 }
 
-func (r Report) total() int { return r.Released + r.Recovered + r.Unknown + r.Reconciled }
+func (r Report) total() int { return r.Recovered + r.Unknown + r.Reconciled + r.Unsettled }
 
 // Worker is a recovery worker. Any number may run at once, in any number
-// of processes, on one registry.
+// of processes, on one registry. Its fields must not change once it runs;
+// its methods are safe for concurrent use.
 type Worker struct {
 	Store registry.Store
-	// Provider answers whether a downstream key was executed; nil means no
-	// provider can be asked: every EXECUTING record is marked UNKNOWN.
-	Provider Checker
+	// Effects holds the effects of every operation the worker may settle,
+	// by operation name. An UNKNOWN operation of another name stays
+	// UNKNOWN for an operator. nil: the worker settles nothing, it only
+	// takes expired EXECUTING records over and marks them UNKNOWN.
+	Effects effect.Set
 	// Lease is the lease of a takeover; 0 means registry.DefaultLease.
 	Lease time.Duration
 	// Batch is how many expired records one listing returns; 0 means
 	// registry.DefaultRecoverBatch.
 	Batch int
+	// UnknownBatch is how many UNKNOWN operations, oldest first, one read
+	// of a round lists (a round reads them all, page by page); 0 means
+	// DefaultUnknownBatch.
+	UnknownBatch int
+	// Backoff and MaxBackoff shape the retries of an UNKNOWN operation
+	// that could not be settled: Backoff after the first failure, doubling
+	// up to MaxBackoff. 0 means DefaultBackoff and DefaultMaxBackoff. The
+	// schedule is this worker's own (in memory).
+	Backoff, MaxBackoff time.Duration
+	// Metrics, if set, records settlements (NewMetrics).
+	Metrics *Metrics
 	// Logger receives a line per record handled; nil means slog.Default().
 	Logger *slog.Logger
+
+	mu    sync.Mutex
+	retry map[string]backoff // UNKNOWN operation ID → when to try again
 }
 
-func (w *Worker) lease() time.Duration {
-	if w.Lease <= 0 {
-		return registry.DefaultLease
-	}
-	return w.Lease
+// backoff is the retry schedule of one unsettled UNKNOWN operation.
+type backoff struct {
+	next time.Time
+	wait time.Duration
 }
 
-func (w *Worker) batch() int {
-	if w.Batch <= 0 {
-		return registry.DefaultRecoverBatch
-	}
-	return w.Batch
-}
+func (w *Worker) lease() time.Duration     { return cmpDuration(w.Lease, registry.DefaultLease) }
+func (w *Worker) batch() int               { return cmpInt(w.Batch, registry.DefaultRecoverBatch) }
+func (w *Worker) unknownBatch() int        { return cmpInt(w.UnknownBatch, DefaultUnknownBatch) }
+func (w *Worker) firstWait() time.Duration { return cmpDuration(w.Backoff, DefaultBackoff) }
+func (w *Worker) maxWait() time.Duration   { return cmpDuration(w.MaxBackoff, DefaultMaxBackoff) }
 
 func (w *Worker) log() *slog.Logger {
 	if w.Logger == nil {
@@ -99,21 +129,29 @@ func (w *Worker) log() *slog.Logger {
 	return w.Logger
 }
 
-// RunOnce lists the expired leases in batches and handles every record,
-// until a batch lists fewer than Batch records or handles none of them
-// (the rest is another worker's, or failing). An error with one record is
-// logged and does not stop the others; RunOnce returns the counts and the
-// errors joined. A listing error ends it.
+// RunOnce handles the expired EXECUTING records in batches, until a batch
+// lists fewer than Batch records or handles none of them (the rest is
+// another worker's, or failing), then tries to settle the UNKNOWN
+// operations that are due. An error with one record is logged and does
+// not stop the others; RunOnce returns the counts and the errors joined.
+// A listing error ends that part of the round.
 func (w *Worker) RunOnce(ctx context.Context) (Report, error) {
+	total, errs := w.expired(ctx)
+	rep, err := w.unknown(ctx)
+	return total.Add(rep), errors.Join(append(errs, err)...)
+}
+
+// expired handles the expired EXECUTING records.
+func (w *Worker) expired(ctx context.Context) (Report, []error) {
 	var total Report
 	var errs []error
 	for {
 		if err := ctx.Err(); err != nil {
-			return total, errors.Join(append(errs, err)...)
+			return total, append(errs, err)
 		}
 		recs, err := w.Store.ExpiredLeases(ctx, w.batch())
 		if err != nil {
-			return total, errors.Join(append(errs, fmt.Errorf("recovery: list expired leases: %w", err))...)
+			return total, append(errs, fmt.Errorf("recovery: list expired leases: %w", err))
 		}
 		var rep Report
 		for _, rec := range recs {
@@ -126,22 +164,16 @@ func (w *Worker) RunOnce(ctx context.Context) (Report, error) {
 		}
 		total = total.Add(rep)
 		if len(recs) < w.batch() || rep.total() == 0 {
-			return total, errors.Join(errs...)
+			return total, errs
 		}
 	}
 }
-
-// DefaultInterval is the interval of Run when it is given none.
-const DefaultInterval = 5 * time.Second
 
 // Run calls RunOnce right away and then every interval (DefaultInterval
 // when interval <= 0) until ctx ends, logging what each round did and its
 // error, carrying on either way.
 func (w *Worker) Run(ctx context.Context, interval time.Duration) {
-	if interval <= 0 {
-		interval = DefaultInterval
-	}
-	tick := time.NewTicker(interval)
+	tick := time.NewTicker(cmpDuration(interval, DefaultInterval))
 	defer tick.Stop()
 	for {
 		rep, err := w.RunOnce(ctx)
@@ -150,10 +182,10 @@ func (w *Worker) Run(ctx context.Context, interval time.Duration) {
 			return
 		case err != nil:
 			w.log().Error("recovery round failed; retrying at the next interval", "err", err,
-				"released", rep.Released, "recovered", rep.Recovered, "unknown", rep.Unknown, "reconciled", rep.Reconciled)
-		case rep != (Report{}):
-			w.log().Info("recovered", "released", rep.Released, "recovered", rep.Recovered,
-				"unknown", rep.Unknown, "reconciled", rep.Reconciled)
+				"recovered", rep.Recovered, "unknown", rep.Unknown, "reconciled", rep.Reconciled, "unsettled", rep.Unsettled)
+		case rep.Recovered+rep.Unknown+rep.Reconciled > 0:
+			w.log().Info("recovered", "recovered", rep.Recovered, "unknown", rep.Unknown,
+				"reconciled", rep.Reconciled, "unsettled", rep.Unsettled)
 		}
 		select {
 		case <-ctx.Done():
@@ -163,7 +195,8 @@ func (w *Worker) Run(ctx context.Context, interval time.Duration) {
 	}
 }
 
-// handle recovers one listed record.
+// handle recovers one listed EXECUTING record: left alone if it finished,
+// else taken over and marked UNKNOWN (settled by unknown, in this round).
 func (w *Worker) handle(ctx context.Context, listed registry.Record) (Report, error) {
 	cur, err := w.Store.Get(ctx, listed.Scope)
 	switch {
@@ -176,8 +209,8 @@ func (w *Worker) handle(ctx context.Context, listed registry.Record) (Report, er
 	case cur.State.Terminal():
 		w.log().Info("recovery: outcome committed, nothing to do", "operation_id", cur.OperationID, "state", cur.State)
 		return Report{Recovered: 1}, nil
-	case !cur.State.InFlight():
-		return Report{}, nil // UNKNOWN: awaits reconciliation
+	case cur.State != idem.StateExecuting:
+		return Report{}, nil // UNKNOWN: settled below; RESERVED: the retry's
 	}
 	mine, err := w.Store.TakeOver(ctx, cur, w.lease())
 	if errors.Is(err, registry.ErrFenced) {
@@ -186,86 +219,131 @@ func (w *Worker) handle(ctx context.Context, listed registry.Record) (Report, er
 	if err != nil {
 		return Report{}, fmt.Errorf("recovery: take over %s: %w", cur.OperationID, err)
 	}
-	effs, err := w.Store.Effects(ctx, mine.OperationID)
-	if err != nil {
-		return Report{}, fmt.Errorf("recovery: effects of %s: %w", mine.OperationID, err)
-	}
-	if mine.State == idem.StateReserved && len(effs) == 0 {
-		if err := w.Store.Release(ctx, mine); err != nil {
-			return Report{}, fmt.Errorf("recovery: release %s: %w", mine.OperationID, err)
-		}
-		w.log().Info("recovery: released for the retry", "operation_id", mine.OperationID, "owner_gen", mine.OwnerGen)
-		return Report{Released: 1}, nil
-	}
-	return w.settle(ctx, mine, effs)
-}
-
-// settle handles a record taken over with effect attempts: never executed
-// again; reconciled from the provider's answer, or UNKNOWN.
-func (w *Worker) settle(ctx context.Context, mine registry.Record, effs []registry.Effect) (Report, error) {
-	handles, why := w.ask(ctx, effs)
-	if why == "" {
-		for i, e := range effs {
-			if err := w.Store.RecordEffect(ctx, mine, e.Name, handles[i], registry.EffectSucceeded); err != nil {
-				why = fmt.Sprintf("recording handle %s of %s: %v", handles[i], e.Name, err)
-				break
-			}
-		}
-	}
-	unk, err := w.Store.MarkUnknown(ctx, mine)
-	if err != nil {
+	if _, err := w.Store.MarkUnknown(ctx, mine); err != nil {
 		return Report{}, fmt.Errorf("recovery: mark %s unknown: %w", mine.OperationID, err)
 	}
-	if why != "" {
-		w.log().Warn("recovery: outcome unknown, awaiting replay with the same key or an operator",
-			"operation_id", unk.OperationID, "reason", why)
-		return Report{Unknown: 1}, nil
-	}
-	body, _ := json.Marshal(struct {
-		OperationID string     `json:"operation_id"`
-		State       idem.State `json:"state"`
-		Reconciled  bool       `json:"reconciled"`
-	}{unk.OperationID, idem.StateSucceeded, true})
-	ev := make([]string, len(effs))
-	for i, e := range effs {
-		ev[i] = fmt.Sprintf("provider has transfer %s for key %s", handles[i], e.DownstreamKey)
-	}
-	_, err = w.Store.Reconcile(ctx, unk.OperationID, registry.Reconciliation{
-		Outcome:  idem.StateSucceeded,
-		Response: idem.Response{Status: 200, MediaType: "application/json", Body: body},
-		Method:   registry.ReconcileProvider,
-		Actor:    Actor,
-		Evidence: strings.Join(ev, "; "),
-	})
-	if errors.Is(err, registry.ErrFenced) {
-		return Report{Unknown: 1}, nil // an operator reconciled it first
-	}
-	if err != nil {
-		return Report{Unknown: 1}, fmt.Errorf("recovery: reconcile %s (left UNKNOWN): %w", unk.OperationID, err)
-	}
-	w.log().Info("recovery: reconciled from the provider", "operation_id", unk.OperationID, "evidence", strings.Join(ev, "; "))
-	return Report{Reconciled: 1}, nil
+	w.log().Warn("recovery: lease expired after an effect began; outcome unknown until settled on evidence",
+		"operation_id", mine.OperationID, "owner_gen", mine.OwnerGen)
+	return Report{Unknown: 1}, nil
 }
 
-// ask asks the provider about every attempt. why is "" when every one was
-// executed (handles holds their handles), else why the outcome is unknown.
-func (w *Worker) ask(ctx context.Context, effs []registry.Effect) (handles []string, why string) {
-	if len(effs) == 0 {
-		return nil, "no effect attempt stored"
+// unknown tries to settle the UNKNOWN operations that are due, reading
+// them page by page (UnknownBatch a page), oldest first, so operations
+// that cannot be settled never hide newer ones.
+func (w *Worker) unknown(ctx context.Context) (Report, error) {
+	var all []registry.Record
+	f := registry.ListFilter{State: idem.StateUnknown, Limit: w.unknownBatch()}
+	for {
+		page, err := w.Store.ListOperations(ctx, f)
+		if err != nil {
+			return Report{}, fmt.Errorf("recovery: list unknown operations: %w", err)
+		}
+		all = append(all, page...)
+		if len(page) < f.Limit {
+			break
+		}
+		f.After = page[len(page)-1]
 	}
-	if w.Provider == nil {
-		return nil, "no provider configured"
-	}
-	handles = make([]string, len(effs))
-	for i, e := range effs {
-		h, ok, err := w.Provider.Executed(ctx, e.DownstreamKey)
+	now := time.Now()
+	w.forget(all)
+	var rep Report
+	var errs []error
+	for _, rec := range all {
+		if ctx.Err() != nil {
+			return rep, errors.Join(append(errs, ctx.Err())...)
+		}
+		if !w.due(rec.OperationID, now) {
+			continue
+		}
+		ops := w.Effects[rec.Operation]
+		if ops == nil {
+			rep.Unsettled++
+			w.failed(rec.OperationID, now, "no effects are configured for operation "+rec.Operation+": an operator settles it")
+			continue
+		}
+		s, err := ops.Settle(ctx, w.Store, rec, Actor)
 		switch {
 		case err != nil:
-			return nil, fmt.Sprintf("provider unreachable for key %s: %v", e.DownstreamKey, err)
-		case !ok:
-			return nil, fmt.Sprintf("provider has not executed key %s (the call may still be in flight)", e.DownstreamKey)
+			errs = append(errs, err)
+			rep.Unsettled++
+			w.failed(rec.OperationID, now, err.Error())
+		case s.Settled:
+			w.settled(rec, s)
+			if s.Method != "" {
+				rep.Reconciled++
+			}
+		default:
+			rep.Unsettled++
+			w.failed(rec.OperationID, now, s.Reason)
 		}
-		handles[i] = h
 	}
-	return handles, ""
+	return rep, errors.Join(errs...)
+}
+
+// due reports whether the operation's backoff allows a try at now.
+func (w *Worker) due(id string, now time.Time) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	b, ok := w.retry[id]
+	return !ok || !now.Before(b.next)
+}
+
+// failed schedules the next try of an operation that was not settled.
+func (w *Worker) failed(id string, now time.Time, why string) {
+	w.mu.Lock()
+	if w.retry == nil {
+		w.retry = map[string]backoff{}
+	}
+	b := w.retry[id]
+	b.wait = min(max(b.wait*2, w.firstWait()), w.maxWait())
+	b.next = now.Add(b.wait)
+	w.retry[id] = b
+	w.mu.Unlock()
+	w.log().Info("recovery: unknown operation not settled; trying again later", "operation_id", id, "reason", why, "retry_in", b.wait)
+}
+
+// settled logs and measures a settlement and forgets its backoff.
+func (w *Worker) settled(rec registry.Record, s effect.Settlement) {
+	w.mu.Lock()
+	delete(w.retry, rec.OperationID)
+	w.mu.Unlock()
+	if s.Method == "" {
+		return // another worker, a retry or an operator settled it
+	}
+	w.Metrics.observe(rec, s)
+	w.log().Info("recovery: unknown operation settled on evidence", "operation_id", rec.OperationID,
+		"state", s.Record.State, "method", s.Method)
+}
+
+// forget drops the backoff of operations that are no longer UNKNOWN, so
+// the schedule does not grow without bound.
+func (w *Worker) forget(listed []registry.Record) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.retry) <= len(listed) {
+		return
+	}
+	keep := make(map[string]bool, len(listed))
+	for _, r := range listed {
+		keep[r.OperationID] = true
+	}
+	for id := range w.retry {
+		if !keep[id] {
+			delete(w.retry, id)
+		}
+	}
+}
+
+func cmpDuration(d, def time.Duration) time.Duration {
+	if d <= 0 {
+		return def
+	}
+	return d
+}
+
+func cmpInt(n, def int) int {
+	if n <= 0 {
+		return def
+	}
+	return n
 }

@@ -12,25 +12,33 @@ import (
 // Effects outside the database (SPEC E1–E2). A downstream system that
 // cannot join the local transaction is called like this:
 //
-//  1. BeginEffect(rec, name) commits, durably and fenced by the owner
-//     generation, the effect attempt with its stable downstream key and an
-//     empty handle, and moves the record RESERVED → EXECUTING;
+//  1. BeginEffect(rec, name, request) commits, durably and fenced by the
+//     owner generation, the effect attempt with its stable downstream key,
+//     the request to send and an empty handle, and moves the record
+//     RESERVED → EXECUTING;
 //  2. only then the downstream call, with Effect.DownstreamKey as its
 //     idempotency key;
-//  3. RecordEffect stores the provider's handle and result; Complete
+//  3. RecordEffect stores the downstream's handle, result and answer once
+//     the answer is evidence (package effect says what is); Complete
 //     records the operation's outcome.
 //
-// If the outcome of step 2 is not known (timeout, lost connection, crash),
-// MarkUnknown moves the record EXECUTING → UNKNOWN. An UNKNOWN record is
-// never re-executed, taken over or completed: it leaves that state only
-// through Reconcile, after the provider was asked (by handle or key), the
-// call was replayed with the SAME key, or an operator decided — and every
-// reconciliation is logged.
+// If the answer of step 2 is no evidence (timeout, lost connection, 5xx,
+// crash), MarkUnknown moves the record EXECUTING → UNKNOWN. An UNKNOWN
+// record is never re-executed, taken over or completed: it leaves that
+// state only through Reconcile, after the downstream was asked by key, the
+// stored request was re-sent with the SAME key and definitely answered, or
+// an operator decided with written evidence — and every reconciliation is
+// logged.
 
-// Effect results as stored by RecordEffect.
+// Effect results as stored by RecordEffect. Only evidence sets one: a
+// definite answer of the downstream for the attempt's key.
 const (
+	// EffectSucceeded: the downstream executed the key.
 	EffectSucceeded = "succeeded"
-	EffectFailed    = "failed"
+	// EffectFailed: the downstream refused the key with an answer its
+	// contract defines as final for that key (a decline): it did not and
+	// never will execute it.
+	EffectFailed = "failed"
 )
 
 // Reconciliation methods (Reconciliation.Method).
@@ -79,8 +87,15 @@ type Effect struct {
 	OwnerGen int64
 	// Handle is the provider's handle of the effect ("" until recorded).
 	Handle string
-	// Result is "", EffectSucceeded or EffectFailed.
-	Result    string
+	// Result is "" (not settled), EffectSucceeded or EffectFailed.
+	Result string
+	// Request is what was sent downstream, stored by BeginEffect before
+	// the call and never changed, so the call can be re-sent with the same
+	// key by whoever settles the effect.
+	Request []byte
+	// Answer is the downstream's definite answer, as it returned it (nil
+	// until recorded, or when an operator settled without one).
+	Answer    []byte
 	CreatedAt time.Time
 	UpdatedAt time.Time
 }
@@ -90,8 +105,12 @@ type Reconciliation struct {
 	// Outcome is idem.StateSucceeded or idem.StateFailedFinal.
 	Outcome idem.State
 	// Response is the snapshot stored (with its digest) and replayed from
-	// now on.
+	// now on: the operation's own rendering of its effects' results. Its
+	// status is 200–499: a 5xx is never stored.
 	Response idem.Response
+	// Outbox holds the messages to publish with the outcome, written in
+	// the same transaction with IDs MessageID(operation ID, n).
+	Outbox []Message
 	// Method is ReconcileProvider, ReconcileReplay or ReconcileOperator.
 	Method string
 	// Actor names who reconciled: a worker or an operator. Required.
@@ -112,8 +131,8 @@ func (r Reconciliation) Validate() error {
 		return fmt.Errorf("registry: reconciliation without an actor")
 	case r.Evidence == "":
 		return fmt.Errorf("registry: reconciliation without evidence")
-	case r.Response.Status < 100 || r.Response.Status > 999:
-		return fmt.Errorf("registry: reconciliation response status %d is not an HTTP status", r.Response.Status)
+	case r.Response.Status < 200 || r.Response.Status > 499:
+		return fmt.Errorf("registry: reconciliation response status %d: only 200–499 is stored (a 5xx is never replayed)", r.Response.Status)
 	}
 	return nil
 }
@@ -140,6 +159,10 @@ type ListFilter struct {
 	// Limit bounds the number of records; 0 or less means
 	// DefaultListLimit.
 	Limit int
+	// After, when its OperationID is set, lists only records after it in
+	// the listing order (created_at, then operation ID): pass the last
+	// record of one page to read the next.
+	After Record
 }
 
 // EffectStore records effects outside the database, unknown outcomes and
@@ -151,20 +174,21 @@ type EffectStore interface {
 	// RESERVED or EXECUTING (else ErrFenced) and that rec.WriterEpoch is
 	// not older than the registry's (else ErrWriterFenced); moves it to
 	// EXECUTING; and inserts the attempt for name with
-	// DownstreamKey(rec.OperationID, name) and an empty handle — or, when
-	// the attempt exists, returns it unchanged (same key, handle and
-	// result) with its OwnerGen set to rec.OwnerGen. Call the downstream
-	// system only after it returned nil. Nothing is written on error.
-	BeginEffect(ctx context.Context, rec Record, name string) (Effect, error)
-	// RecordEffect stores the provider's handle and result (EffectSucceeded,
-	// EffectFailed or "" for not yet known) of the stored attempt name and
-	// sets its OwnerGen to rec.OwnerGen, if the record is still at
-	// rec.OwnerGen and EXECUTING or UNKNOWN; else (a stale generation, a
-	// terminal record, no such attempt) ErrFenced. An empty handle or
-	// result keeps the stored one. A recovery that took the record over
-	// may record what it learnt from the provider without beginning the
-	// effect again.
-	RecordEffect(ctx context.Context, rec Record, name, handle, result string) error
+	// DownstreamKey(rec.OperationID, name), request and an empty handle —
+	// or, when the attempt exists, returns it unchanged (same key, request,
+	// handle and result) with its OwnerGen set to rec.OwnerGen. Call the
+	// downstream system only after it returned nil, and send the returned
+	// Effect.Request. Nothing is written on error.
+	BeginEffect(ctx context.Context, rec Record, name string, request []byte) (Effect, error)
+	// RecordEffect stores the downstream's handle, result (EffectSucceeded,
+	// EffectFailed or "" for not yet known) and answer of the stored
+	// attempt name and sets its OwnerGen to rec.OwnerGen, if the record is
+	// still at rec.OwnerGen and EXECUTING or UNKNOWN; else (a stale
+	// generation, a terminal record, no such attempt) ErrFenced. An empty
+	// handle or result, or a nil answer, keeps the stored one. A recovery
+	// that took the record over may record what it learnt from the
+	// downstream without beginning the effect again.
+	RecordEffect(ctx context.Context, rec Record, name, handle, result string, answer []byte) error
 	// Effects lists an operation's effect attempts, oldest first; none is
 	// not an error.
 	Effects(ctx context.Context, operationID string) ([]Effect, error)
@@ -174,8 +198,8 @@ type EffectStore interface {
 	// outcome is unknown is always allowed.
 	MarkUnknown(ctx context.Context, rec Record) (Record, error)
 	// Reconcile moves the UNKNOWN record of operationID to r.Outcome with
-	// r.Response and its digest, and appends r to the reconciliation log,
-	// in one durable transaction. ErrNotFound if there is no such record;
+	// r.Response and its digest, inserts r.Outbox, and appends r to the
+	// reconciliation log, in one durable transaction. ErrNotFound if there is no such record;
 	// ErrFenced if it is not UNKNOWN (already reconciled, or never
 	// unknown): of concurrent calls exactly one succeeds. It never runs
 	// anything, and is fenced neither by an owner generation nor by the

@@ -5,11 +5,16 @@ import (
 	"time"
 )
 
-// Recovery (SPEC E3). A recovery worker lists records whose lease has
-// expired and takes each over with TakeOver, a compare-and-set on the owner
-// generation: several workers may list the same record, only one TakeOver
-// wins, the others get ErrFenced and skip it. Listing therefore locks
-// nothing.
+// Recovery (SPEC E3). A recovery worker lists EXECUTING records whose
+// lease has expired — their owner began an effect outside the database
+// and crashed or hung — and takes each over with TakeOver, a
+// compare-and-set on the owner generation: several workers may list the
+// same record, only one TakeOver wins, the others get ErrFenced and skip
+// it. Listing therefore locks nothing. An expired RESERVED record (nothing
+// outside the database began; its business transaction committed nothing,
+// or the record would be terminal) is not listed: the client's retry takes
+// it over and continues the same operation, and nothing deletes it while
+// its business transaction may still be pending.
 
 // DefaultRecoverBatch is the batch size of the recovery worker of
 // "idem serve" and the default of "idem recover --batch".
@@ -18,8 +23,8 @@ const DefaultRecoverBatch = 100
 // LeaseScanner finds in-flight records whose lease has expired. Every
 // Store implements it.
 type LeaseScanner interface {
-	// ExpiredLeases returns up to limit records in RESERVED or EXECUTING
-	// whose LeaseUntil is at or before the store's "now" (database time
+	// ExpiredLeases returns up to limit records in EXECUTING whose
+	// LeaseUntil is at or before the store's "now" (database time
 	// unless injected), oldest lease first, operation ID breaking ties. It
 	// is a plain read: it locks nothing and a listed record may have moved
 	// on by the time the caller acts on it. limit <= 0 returns nothing.

@@ -64,7 +64,7 @@ func commands() []command {
 		{"ops", "list, show and reconcile operations (unknown outcomes)", runOps},
 		{"provider", "run the stand-alone downstream transfer provider", runProvider},
 		{"prune", "retire expired records into tombstones and delete expired tombstones", runPrune},
-		{"recover", "recover operations whose lease expired (release, reconcile or mark UNKNOWN)", runRecover},
+		{"recover", "settle operations whose effect outside the database has no known outcome, on evidence only", runRecover},
 		{"serve", "run the reference payments service", runServe},
 	}
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -12,6 +11,8 @@ import (
 	"time"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/effect"
+	"github.com/idemkit/idem/payments"
 	"github.com/idemkit/idem/registry"
 )
 
@@ -42,29 +43,24 @@ import (
 // generation, handle, result) and its reconciliation log. --json prints
 // {"operation":{…},"effects":[…],"reconciliations":[…]} on one line.
 //
-//	idem ops reconcile ID --outcome succeeded|failed --evidence TEXT [--actor NAME] [--json] --db DSN
+//	idem ops reconcile ID --outcome succeeded|failed [--handle H] --evidence TEXT [--actor NAME] [--json] --db DSN
 //
-// resolves an UNKNOWN operation by an operator's decision: its state
-// becomes SUCCEEDED or FAILED_FINAL, a response is stored (with its
-// digest) for every later retry with its key to replay, and the decision
+// settles an UNKNOWN operation on an operator's written evidence: every
+// unsettled effect attempt is stored as executed (succeeded, with the
+// downstream's handle H when known) or declined (failed: the downstream
+// did not and never will execute its key), and the operation's own
+// rendering of that result is stored (with its digest) for every later
+// retry with its key to replay — for a transfer, 201 with the Transfer, or
+// 422 TRANSFER_DECLINED — exactly as if the worker had settled it from
+// the provider's answer (effect.Operation.SettleByOperator). The decision
 // is logged with method "operator", the actor (default $USER, else
 // "operator"), the evidence and the time. Nothing is executed. An
 // operation that is not UNKNOWN is refused (exit 1, nothing changed) — so
-// of two operators reconciling at once exactly one succeeds. Look up the
-// provider first (ops show prints the downstream key to ask it about).
-//
-// The stored response of an operator reconciliation is neutral — the
-// operator knows the outcome, not the response the handler would have
-// built — and the same for every operation:
-//
-//	succeeded: 200 application/json {"operation_id":"op_…","state":"SUCCEEDED","reconciled":true}
-//	failed:    422 application/json {"operation_id":"op_…","state":"FAILED_FINAL","reconciled":true}
-//
-// Clients tell the two apart by status and state. The failed response is
-// deliberately not a problem+json: no error code of the contract fits
-// (OUTCOME_UNKNOWN would be false once the outcome is known), and a new
-// code would change the contract. Recovery that learns the real answer
-// from the provider stores that instead (registry.Store.Reconcile).
+// of two operators reconciling at once exactly one succeeds — and so is
+// an operation this command cannot render (only the reference service's
+// transfers.create; a service of one's own settles its operations with
+// effect.Operation.SettleByOperator). Look up the provider first (ops show
+// prints the downstream key to ask it about).
 //
 // Exit codes: 0 done, 1 refused or failed (not found, not UNKNOWN, store
 // error), 2 bad usage.
@@ -225,19 +221,20 @@ func show(ctx context.Context, store registry.Store, id string, asJSON bool, std
 
 func opsReconcile(ctx context.Context, args []string, std stdio) int {
 	f := newOpsFlags("reconcile", std)
-	outcome := f.String("outcome", "", "the operation's real outcome: `succeeded` or failed")
+	outcome := f.String("outcome", "", "what the downstream did: `succeeded` (executed) or failed (declined for good)")
+	handle := f.String("handle", "", "the downstream's `ID` of the executed effect, when known (with --outcome succeeded)")
 	evidence := f.String("evidence", "", "why the outcome is right: provider answer, ticket, … (`TEXT`, required)")
 	actor := f.String("actor", defaultActor(), "who decides (`NAME`; default $USER, else operator)")
 	words, ok := f.parse(args, 1)
 	if !ok {
 		return exitUsage
 	}
-	var state idem.State
+	var d effect.Decision
 	switch strings.ToLower(*outcome) {
 	case "succeeded":
-		state = idem.StateSucceeded
+		d = effect.Decision{Kind: effect.Executed, Handle: *handle}
 	case "failed":
-		state = idem.StateFailedFinal
+		d = effect.Decision{Kind: effect.Declined}
 	default:
 		fmt.Fprintf(std.err, "idem ops reconcile: --outcome %q: want succeeded or failed\n", *outcome)
 		return exitUsage
@@ -249,37 +246,48 @@ func opsReconcile(ctx context.Context, args []string, std stdio) int {
 	case strings.TrimSpace(*actor) == "":
 		fmt.Fprintln(std.err, "idem ops reconcile: --actor is empty")
 		return exitUsage
+	case d.Kind == effect.Declined && *handle != "":
+		fmt.Fprintln(std.err, "idem ops reconcile: --handle names an executed effect: not with --outcome failed")
+		return exitUsage
 	}
 	id := words[0]
 	return withControl(ctx, "ops reconcile", *f.db, std, func(store registry.Store) error {
-		rec, err := store.Reconcile(ctx, id, registry.Reconciliation{
-			Outcome:  state,
-			Response: operatorResponse(id, state),
-			Method:   registry.ReconcileOperator,
-			Actor:    *actor,
-			Evidence: *evidence,
-		})
+		rec, err := store.GetByID(ctx, id)
 		switch {
 		case errors.Is(err, registry.ErrNotFound):
 			return fmt.Errorf("operation %s not found", id)
-		case errors.Is(err, registry.ErrFenced):
-			if cur, gerr := store.GetByID(ctx, id); gerr == nil {
-				return fmt.Errorf("operation %s is %s, not %s: only operations whose outcome is unknown are reconciled; nothing was changed",
-					id, cur.State, idem.StateUnknown)
-			}
-			return err
 		case err != nil:
 			return err
+		case rec.State != idem.StateUnknown:
+			return fmt.Errorf("operation %s is %s, not %s: only operations whose outcome is unknown are reconciled; nothing was changed",
+				id, rec.State, idem.StateUnknown)
+		}
+		ops := renderers[rec.Operation]
+		if ops == nil {
+			return fmt.Errorf("operation %s is a %s: idem ops reconcile renders %s only; settle it from its own service with effect.Operation.SettleByOperator; nothing was changed",
+				id, rec.Operation, payments.OperationTransfer)
+		}
+		s, err := ops.SettleByOperator(ctx, store, rec, d, *actor, *evidence)
+		switch {
+		case err != nil:
+			return err
+		case s.Method == "":
+			return fmt.Errorf("operation %s was settled meanwhile by someone else (now %s); nothing was changed", id, s.Record.State)
 		}
 		if *f.asJSON {
 			return show(ctx, store, id, true, std)
 		}
 		fmt.Fprintf(std.out, "operation %s reconciled: %s -> %s (method %s, actor %s)\n",
-			id, idem.StateUnknown, rec.State, registry.ReconcileOperator, *actor)
-		fmt.Fprintf(std.out, "retries with its key now replay %d %s\n", rec.Response.Status, rec.Response.MediaType)
+			id, idem.StateUnknown, s.Record.State, registry.ReconcileOperator, *actor)
+		fmt.Fprintf(std.out, "retries with its key now replay %d %s\n", s.Record.Response.Status, s.Record.Response.MediaType)
 		return nil
 	})
 }
+
+// renderers are the operations "idem ops reconcile" can render: the
+// reference service's. Settling by an operator calls no downstream, so
+// the provider's address does not matter.
+var renderers = effect.Set{payments.OperationTransfer: payments.TransferEffects("", 0)}
 
 // defaultActor is $USER, or "operator".
 func defaultActor() string {
@@ -287,19 +295,4 @@ func defaultActor() string {
 		return u
 	}
 	return "operator"
-}
-
-// operatorResponse is the response stored by an operator reconciliation;
-// see runOps.
-func operatorResponse(operationID string, outcome idem.State) idem.Response {
-	body, _ := json.Marshal(struct {
-		OperationID string     `json:"operation_id"`
-		State       idem.State `json:"state"`
-		Reconciled  bool       `json:"reconciled"`
-	}{operationID, outcome, true})
-	status := 200
-	if outcome != idem.StateSucceeded {
-		status = 422
-	}
-	return idem.Response{Status: status, MediaType: "application/json", Body: body}
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/drivers"
+	"github.com/idemkit/idem/payments"
 	"github.com/idemkit/idem/registry"
 )
 
@@ -50,7 +51,7 @@ func (s *opsStore) at(t time.Time) { s.now.Store(&t) }
 func (s *opsStore) operation(st idem.State) (registry.Claim, registry.Record) {
 	s.t.Helper()
 	ctx := s.t.Context()
-	c := registry.Claim{Operation: "payments.transfer"}
+	c := registry.Claim{Operation: payments.OperationTransfer}
 	rand.Read(c.Scope[:])
 	rand.Read(c.Fingerprint[:])
 	rand.Read(c.Owner[:])
@@ -65,9 +66,10 @@ func (s *opsStore) operation(st idem.State) (registry.Claim, registry.Record) {
 			return registry.Outcome{State: idem.StateSucceeded, Response: resp}, nil
 		})
 	case idem.StateUnknown:
-		if _, err = s.BeginEffect(ctx, rec, "transfer"); err == nil {
+		req := []byte(`{"amount":"12.50","currency":"EUR","payee":"acct_1","reference":"` + rec.OperationID + `"}`)
+		if _, err = s.BeginEffect(ctx, rec, payments.EffectTransfer, req); err == nil {
 			if rec, err = s.MarkUnknown(ctx, rec); err == nil {
-				err = s.RecordEffect(ctx, rec, "transfer", "tr_7", "")
+				err = s.RecordEffect(ctx, rec, payments.EffectTransfer, "tr_7", "", nil)
 			}
 		}
 	}
@@ -139,7 +141,7 @@ func TestOps(t *testing.T) {
 		}
 
 		shown := opsJSON[showJSON](t, "ops", "show", u1.OperationID, "--db", dsn)
-		key := registry.DownstreamKey(u1.OperationID, "transfer")
+		key := registry.DownstreamKey(u1.OperationID, payments.EffectTransfer)
 		if shown.Operation.State != idem.StateUnknown || shown.Operation.Response != nil || len(shown.Effects) != 1 ||
 			shown.Effects[0].DownstreamKey != key || shown.Effects[0].Handle != "tr_7" || len(shown.Reconciliations) != 0 {
 			t.Errorf("ops show of an UNKNOWN operation: %+v", shown)
@@ -150,17 +152,20 @@ func TestOps(t *testing.T) {
 		}
 
 		// An operator reconciles u1 as succeeded: the retry replays the
-		// documented neutral response, and the decision is logged.
+		// transfer's own 201, rendered from the stored request and the
+		// recorded handle, and the decision is logged.
 		code, out, stderr = runCmd(t, "", "ops", "reconcile", u1.OperationID, "--outcome", "succeeded",
 			"--evidence", "provider: GET /transfers/"+key+" -> 201 tr_7", "--actor", "alice", "--db", dsn)
-		if code != exitOK || !strings.Contains(out, "reconciled: UNKNOWN -> SUCCEEDED") || !strings.Contains(out, "200 application/json") {
+		if code != exitOK || !strings.Contains(out, "reconciled: UNKNOWN -> SUCCEEDED") || !strings.Contains(out, "201 application/json") {
 			t.Fatalf("ops reconcile: code %d, out %q, stderr %q", code, out, stderr)
 		}
 		replay, created, err := s.Reserve(t.Context(), c1)
-		wantBody := `{"operation_id":"` + u1.OperationID + `","state":"SUCCEEDED","reconciled":true}`
+		var tr payments.Transfer
 		if err != nil || created || registry.Decide(replay, false, c1.Fingerprint) != registry.Replay ||
-			replay.Response.Status != 200 || replay.Response.MediaType != "application/json" || string(replay.Response.Body) != wantBody {
-			t.Errorf("retry after the reconciliation: %+v %v %v, want a replay of 200 %s", replay, created, err, wantBody)
+			replay.Response.Status != 201 || replay.Response.MediaType != "application/json" ||
+			replay.Response.Location != "/v1/transfers/"+payments.TransferID(u1.OperationID) ||
+			json.Unmarshal(replay.Response.Body, &tr) != nil || tr.ProviderTransfer != "tr_7" || tr.Amount != "12.50" || tr.Payee != "acct_1" {
+			t.Errorf("retry after the reconciliation: %+v %v %v, want a replay of the transfer's 201", replay, created, err)
 		}
 		log, err := s.Reconciliations(t.Context(), u1.OperationID)
 		if err != nil || len(log) != 1 || log[0].Actor != "alice" || log[0].Method != registry.ReconcileOperator ||
@@ -278,23 +283,6 @@ func TestOpsReconcileDefaultActor(t *testing.T) {
 		}
 		if log, err := s.Reconciliations(t.Context(), u.OperationID); err != nil || len(log) != 1 || log[0].Actor != c.want {
 			t.Errorf("USER=%q: log %+v (%v), want actor %q", c.user, log, err, c.want)
-		}
-	}
-}
-
-// TestOperatorResponse pins the documented neutral bodies.
-func TestOperatorResponse(t *testing.T) {
-	for _, c := range []struct {
-		state  idem.State
-		status int
-		body   string
-	}{
-		{idem.StateSucceeded, 200, `{"operation_id":"op_X","state":"SUCCEEDED","reconciled":true}`},
-		{idem.StateFailedFinal, 422, `{"operation_id":"op_X","state":"FAILED_FINAL","reconciled":true}`},
-	} {
-		r := operatorResponse("op_X", c.state)
-		if r.Status != c.status || r.MediaType != "application/json" || string(r.Body) != c.body || r.Location != "" || r.ETag != "" {
-			t.Errorf("%s: %+v %s", c.state, r, r.Body)
 		}
 	}
 }

@@ -6,41 +6,49 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"time"
 
 	"github.com/idemkit/idem/drivers"
+	"github.com/idemkit/idem/effect"
+	"github.com/idemkit/idem/payments"
 	"github.com/idemkit/idem/recovery"
 	"github.com/idemkit/idem/registry"
 )
 
-// providerTimeout bounds one question to the downstream provider.
-const providerTimeout = 10 * time.Second
-
-// newWorker builds the recovery worker of "idem recover" and "idem serve".
-// Without a provider URL no provider can be asked, so every EXECUTING
-// record found with an expired lease is marked UNKNOWN for an operator.
-func newWorker(store registry.Store, providerURL string, lease time.Duration, batch int, log *slog.Logger) *recovery.Worker {
-	w := &recovery.Worker{Store: store, Lease: lease, Batch: batch, Logger: log}
-	if providerURL != "" {
-		w.Provider = recovery.HTTPProvider{BaseURL: providerURL, Client: &http.Client{Timeout: providerTimeout}}
-	}
-	return w
+// newWorker builds the recovery worker of "idem recover" and "idem serve":
+// it settles the UNKNOWN operations of effects (by operation name) on
+// evidence. With no effects it only marks expired EXECUTING records
+// UNKNOWN, for an operator.
+func newWorker(store registry.Store, effects effect.Set, lease time.Duration, batch int, metrics *recovery.Metrics, log *slog.Logger) *recovery.Worker {
+	return &recovery.Worker{Store: store, Effects: effects, Lease: lease, Batch: batch, Metrics: metrics, Logger: log}
 }
 
-// runRecover implements "idem recover [--db DSN] [--provider URL] [--once]
-// [--json] [--batch N] [--interval D] [--lease D]" (SPEC E3, O2): it finds
-// the operations whose lease expired and recovers them (package recovery):
-// reservations are released for the client's retry, committed outcomes
-// are left alone, and operations with an effect outside the database are
-// reconciled from the provider's answer (GET URL/transfers/{key}) or marked
-// UNKNOWN for a replay with the same key or an operator — never executed
-// again. It is safe to run next to servers and other recover processes:
-// a takeover is a compare-and-set, so each record is handled once.
+// transferEffects returns the effects the worker settles for a provider
+// at providerURL (none without one).
+func transferEffects(providerURL string, timeout time.Duration) effect.Set {
+	if providerURL == "" {
+		return nil
+	}
+	return effect.Set{payments.OperationTransfer: payments.TransferEffects(providerURL, timeout)}
+}
+
+// runRecover implements "idem recover [--db DSN] [--provider URL]
+// [--provider-timeout D] [--once] [--json] [--batch N] [--interval D]
+// [--lease D]" (SPEC E2, E3, O2): the recovery worker of package recovery.
+// Operations whose lease expired after an effect outside the database
+// began are taken over and marked UNKNOWN (committed outcomes are left
+// alone, reservations are left for the client's retry, which continues
+// the same operation); UNKNOWN transfers are settled on evidence from the
+// provider at --provider — a lookup by the downstream key, then a re-send
+// of the stored request with the same key — and their own rendering
+// stored; anything short of evidence leaves them UNKNOWN. Nothing is ever
+// executed again. It is safe to run next to servers and other recover
+// processes: a takeover and a reconciliation are compare-and-sets, so each
+// record is handled once.
 //
 // With --once it runs one round (batches of N until none is left) and
-// prints "released A, recovered B, unknown C, reconciled D", or with --json
-// one line {"released":A,"recovered":B,"unknown":C,"reconciled":D}; on an
+// prints "recovered A, unknown B, reconciled C, unsettled D", or with --json
+// one line {"recovered":A,"unknown":B,"reconciled":C,"unsettled":D}; on an
 // error the counts go to stderr with it and the exit code is 1. Without
 // --once it runs a round every --interval until SIGINT or SIGTERM, printing
 // a line for each round that did something and logging errors (it carries
@@ -49,9 +57,10 @@ func runRecover(ctx context.Context, args []string, std stdio) int {
 	fs := flag.NewFlagSet("recover", flag.ContinueOnError)
 	fs.SetOutput(std.err)
 	dsn := fs.String("db", defaultDB, "registry database `DSN`: sqlite:PATH or postgres://…")
-	providerURL := fs.String("provider", "", "downstream provider `URL` to ask about effects; without it they become UNKNOWN")
+	providerURL := fs.String("provider", "", "downstream provider `URL` to settle transfers with; without it UNKNOWN operations wait for an operator")
+	providerTimeout := fs.Duration("provider-timeout", payments.DefaultProviderTimeout, "bound on one provider call")
 	once := fs.Bool("once", false, "run one round and exit")
-	asJSON := fs.Bool("json", false, `print {"released":A,"recovered":B,"unknown":C,"reconciled":D}`)
+	asJSON := fs.Bool("json", false, `print {"recovered":A,"unknown":B,"reconciled":C,"unsettled":D}`)
 	batch := fs.Int("batch", registry.DefaultRecoverBatch, "expired records listed per batch")
 	interval := fs.Duration("interval", recovery.DefaultInterval, "time between rounds without --once")
 	lease := fs.Duration("lease", registry.DefaultLease, "lease of a takeover")
@@ -59,7 +68,7 @@ func runRecover(ctx context.Context, args []string, std stdio) int {
 		return exitUsage
 	}
 	if fs.NArg() != 0 || *batch <= 0 || *interval <= 0 || *lease <= 0 {
-		fmt.Fprintln(std.err, "usage: idem recover [--db DSN] [--provider URL] [--once] [--json] [--batch N] [--interval D] [--lease D]; N, D positive")
+		fmt.Fprintln(std.err, "usage: idem recover [--db DSN] [--provider URL] [--provider-timeout D] [--once] [--json] [--batch N] [--interval D] [--lease D]; N, D positive")
 		return exitUsage
 	}
 	store, err := drivers.Open(ctx, *dsn, drivers.Options{})
@@ -68,7 +77,7 @@ func runRecover(ctx context.Context, args []string, std stdio) int {
 		return exitRefused
 	}
 	defer store.Close()
-	w := newWorker(store, *providerURL, *lease, *batch, slog.New(slog.NewTextHandler(std.err, nil)))
+	w := newWorker(store, transferEffects(*providerURL, *providerTimeout), *lease, *batch, nil, slog.New(slog.NewTextHandler(std.err, nil)))
 	if *once {
 		rep, err := w.RunOnce(ctx)
 		if err != nil {
@@ -100,7 +109,7 @@ func runRecover(ctx context.Context, args []string, std stdio) int {
 }
 
 func reportText(r recovery.Report) string {
-	return fmt.Sprintf("released %d, recovered %d, unknown %d, reconciled %d", r.Released, r.Recovered, r.Unknown, r.Reconciled)
+	return fmt.Sprintf("recovered %d, unknown %d, reconciled %d, unsettled %d", r.Recovered, r.Unknown, r.Reconciled, r.Unsettled)
 }
 
 func printReport(std stdio, r recovery.Report, asJSON bool) int {
@@ -121,10 +130,10 @@ func printReport(std stdio, r recovery.Report, asJSON bool) int {
 // then every interval (recovery.Worker.Run, which logs what each round did
 // and carries on after errors). The returned function stops the loop and
 // waits for it, so the store can be closed afterwards.
-func startRecovery(ctx context.Context, store registry.Store, providerURL string, interval, lease time.Duration, log *slog.Logger) (stop func()) {
+func startRecovery(ctx context.Context, store registry.Store, effects effect.Set, interval, lease time.Duration, metrics *recovery.Metrics, log *slog.Logger) (stop func()) {
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
-	w := newWorker(store, providerURL, lease, registry.DefaultRecoverBatch, log)
+	w := newWorker(store, effects, lease, registry.DefaultRecoverBatch, metrics, log)
 	go func() {
 		defer close(done)
 		w.Run(ctx, interval)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/idemkit/idem/drivers"
 	"github.com/idemkit/idem/payments"
+	"github.com/idemkit/idem/recovery"
 	"github.com/idemkit/idem/registry"
 )
 
@@ -34,10 +35,12 @@ import (
 // deleted=M") and carrying on after errors; see startPruning and "idem
 // prune".
 //
-// Every --recover-interval (default 5s) its recovery worker handles the
-// operations whose lease expired, taking them over for --lease and asking
-// --provider about effects outside the database; see startRecovery and
-// "idem recover".
+// Every --recover-interval (default 5s) its recovery worker takes over the
+// operations whose lease expired after an effect outside the database
+// began, and settles UNKNOWN transfers on evidence from --provider (a
+// lookup by the downstream key, then a re-send with the same key), with
+// backoff, without any client retry; see startRecovery and "idem recover".
+// --provider-timeout (default 5s) bounds each provider call.
 //
 // --api-revision (default v1) names the API major revision bound into
 // every operation's scope (SPEC C2): a server started with another
@@ -62,6 +65,7 @@ func runServe(ctx context.Context, args []string, std stdio) int {
 	dsn := fs.String("db", defaultDB, "database `DSN`: sqlite:PATH or postgres://…")
 	auth := fs.String("auth", "", "bearer tokens `FILE`: {\"<token>\": {\"tenant\": \"…\", \"principal\": \"…\"}}; without it the token \"demo\" is accepted")
 	provider := fs.String("provider", "", "downstream provider `URL` for POST /v1/transfers (see idem provider)")
+	providerTimeout := fs.Duration("provider-timeout", payments.DefaultProviderTimeout, "bound on one provider call; a call that takes longer leaves its transfer UNKNOWN until settled on evidence")
 	lease := fs.Duration("lease", 30*time.Second, "how long an execution owns its operation before recovery may take over")
 	recoverEvery := fs.Duration("recover-interval", 5*time.Second, "how often the recovery worker looks for expired leases (see idem recover)")
 	retention := fs.Duration("retention", 24*time.Hour, "how long operation records are kept with their response; then they become tombstones (409 KEY_RETIRED)")
@@ -108,15 +112,16 @@ func runServe(ctx context.Context, args []string, std stdio) int {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	svc, err := payments.New(ctx, payments.Config{
-		Store:       withStoreTimeout(store, *storeTimeout),
-		Auth:        tokens,
-		Lease:       *lease,
-		Retention:   *retention,
-		Logger:      log,
-		Registry:    reg,
-		Provider:    *provider,
-		WriterEpoch: *epoch,
-		APIRevision: *apiRevision,
+		Store:           withStoreTimeout(store, *storeTimeout),
+		Auth:            tokens,
+		Lease:           *lease,
+		Retention:       *retention,
+		Logger:          log,
+		Registry:        reg,
+		Provider:        *provider,
+		ProviderTimeout: *providerTimeout,
+		WriterEpoch:     *epoch,
+		APIRevision:     *apiRevision,
 
 		OneTransaction: *oneTx,
 	})
@@ -127,7 +132,7 @@ func runServe(ctx context.Context, args []string, std stdio) int {
 
 	// Stopped (deferred after store.Close, so run before it) once serving ends.
 	defer startPruning(ctx, store, *pruneEvery, registry.DefaultPruneBatch, log)()
-	defer startRecovery(ctx, store, *provider, *recoverEvery, *lease, log)()
+	defer startRecovery(ctx, store, svc.Effects(), *recoverEvery, *lease, recovery.NewMetrics(reg), log)()
 
 	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", *addr)
 	if err != nil {

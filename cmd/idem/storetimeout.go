@@ -93,16 +93,16 @@ func (b boundedStore) InTx(ctx context.Context, fn func(ctx context.Context, tx 
 	return b.Store.InTx(ctx, fn)
 }
 
-func (b boundedStore) BeginEffect(ctx context.Context, rec registry.Record, name string) (registry.Effect, error) {
+func (b boundedStore) BeginEffect(ctx context.Context, rec registry.Record, name string, request []byte) (registry.Effect, error) {
 	ctx, cancel := b.bound(ctx)
 	defer cancel()
-	return b.Store.BeginEffect(ctx, rec, name)
+	return b.Store.BeginEffect(ctx, rec, name, request)
 }
 
-func (b boundedStore) RecordEffect(ctx context.Context, rec registry.Record, name, handle, result string) error {
+func (b boundedStore) RecordEffect(ctx context.Context, rec registry.Record, name, handle, result string, answer []byte) error {
 	ctx, cancel := b.bound(ctx)
 	defer cancel()
-	return b.Store.RecordEffect(ctx, rec, name, handle, result)
+	return b.Store.RecordEffect(ctx, rec, name, handle, result, answer)
 }
 
 func (b boundedStore) Effects(ctx context.Context, operationID string) ([]registry.Effect, error) {

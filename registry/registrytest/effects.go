@@ -17,7 +17,7 @@ const countAttempts = `SELECT count(*) FROM idem_effects WHERE operation_id = $1
 // beginEffect begins the effect name of rec and fails the test on error.
 func (e *env) beginEffect(rec registry.Record, name string) registry.Effect {
 	e.t.Helper()
-	eff, err := e.h.Store.BeginEffect(e.ctx, rec, name)
+	eff, err := e.h.Store.BeginEffect(e.ctx, rec, name, nil)
 	if err != nil {
 		e.t.Fatalf("BeginEffect(%s, %q): %v", rec.OperationID, name, err)
 	}
@@ -95,10 +95,10 @@ func testEffectKeyStable(t *testing.T, nh NewHarness) {
 	if err != nil || cur.OwnerGen != 2 || cur.State != idem.StateExecuting {
 		t.Fatalf("TakeOver: gen %d state %s err %v, want gen 2 EXECUTING", cur.OwnerGen, cur.State, err)
 	}
-	if _, err := e.h.Store.BeginEffect(e.ctx, rec, "transfer"); !errors.Is(err, registry.ErrFenced) {
+	if _, err := e.h.Store.BeginEffect(e.ctx, rec, "transfer", nil); !errors.Is(err, registry.ErrFenced) {
 		t.Errorf("BeginEffect by the stale generation: %v, want ErrFenced", err)
 	}
-	if _, err := e.h.Store.BeginEffect(e.ctx, rec, "new"); !errors.Is(err, registry.ErrFenced) {
+	if _, err := e.h.Store.BeginEffect(e.ctx, rec, "new", nil); !errors.Is(err, registry.ErrFenced) {
 		t.Errorf("BeginEffect of a new effect by the stale generation: %v, want ErrFenced", err)
 	}
 	taken := e.beginEffect(cur, "transfer")
@@ -126,7 +126,7 @@ func testBeginEffectDurable(t *testing.T, nh NewHarness) {
 	e := setup(t, nh)
 	c := e.claim("conformance.effect-begin")
 	rec := e.reserve(c)
-	if _, err := e.h.Store.BeginEffect(e.ctx, rec, ""); err == nil || errors.Is(err, registry.ErrFenced) {
+	if _, err := e.h.Store.BeginEffect(e.ctx, rec, "", nil); err == nil || errors.Is(err, registry.ErrFenced) {
 		t.Errorf("BeginEffect with an empty name: %v, want a plain error", err)
 	}
 	eff := e.beginEffect(rec, "transfer")
@@ -152,10 +152,10 @@ func testBeginEffectDurable(t *testing.T, nh NewHarness) {
 	// A record that was RESERVED in the caller's hands completes from
 	// EXECUTING; a terminal record begins nothing.
 	done := e.complete(rec, outcome("effect-begin", 0))
-	if _, err := e.h.Store.BeginEffect(e.ctx, done, "transfer"); !errors.Is(err, registry.ErrFenced) {
+	if _, err := e.h.Store.BeginEffect(e.ctx, done, "transfer", nil); !errors.Is(err, registry.ErrFenced) {
 		t.Errorf("BeginEffect of a terminal record: %v, want ErrFenced", err)
 	}
-	if _, err := e.h.Store.BeginEffect(e.ctx, done, "late"); !errors.Is(err, registry.ErrFenced) {
+	if _, err := e.h.Store.BeginEffect(e.ctx, done, "late", nil); !errors.Is(err, registry.ErrFenced) {
 		t.Errorf("BeginEffect of a new effect of a terminal record: %v, want ErrFenced", err)
 	}
 	if n := e.count(countAttempts, rec.OperationID); n != 1 {
@@ -165,7 +165,7 @@ func testBeginEffectDurable(t *testing.T, nh NewHarness) {
 	if err := e.h.Store.Release(e.ctx, released); err != nil {
 		t.Fatalf("Release: %v", err)
 	}
-	if _, err := e.h.Store.BeginEffect(e.ctx, released, "transfer"); !errors.Is(err, registry.ErrFenced) {
+	if _, err := e.h.Store.BeginEffect(e.ctx, released, "transfer", nil); !errors.Is(err, registry.ErrFenced) {
 		t.Errorf("BeginEffect of a released record: %v, want ErrFenced", err)
 	}
 	if n := e.count(countAttempts, released.OperationID); n != 0 {
@@ -177,7 +177,7 @@ func testBeginEffectDurable(t *testing.T, nh NewHarness) {
 	old.WriterEpoch = 0
 	oldRec := e.reserve(old)
 	e.bump()
-	if _, err := e.h.Store.BeginEffect(e.ctx, oldRec, "transfer"); !errors.Is(err, registry.ErrWriterFenced) {
+	if _, err := e.h.Store.BeginEffect(e.ctx, oldRec, "transfer", nil); !errors.Is(err, registry.ErrWriterFenced) {
 		t.Errorf("BeginEffect by a fenced writer: %v, want ErrWriterFenced", err)
 	}
 	if st, _ := e.state(old.Scope); st != idem.StateReserved || e.count(countAttempts, oldRec.OperationID) != 0 {
@@ -195,20 +195,20 @@ func testStaleGenerationCannotRecord(t *testing.T, nh NewHarness) {
 	c := e.claim("conformance.effect-record")
 	c.Lease = time.Minute
 	rec := e.reserve(c)
-	if err := e.h.Store.RecordEffect(e.ctx, rec, "transfer", "tr_0", registry.EffectSucceeded); !errors.Is(err, registry.ErrFenced) {
+	if err := e.h.Store.RecordEffect(e.ctx, rec, "transfer", "tr_0", registry.EffectSucceeded, nil); !errors.Is(err, registry.ErrFenced) {
 		t.Errorf("RecordEffect before BeginEffect: %v, want ErrFenced", err)
 	}
 	e.beginEffect(rec, "transfer")
-	if err := e.h.Store.RecordEffect(e.ctx, rec, "transfer", "tr_1", ""); err != nil {
+	if err := e.h.Store.RecordEffect(e.ctx, rec, "transfer", "tr_1", "", nil); err != nil {
 		t.Fatalf("RecordEffect of the handle: %v", err)
 	}
-	if err := e.h.Store.RecordEffect(e.ctx, rec, "transfer", "", registry.EffectSucceeded); err != nil {
+	if err := e.h.Store.RecordEffect(e.ctx, rec, "transfer", "", registry.EffectSucceeded, nil); err != nil {
 		t.Fatalf("RecordEffect of the result: %v", err)
 	}
-	if err := e.h.Store.RecordEffect(e.ctx, rec, "transfer", "tr_x", "maybe"); err == nil || errors.Is(err, registry.ErrFenced) {
+	if err := e.h.Store.RecordEffect(e.ctx, rec, "transfer", "tr_x", "maybe", nil); err == nil || errors.Is(err, registry.ErrFenced) {
 		t.Errorf("RecordEffect with result \"maybe\": %v, want a plain error", err)
 	}
-	if err := e.h.Store.RecordEffect(e.ctx, rec, "other", "tr_1", registry.EffectFailed); !errors.Is(err, registry.ErrFenced) {
+	if err := e.h.Store.RecordEffect(e.ctx, rec, "other", "tr_1", registry.EffectFailed, nil); !errors.Is(err, registry.ErrFenced) {
 		t.Errorf("RecordEffect of an effect never begun: %v, want ErrFenced", err)
 	}
 	if got := e.effectsOf(rec.OperationID)["transfer"]; got.Handle != "tr_1" || got.Result != registry.EffectSucceeded {
@@ -220,16 +220,16 @@ func testStaleGenerationCannotRecord(t *testing.T, nh NewHarness) {
 	if err != nil {
 		t.Fatalf("TakeOver: %v", err)
 	}
-	if err := e.h.Store.RecordEffect(e.ctx, rec, "transfer", "tr_stale", registry.EffectFailed); !errors.Is(err, registry.ErrFenced) {
+	if err := e.h.Store.RecordEffect(e.ctx, rec, "transfer", "tr_stale", registry.EffectFailed, nil); !errors.Is(err, registry.ErrFenced) {
 		t.Errorf("RecordEffect by the stale generation: %v, want ErrFenced", err)
 	}
 	if again := e.beginEffect(cur, "transfer"); again.Handle != "tr_1" || again.Result != registry.EffectSucceeded || again.OwnerGen != 2 {
 		t.Errorf("BeginEffect after takeover lost the recorded handle or result: %+v", again)
 	}
-	if err := e.h.Store.RecordEffect(e.ctx, cur, "transfer", "tr_1", registry.EffectSucceeded); err != nil {
+	if err := e.h.Store.RecordEffect(e.ctx, cur, "transfer", "tr_1", registry.EffectSucceeded, nil); err != nil {
 		t.Errorf("RecordEffect by the new generation: %v", err)
 	}
-	if err := e.h.Store.RecordEffect(e.ctx, rec, "transfer", "tr_stale", registry.EffectFailed); !errors.Is(err, registry.ErrFenced) {
+	if err := e.h.Store.RecordEffect(e.ctx, rec, "transfer", "tr_stale", registry.EffectFailed, nil); !errors.Is(err, registry.ErrFenced) {
 		t.Errorf("RecordEffect by the stale generation after the new one began: %v, want ErrFenced", err)
 	}
 	// A recovery that took over records what the provider told it
@@ -240,18 +240,18 @@ func testStaleGenerationCannotRecord(t *testing.T, nh NewHarness) {
 	if err != nil {
 		t.Fatalf("second TakeOver: %v", err)
 	}
-	if err := e.h.Store.RecordEffect(e.ctx, third, "notify", "n_1", registry.EffectSucceeded); err != nil {
+	if err := e.h.Store.RecordEffect(e.ctx, third, "notify", "n_1", registry.EffectSucceeded, nil); err != nil {
 		t.Errorf("RecordEffect by a recovery that did not begin the effect: %v", err)
 	}
 	if got := e.effectsOf(rec.OperationID)["notify"]; got.OwnerGen != 3 || got.Handle != "n_1" {
 		t.Errorf("attempt recorded by the recovery: %+v, want gen 3 handle n_1", got)
 	}
-	if err := e.h.Store.RecordEffect(e.ctx, cur, "notify", "n_stale", ""); !errors.Is(err, registry.ErrFenced) {
+	if err := e.h.Store.RecordEffect(e.ctx, cur, "notify", "n_stale", "", nil); !errors.Is(err, registry.ErrFenced) {
 		t.Errorf("RecordEffect by generation 2 after the recovery: %v, want ErrFenced", err)
 	}
 	cur = third
 	done := e.complete(cur, outcome("effect-record", 0))
-	if err := e.h.Store.RecordEffect(e.ctx, done, "transfer", "tr_3", registry.EffectFailed); !errors.Is(err, registry.ErrFenced) {
+	if err := e.h.Store.RecordEffect(e.ctx, done, "transfer", "tr_3", registry.EffectFailed, nil); !errors.Is(err, registry.ErrFenced) {
 		t.Errorf("RecordEffect of a terminal record: %v, want ErrFenced", err)
 	}
 	got := e.effectsOf(rec.OperationID)["transfer"]
@@ -306,7 +306,7 @@ func testMarkUnknown(t *testing.T, nh NewHarness) {
 		if err := e.h.Store.Release(e.ctx, r); !errors.Is(err, registry.ErrFenced) {
 			t.Errorf("Release of an UNKNOWN record: %v, want ErrFenced", err)
 		}
-		if _, err := e.h.Store.BeginEffect(e.ctx, r, "transfer"); !errors.Is(err, registry.ErrFenced) {
+		if _, err := e.h.Store.BeginEffect(e.ctx, r, "transfer", nil); !errors.Is(err, registry.ErrFenced) {
 			t.Errorf("BeginEffect of an UNKNOWN record: %v, want ErrFenced", err)
 		}
 	}
@@ -317,10 +317,10 @@ func testMarkUnknown(t *testing.T, nh NewHarness) {
 		t.Errorf("after the refused calls: state %s gen %d, want UNKNOWN gen 2", st, gen)
 	}
 	// Recovery may still learn and record the provider's handle.
-	if err := e.h.Store.RecordEffect(e.ctx, u, "transfer", "tr_9", registry.EffectSucceeded); err != nil {
+	if err := e.h.Store.RecordEffect(e.ctx, u, "transfer", "tr_9", registry.EffectSucceeded, nil); err != nil {
 		t.Errorf("RecordEffect of an UNKNOWN record's attempt: %v", err)
 	}
-	if err := e.h.Store.RecordEffect(e.ctx, rec, "transfer", "tr_stale", ""); !errors.Is(err, registry.ErrFenced) {
+	if err := e.h.Store.RecordEffect(e.ctx, rec, "transfer", "tr_stale", "", nil); !errors.Is(err, registry.ErrFenced) {
 		t.Errorf("RecordEffect of an UNKNOWN record by the stale generation: %v, want ErrFenced", err)
 	}
 

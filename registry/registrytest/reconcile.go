@@ -43,6 +43,7 @@ func testReconcile(t *testing.T, nh NewHarness) {
 		"no actor":         func(r *registry.Reconciliation) { r.Actor = "" },
 		"no evidence":      func(r *registry.Reconciliation) { r.Evidence = "" },
 		"status 0":         func(r *registry.Reconciliation) { r.Response.Status = 0 },
+		"status 503":       func(r *registry.Reconciliation) { r.Response.Status = 503 },
 	} {
 		b := r
 		bad(&b)

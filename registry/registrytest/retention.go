@@ -231,7 +231,7 @@ func testTombstoneTTL(t *testing.T, nh NewHarness) {
 	if rec.TombstoneTTL != ttl {
 		t.Errorf("reserved record has TombstoneTTL %v, want %v", rec.TombstoneTTL, ttl)
 	}
-	if _, err := e.h.Store.BeginEffect(e.ctx, rec, "transfer"); err != nil {
+	if _, err := e.h.Store.BeginEffect(e.ctx, rec, "transfer", nil); err != nil {
 		t.Fatalf("BeginEffect: %v", err)
 	}
 	rec.State = idem.StateExecuting
@@ -240,7 +240,7 @@ func testTombstoneTTL(t *testing.T, nh NewHarness) {
 		t.Fatalf("MarkPublished: %v", err)
 	}
 	rec = e.reserve(e.expiring("conformance.ttl", ttl))
-	if _, err := e.h.Store.BeginEffect(e.ctx, rec, "transfer"); err != nil {
+	if _, err := e.h.Store.BeginEffect(e.ctx, rec, "transfer", nil); err != nil {
 		t.Fatalf("BeginEffect: %v", err)
 	}
 	if _, err := e.h.Store.MarkUnknown(e.ctx, rec); err != nil {
