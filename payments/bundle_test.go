@@ -68,6 +68,11 @@ var serviceTests = []struct {
 	{"List", testList},
 	{"HealthAndMetrics", testHealthAndMetrics},
 	{"ConcurrentCreate", testConcurrentCreate},
+	{"Refund", testRefund},
+	{"RefundReplay", testRefundReplay},
+	{"RefundCap", testRefundCap},
+	{"RefundOwnership", testRefundOwnership},
+	{"ConcurrentRefunds", testConcurrentRefunds},
 }
 
 func runServiceTests(t *testing.T, dsn func(*testing.T) string) {
