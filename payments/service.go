@@ -35,10 +35,11 @@
 // own, whose sum never exceeds the payment's amount (refunds.go,
 // docs/contract.md §10).
 //
-// Rollout controls (SPEC E6): POST /v1/payments refuses new operations with
-// 503 DRAINING while the registry is draining and with 503 WRITER_FENCED
-// once the registry's writer epoch is above the service's
-// (Config.WriterEpoch); replays of finished operations are always served.
+// Rollout controls (SPEC E6): the idempotent routes (POST /v1/payments,
+// its refunds and transfers) refuse new operations with 503 DRAINING while
+// the registry is draining and with 503 WRITER_FENCED once the registry's
+// writer epoch is above the service's (Config.WriterEpoch); replays of
+// finished operations are always served.
 // See docs/operations.md.
 package payments
 
