@@ -36,13 +36,21 @@ var testTokens = Tokens{
 // it from a test server.
 func setup(t *testing.T, dsn string) *testBundle {
 	t.Helper()
+	return setupConfig(t, dsn, Config{})
+}
+
+// setupConfig is setup with a configuration; its Store, Auth and Logger
+// are set here.
+func setupConfig(t *testing.T, dsn string, cfg Config) *testBundle {
+	t.Helper()
 	ctx := context.Background()
 	store, err := drivers.Open(ctx, dsn, drivers.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(store.Close)
-	svc, err := New(ctx, Config{Store: store, Auth: testTokens, Logger: slog.New(slog.DiscardHandler)})
+	cfg.Store, cfg.Auth, cfg.Logger = store, testTokens, slog.New(slog.DiscardHandler)
+	svc, err := New(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,6 +76,11 @@ var serviceTests = []struct {
 	{"List", testList},
 	{"HealthAndMetrics", testHealthAndMetrics},
 	{"ConcurrentCreate", testConcurrentCreate},
+	{"Refund", testRefund},
+	{"RefundReplay", testRefundReplay},
+	{"RefundCap", testRefundCap},
+	{"RefundOwnership", testRefundOwnership},
+	{"ConcurrentRefunds", testConcurrentRefunds},
 }
 
 func runServiceTests(t *testing.T, dsn func(*testing.T) string) {

@@ -56,21 +56,12 @@ const AmountLimit = "1000000.00"
 // create handles POST /v1/payments inside the idempotency middleware: it
 // runs once per operation, in the operation's business transaction.
 func (s *Service) create(w http.ResponseWriter, r *http.Request) {
-	ctx := r.Context()
-	tx, opID, payload := idemhttp.Tx(ctx), idemhttp.OperationID(ctx), idemhttp.Payload(ctx)
-	if tx == nil || opID == "" || payload == nil {
-		s.internal(w, r, "create", errors.New("called outside the idempotency middleware"))
+	e, ok := s.execution(w, r, "create")
+	if !ok {
 		return
 	}
-	id, ok := idemhttp.Caller(ctx)
-	if !ok { // shadow and off modes hand no identity down
-		var err error
-		if id, err = s.auth.Identity(r); err != nil {
-			s.internal(w, r, "create", err)
-			return
-		}
-	}
-	req, over, err := parseCreate(payload)
+	ctx, tx, opID, id := r.Context(), e.tx, e.opID, e.caller
+	req, over, err := parseCreate(e.payload)
 	if err != nil {
 		s.internal(w, r, "create: canonical payload", err)
 		return
@@ -100,6 +91,35 @@ func (s *Service) create(w http.ResponseWriter, r *http.Request) {
 	h.Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusCreated)
 	w.Write(body)
+}
+
+// execution is what the idempotency middleware hands a handler of one of
+// the service's operations.
+type execution struct {
+	tx      registry.Tx   // the business transaction
+	opID    string        // the operation ID
+	payload []byte        // the canonical payload
+	caller  idem.Identity // the authenticated caller
+}
+
+// execution returns the request's execution. Outside the middleware (a
+// defect of the service) it answers 500 INTERNAL and returns false.
+func (s *Service) execution(w http.ResponseWriter, r *http.Request, what string) (execution, bool) {
+	ctx := r.Context()
+	e := execution{tx: idemhttp.Tx(ctx), opID: idemhttp.OperationID(ctx), payload: idemhttp.Payload(ctx)}
+	if e.tx == nil || e.opID == "" || e.payload == nil {
+		s.internal(w, r, what, errors.New("called outside the idempotency middleware"))
+		return execution{}, false
+	}
+	var ok bool
+	if e.caller, ok = idemhttp.Caller(ctx); !ok { // shadow and off modes hand no identity down
+		var err error
+		if e.caller, err = s.auth.Identity(r); err != nil {
+			s.internal(w, r, what, err)
+			return execution{}, false
+		}
+	}
+	return e, true
 }
 
 // newPayment is the payment an operation (or a plain request) with that

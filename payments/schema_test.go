@@ -10,20 +10,25 @@ import (
 
 func TestSchemaMatchesFile(t *testing.T) {
 	t.Parallel()
-	f, err := os.Open("../canon/testdata/payments.v1.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	want, err := canon.ParseSchema(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := Schema(); !reflect.DeepEqual(got, want) {
-		t.Errorf("Schema() = %+v, the file says %+v", got, want)
-	}
-	if Schema() == Schema() {
-		t.Error("Schema returns a shared value")
+	for file, schema := range map[string]func() *canon.Schema{
+		"payments.v1.json": Schema,
+		"refunds.v1.json":  RefundSchema,
+	} {
+		f, err := os.Open("../canon/testdata/" + file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := canon.ParseSchema(f)
+		f.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := schema(); !reflect.DeepEqual(got, want) {
+			t.Errorf("%s: schema %+v, the file says %+v", file, got, want)
+		}
+		if schema() == schema() {
+			t.Errorf("%s: the schema function returns a shared value", file)
+		}
 	}
 }
 

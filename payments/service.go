@@ -9,6 +9,11 @@
 //	                                  only with Config.Provider, see transfers.go)
 //	GET  /v1/payments                 the caller's payments, newest first
 //	GET  /v1/payments/{id}            one of the caller's payments
+//	POST /v1/payments/{id}/refunds    refund (part of) a payment (idempotent, schema
+//	                                  refunds.v1; see refunds.go)
+//	GET  /v1/payments/{id}/refunds    the payment's refunds and refunded total
+//	GET  /v1/payments/{id}/refunds/{refundID}
+//	                                  one refund of the payment
 //	GET  /v1/operations/{operationID} an operation's state, to its owner only
 //	GET  /metrics                     Prometheus text format
 //	GET  /healthz                     200 when the store answers, else 503
@@ -25,10 +30,16 @@
 // row, the "payment.created" outbox message and the operation's outcome
 // commit in one transaction.
 //
-// Rollout controls (SPEC E6): POST /v1/payments refuses new operations with
-// 503 DRAINING while the registry is draining and with 503 WRITER_FENCED
-// once the registry's writer epoch is above the service's
-// (Config.WriterEpoch); replays of finished operations are always served.
+// A committed payment is never cancelled by its key (SPEC A8): it is
+// compensated by refunds, each an idempotent operation with a key of its
+// own, whose sum never exceeds the payment's amount (refunds.go,
+// docs/contract.md §10).
+//
+// Rollout controls (SPEC E6): the idempotent routes (POST /v1/payments,
+// its refunds and transfers) refuse new operations with 503 DRAINING while
+// the registry is draining and with 503 WRITER_FENCED once the registry's
+// writer epoch is above the service's (Config.WriterEpoch); replays of
+// finished operations are always served.
 // See docs/operations.md.
 package payments
 
@@ -36,6 +47,7 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"database/sql"
 	"embed"
 	"encoding/json"
 	"errors"
@@ -122,7 +134,8 @@ type Config struct {
 	// outbox message and the operation record commit together and
 	// nothing is reserved beforehand. false (the default) is the
 	// two-phase style, where a duplicate sent while the first request
-	// runs gets 409 IN_PROGRESS. Transfers are always two-phase.
+	// runs gets 409 IN_PROGRESS. Transfers and refunds are always
+	// two-phase.
 	OneTransaction bool
 	// AdmitRefresh is how often the service reads the registry's control
 	// row to follow drain and epoch changes; 0 means
@@ -201,8 +214,19 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 		s.effects = effect.Set{OperationTransfer: transfer.Operation.Effects}
 		s.mux.Handle("POST /v1/transfers", transfer.Handler(http.HandlerFunc(s.createTransfer)))
 	}
+	refund := *create // same store, identity, admission, epoch and metrics
+	refund.Operation.Name = OperationRefund
+	refund.Operation.Binding = idem.Binding{Canon: canon.Options{Mode: canon.ModeSchema, Schema: RefundSchema()}}
+	refund.Operation.FinalStatuses = []int{
+		http.StatusNotFound,            // NOT_FOUND: no such payment of the caller's
+		http.StatusUnprocessableEntity, // REFUND_EXCEEDS_PAYMENT, AMOUNT_LIMIT
+	}
+	refund.Operation.OneTransaction = false // two-phase, whatever Config.OneTransaction says
+	s.mux.Handle("POST /v1/payments/{id}/refunds", refund.Handler(http.HandlerFunc(s.refund)))
 	s.mux.HandleFunc("GET /v1/payments", s.authenticated(s.list))
 	s.mux.HandleFunc("GET /v1/payments/{id}", s.authenticated(s.get))
+	s.mux.HandleFunc("GET /v1/payments/{id}/refunds", s.authenticated(s.listRefunds))
+	s.mux.HandleFunc("GET /v1/payments/{id}/refunds/{refundID}", s.authenticated(s.getRefund))
 	s.mux.HandleFunc("GET /v1/transfers/{id}", s.authenticated(s.getTransfer))
 	s.mux.HandleFunc("GET /v1/operations/{operationID}", s.authenticated(s.operation))
 	s.mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
@@ -216,15 +240,24 @@ func (s *Service) Handler() http.Handler { return s.mux }
 // WriterEpoch returns the writer epoch the service writes at.
 func (s *Service) WriterEpoch() int64 { return s.epoch }
 
-// createTables runs the DDL of payments.sql in one transaction. Several
-// instances may start at once: on PostgreSQL two concurrent CREATE TABLE
-// IF NOT EXISTS can still collide in the catalog, and the loser fails only
-// after the winner committed, so a retry finds the table.
+// createTables runs the DDL of payments.sql in one transaction, adding
+// the refunded total to a payments table created before refunds existed.
+// Several instances may start at once: on PostgreSQL two concurrent CREATE
+// TABLE IF NOT EXISTS can still collide in the catalog, and the loser
+// fails only after the winner committed, so a retry finds the table.
 func createTables(ctx context.Context, store registry.Store) error {
 	var err error
 	for range 3 {
 		err = store.InTx(ctx, func(ctx context.Context, tx registry.Tx) error {
 			for _, q := range []string{"create_payments", "create_payments_owner_index"} {
+				if _, err := tx.Exec(ctx, queries.Get(q)); err != nil {
+					return err
+				}
+			}
+			if err := addRefundedColumn(ctx, tx); err != nil {
+				return err
+			}
+			for _, q := range []string{"create_refunds", "create_refunds_payment_index"} {
 				if _, err := tx.Exec(ctx, queries.Get(q)); err != nil {
 					return err
 				}
@@ -239,6 +272,23 @@ func createTables(ctx context.Context, store registry.Store) error {
 		return fmt.Errorf("payments: creating tables: %w", err)
 	}
 	return nil
+}
+
+// addRefundedColumn adds payments.refunded_minor where it is missing (a
+// table created before refunds existed). The statements differ between
+// the databases: the SQLite driver's transactions are *sql.Tx,
+// PostgreSQL's pgx transactions.
+func addRefundedColumn(ctx context.Context, tx registry.Tx) error {
+	db := "_postgres"
+	if _, ok := tx.Native().(*sql.Tx); ok {
+		db = "_sqlite"
+	}
+	var n int
+	if err := tx.QueryRow(ctx, queries.Get("payments_has_refunded"+db)).Scan(&n); err != nil || n > 0 {
+		return err
+	}
+	_, err := tx.Exec(ctx, queries.Get("add_payments_refunded"+db))
+	return err
 }
 
 // authenticated wraps a handler of a non-idempotent route: it answers 401
