@@ -79,7 +79,7 @@ func TestMigrateConcurrentAndIdempotent(t *testing.T) {
 	defer conn.Close(ctx)
 	rows, _ := conn.Query(ctx, `SELECT version FROM idem_schema_migrations ORDER BY version`)
 	versions, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	want := []string{"001_registry", "002_active_index", "003_control", "004_retention", "005_effects", "006_write_path"}
+	want := []string{"001_registry", "002_active_index", "003_control", "004_retention", "005_effects", "006_write_path", "008_outbox_delivery"}
 	if err != nil || !slices.Equal(versions, want) {
 		t.Errorf("applied migrations %v (err %v), want %v", versions, err, want)
 	}

@@ -86,8 +86,8 @@ func TestConcurrentOpenMigratesOnce(t *testing.T) {
 		defer stores[i].Close()
 	}
 	var versions int
-	if err := stores[0].DB().QueryRow(`SELECT count(*) FROM idem_schema_migrations`).Scan(&versions); err != nil || versions != 5 {
-		t.Errorf("%d migration rows (%v), want 5", versions, err)
+	if err := stores[0].DB().QueryRow(`SELECT count(*) FROM idem_schema_migrations`).Scan(&versions); err != nil || versions != 6 {
+		t.Errorf("%d migration rows (%v), want 6", versions, err)
 	}
 	if err := Migrate(t.Context(), stores[0].DB()); err != nil {
 		t.Errorf("Migrate again: %v", err)
