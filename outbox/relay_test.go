@@ -52,6 +52,18 @@ type fixture struct {
 
 func newFixture(t *testing.T, n int) *fixture {
 	t.Helper()
+	return newFixtureWith(t, n, func(i, j int) []byte {
+		if j == 0 {
+			return []byte("x")
+		}
+		return []byte(fmt.Sprint(i))
+	})
+}
+
+// newFixtureWith is newFixture with the payload of the j-th message (0 or
+// 1) of the i-th operation.
+func newFixtureWith(t *testing.T, n int, payload func(i, j int) []byte) *fixture {
+	t.Helper()
 	f := &fixture{}
 	store, err := idemsqlite.Open(t.Context(), "sqlite:"+filepath.Join(t.TempDir(), "o.db"), idemsqlite.Options{
 		Now: func() time.Time {
@@ -76,7 +88,7 @@ func newFixture(t *testing.T, n int) *fixture {
 			return registry.Outcome{
 				State:    idem.StateSucceeded,
 				Response: idem.Response{Status: 201, MediaType: "application/json", Body: []byte(`{}`)},
-				Outbox:   []registry.Message{{Topic: "a", Payload: []byte("x")}, {Topic: "b", Payload: []byte(fmt.Sprint(i))}},
+				Outbox:   []registry.Message{{Topic: "a", Payload: payload(i, 0)}, {Topic: "b", Payload: payload(i, 1)}},
 			}, nil
 		})
 		if err != nil {
