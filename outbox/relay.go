@@ -21,6 +21,7 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/idemkit/idem/registry"
@@ -32,6 +33,16 @@ import (
 // retries the undelivered ones after their backoff (at-least-once).
 type Publisher interface {
 	Publish(ctx context.Context, msgs []registry.OutboxMessage) error
+}
+
+// Deliverer is a Publisher that can also deliver one message at a time.
+// The relay prefers it: it delivers the messages of a batch concurrently
+// and records each result as soon as it is known, so a slow message holds
+// back neither the bookkeeping of the others nor, after a crash, causes
+// them to be delivered again. Deliver returns nil when m was delivered.
+type Deliverer interface {
+	Publisher
+	Deliver(ctx context.Context, m registry.OutboxMessage) error
 }
 
 // DeliveryErrors is the error of a Publish that delivered some messages
@@ -135,12 +146,14 @@ func (r *Relay) Backoff(attempts int) time.Duration {
 	return min(d, ceiling)
 }
 
-// RunOnce claims one batch, publishes it, marks the delivered messages
+// RunOnce claims one batch, delivers it, marks the delivered messages
 // published and records a failed attempt (backoff or dead letter) for
-// each of the others. It returns how many messages were delivered, and an
-// error if any message was not or a store call failed. ctx governs the
-// claim and the publish; the results of a publish are recorded even if
-// ctx ends meanwhile (bounded by a few seconds).
+// each of the others. A Deliverer gets one call per message, concurrently,
+// each result recorded as soon as it is known; any other Publisher gets
+// the batch. It returns how many messages were delivered, and an error if
+// any message was not or a store call failed. ctx governs the claim and
+// the deliveries; their results are recorded even if ctx ends meanwhile
+// (bounded by a few seconds).
 func (r *Relay) RunOnce(ctx context.Context) (int, error) {
 	_, n, err := r.runOnce(ctx)
 	return n, err
@@ -151,6 +164,10 @@ func (r *Relay) runOnce(ctx context.Context) (claimed, delivered int, err error)
 	msgs, err := r.Store.ClaimOutbox(ctx, cmp.Or(r.Batch, DefaultBatch), cmp.Or(r.Lease, DefaultLease))
 	if err != nil || len(msgs) == 0 {
 		return 0, 0, err
+	}
+	if d, ok := r.Publisher.(Deliverer); ok {
+		delivered, err = r.deliverEach(ctx, d, msgs)
+		return len(msgs), delivered, err
 	}
 	perr := r.Publisher.Publish(ctx, msgs)
 	var failed DeliveryErrors
@@ -173,19 +190,15 @@ func (r *Relay) runOnce(ctx context.Context) (claimed, delivered int, err error)
 		}
 	}
 	var errs []error
-	if len(ok) > 0 {
-		if err := r.Store.MarkPublished(sctx, ok); err != nil {
-			// Delivered but not marked: delivered again after the lease,
-			// which at-least-once delivery allows.
-			errs = append(errs, fmt.Errorf("outbox: mark published: %w", err))
-		} else {
-			r.Metrics.delivered(len(ok))
-		}
+	if err := r.markPublished(sctx, ok); err != nil {
+		errs = append(errs, err)
 	}
-	if len(failed) > 0 && ctx.Err() == nil {
-		// (When ctx ended the failures are most likely its own doing: the
-		// messages are retried when their claim expires, no attempt counted.)
-		errs = append(errs, r.recordFailures(sctx, msgs, failed)...)
+	for _, m := range msgs {
+		if ferr := failed[m.ID]; ferr != nil {
+			if err := r.recordFailure(ctx, sctx, m, ferr); err != nil {
+				errs = append(errs, err)
+			}
+		}
 	}
 	if len(failed) > 0 {
 		errs = append(errs, fmt.Errorf("outbox: publish: %w", failed))
@@ -193,40 +206,95 @@ func (r *Relay) runOnce(ctx context.Context) (claimed, delivered int, err error)
 	return len(msgs), len(ok), errors.Join(errs...)
 }
 
-// recordFailures records a failed attempt of each message in failed.
-func (r *Relay) recordFailures(ctx context.Context, msgs []registry.OutboxMessage, failed DeliveryErrors) []error {
+// deliverEach delivers msgs concurrently, one Deliver call each, and
+// records each result as soon as it is known.
+func (r *Relay) deliverEach(ctx context.Context, d Deliverer, msgs []registry.OutboxMessage) (int, error) {
+	var (
+		wg        sync.WaitGroup
+		mu        sync.Mutex
+		delivered int
+		failed    = DeliveryErrors{}
+		errs      []error
+	)
+	for _, m := range msgs {
+		wg.Go(func() {
+			derr := d.Deliver(ctx, m)
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
+			defer cancel()
+			var err error
+			if derr == nil {
+				err = r.markPublished(sctx, []string{m.ID})
+			} else {
+				err = r.recordFailure(ctx, sctx, m, derr)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case derr != nil:
+				failed[m.ID] = derr
+			case err == nil:
+				delivered++
+			}
+			if err != nil {
+				errs = append(errs, err)
+			}
+		})
+	}
+	wg.Wait()
+	if len(failed) > 0 {
+		errs = append(errs, fmt.Errorf("outbox: publish: %w", failed))
+	}
+	return delivered, errors.Join(errs...)
+}
+
+// markPublished marks the delivered messages ids published (sctx governs
+// it) and counts them.
+func (r *Relay) markPublished(sctx context.Context, ids []string) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	if err := r.Store.MarkPublished(sctx, ids); err != nil {
+		// Delivered but not marked: delivered again after the lease, which
+		// at-least-once delivery allows.
+		return fmt.Errorf("outbox: mark published: %w", err)
+	}
+	r.Metrics.delivered(len(ids))
+	return nil
+}
+
+// recordFailure records a failed attempt of m (sctx governs the store
+// call). When ctx, the relay's, has ended, the failure is most likely its
+// own doing: nothing is recorded, and m is retried once its claim expires
+// without an attempt counted.
+func (r *Relay) recordFailure(ctx, sctx context.Context, m registry.OutboxMessage, ferr error) error {
+	if ctx.Err() != nil {
+		return nil
+	}
 	now := time.Now
 	if r.Now != nil {
 		now = r.Now
 	}
 	maxAge := cmp.Or(r.MaxAge, DefaultMaxAge)
-	var errs []error
-	for _, m := range msgs {
-		ferr := failed[m.ID]
-		if ferr == nil {
-			continue
-		}
-		attempts := m.Attempts + 1
-		f := registry.OutboxFailure{
-			ID:         m.ID,
-			Attempts:   m.Attempts,
-			Error:      truncate(ferr.Error(), maxErrorLen),
-			RetryAfter: r.Backoff(attempts),
-			Dead: attempts >= cmp.Or(r.MaxAttempts, DefaultMaxAttempts) ||
-				(maxAge > 0 && now().Sub(m.CreatedAt) >= maxAge) ||
-				errors.As(ferr, new(permanentError)),
-		}
-		switch err := r.Store.FailOutbox(ctx, f); {
-		case errors.Is(err, registry.ErrFenced):
-			// Another relay claimed the message after this claim expired
-			// and recorded its own result first; that one stands.
-		case err != nil:
-			errs = append(errs, fmt.Errorf("outbox: record failed attempt of %s: %w", m.ID, err))
-		default:
-			r.Metrics.failed(f.Dead)
-		}
+	attempts := m.Attempts + 1
+	f := registry.OutboxFailure{
+		ID:         m.ID,
+		Attempts:   m.Attempts,
+		Error:      truncate(ferr.Error(), maxErrorLen),
+		RetryAfter: r.Backoff(attempts),
+		Dead: attempts >= cmp.Or(r.MaxAttempts, DefaultMaxAttempts) ||
+			(maxAge > 0 && now().Sub(m.CreatedAt) >= maxAge) ||
+			errors.As(ferr, new(permanentError)),
 	}
-	return errs
+	switch err := r.Store.FailOutbox(sctx, f); {
+	case errors.Is(err, registry.ErrFenced):
+		// Another relay claimed the message after this claim expired and
+		// recorded its own result first; that one stands.
+	case err != nil:
+		return fmt.Errorf("outbox: record failed attempt of %s: %w", m.ID, err)
+	default:
+		r.Metrics.failed(f.Dead)
+	}
+	return nil
 }
 
 // maxErrorLen bounds the error text kept with a message.

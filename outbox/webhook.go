@@ -40,9 +40,10 @@ const DefaultWebhookTimeout = 10 * time.Second
 //
 // Any 2xx answer is a delivery; anything else — another status (redirects
 // are not followed), a timeout, a transport error — is a failed attempt.
-// The messages of a batch are delivered concurrently, one request each,
-// and Publish reports the failed ones as DeliveryErrors. A Webhook is safe
-// for concurrent use.
+// A Webhook is a Deliverer: the relay POSTs the messages of a batch
+// concurrently, one request each, and records each answer as it comes.
+// Publish does the same for a whole batch and reports the failed messages
+// as DeliveryErrors. A Webhook is safe for concurrent use.
 type Webhook struct {
 	// URL receives the POSTs.
 	URL string

@@ -357,3 +357,47 @@ func wantMetrics(t *testing.T, reg *prometheus.Registry, want map[string]float64
 		}
 	}
 }
+
+func TestSlowMessageDoesNotHoldBackOthers(t *testing.T) {
+	t.Parallel()
+	f := newFixtureWith(t, 3, jsonPayload)
+	slow := f.ids[2]
+	held, release := make(chan struct{}), make(chan struct{})
+	rcv := newReceiver(t, func(id string, _ int) int {
+		if id == slow {
+			close(held)
+			<-release
+		}
+		return http.StatusOK
+	})
+	r := &outbox.Relay{Store: f.store, Publisher: newWebhook(t, rcv.URL)}
+	type result struct {
+		n   int
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		n, err := r.RunOnce(t.Context())
+		done <- result{n, err}
+	}()
+	<-held
+	// While the slow delivery hangs, the others are marked published.
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		st, err := f.store.OutboxStats(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Pending == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			close(release)
+			t.Fatalf("while one delivery hangs: %d messages pending, want 1 (the others published)", st.Pending)
+		}
+		time.Sleep(10 * time.Millisecond) // poll interval, not synchronisation
+	}
+	close(release)
+	if res := <-done; res.n != len(f.ids) || res.err != nil {
+		t.Errorf("RunOnce = %d, %v; want all %d delivered", res.n, res.err, len(f.ids))
+	}
+}
