@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -115,14 +116,34 @@ func addWebhookFlags(fs *flag.FlagSet) webhookFlags {
 // check validates the flags' values.
 func (w webhookFlags) check() error {
 	switch {
-	case *w.url != "" && *w.secretFile == "":
+	case *w.url == "":
+	case !validWebhookURL(*w.url):
+		return errors.New("--webhook: want an absolute http:// or https:// URL")
+	case *w.secretFile == "":
 		return errors.New("--webhook needs --webhook-secret-file: deliveries are signed")
+	}
+	switch {
 	case *w.timeout <= 0 || *w.maxAge <= 0 || *w.backoff <= 0:
 		return errors.New("--webhook-timeout, --webhook-max-age and --webhook-backoff must be positive")
 	case *w.maxAttempts <= 0:
 		return errors.New("--webhook-max-attempts must be positive")
 	}
 	return nil
+}
+
+// validWebhookURL reports whether s is an absolute http or https URL.
+func validWebhookURL(s string) bool {
+	u, err := url.Parse(s)
+	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != ""
+}
+
+// redacted is a URL fit for logs: without the password of its user info.
+func redacted(s string) string {
+	u, err := url.Parse(s)
+	if err != nil {
+		return "(unparsable URL)"
+	}
+	return u.Redacted()
 }
 
 // relay builds the relay the flags describe, its metrics registered on reg.
@@ -151,10 +172,10 @@ func (w webhookFlags) relay(store registry.Store, reg prometheus.Registerer, log
 // startRelay runs r until ctx is done, logging where it delivers. The
 // returned function stops it and waits for the batch in hand, so the
 // store can be closed afterwards.
-func startRelay(ctx context.Context, r *outbox.Relay, url string, log *slog.Logger) (stop func()) {
+func startRelay(ctx context.Context, r *outbox.Relay, webhook string, log *slog.Logger) (stop func()) {
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
-	log.Info("delivering the outbox", "webhook", url, "max_attempts", r.MaxAttempts, "max_age", r.MaxAge, "backoff", r.BackoffBase)
+	log.Info("delivering the outbox", "webhook", redacted(webhook), "max_attempts", r.MaxAttempts, "max_age", r.MaxAge, "backoff", r.BackoffBase)
 	go func() {
 		defer close(done)
 		r.Run(ctx) //nolint:errcheck // Run returns nil

@@ -187,6 +187,8 @@ func TestRelayRefuses(t *testing.T) {
 		{[]string{"relay", "--db", db, "--webhook", "http://127.0.0.1:1", "--webhook-secret-file", empty}, exitRefused},
 		{[]string{"relay", "--db", db, "--webhook", "http://127.0.0.1:1", "--webhook-secret-file", filepath.Join(dir, "missing")}, exitRefused},
 		{[]string{"serve", "--db", db, "--webhook", "http://127.0.0.1:1"}, exitUsage},
+		{[]string{"serve", "--db", db, "--webhook", "127.0.0.1:1", "--webhook-secret-file", secret}, exitUsage},
+		{[]string{"relay", "--db", db, "--webhook", "ftp://h/x", "--webhook-secret-file", secret}, exitUsage},
 	} {
 		if code, _, stderr := runCmd(t, "", c.args...); code != c.code {
 			t.Errorf("%q: code %d, want %d; stderr:\n%s", c.args, code, c.code, stderr)
@@ -198,13 +200,18 @@ func TestServeDeliversOutbox(t *testing.T) {
 	t.Parallel()
 	secret, key := secretFile(t)
 	h := newHook(t, key)
-	s := startServe(t, "--db", "sqlite:"+filepath.Join(t.TempDir(), "serve.db"), "--webhook", h.URL, "--webhook-secret-file", secret)
+	// User info in the URL is sent, never logged.
+	withPassword := strings.Replace(h.URL, "http://", "http://u:pw-hunter3@", 1)
+	s := startServe(t, "--db", "sqlite:"+filepath.Join(t.TempDir(), "serve.db"), "--webhook", withPassword, "--webhook-secret-file", secret)
 	resp, _ := s.post(t, "demo", "key-hook", `{"amount":"3","currency":"EUR","payee":"acct_1"}`)
 	if resp.StatusCode != http.StatusCreated {
 		t.Fatalf("create: %d", resp.StatusCode)
 	}
 	h.await([]string{registry.MessageID(resp.Header.Get("Idempotency-Operation"), 0)})
 	s.stop(t)
+	if logs := s.logs.String(); strings.Contains(logs, "pw-hunter3") || !strings.Contains(logs, "delivering the outbox") {
+		t.Errorf("serve logs show the webhook password, or no delivery line:\n%s", logs)
+	}
 }
 
 func TestOpsDeadLetters(t *testing.T) {
