@@ -19,6 +19,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -51,13 +52,7 @@ type Deliverer interface {
 type DeliveryErrors map[string]error
 
 func (e DeliveryErrors) Error() string {
-	ids := slices.Sorted(func(yield func(string) bool) {
-		for id := range e {
-			if !yield(id) {
-				return
-			}
-		}
-	})
+	ids := slices.Sorted(maps.Keys(e))
 	parts := make([]string, 0, len(ids))
 	for _, id := range ids {
 		parts = append(parts, id+": "+e[id].Error())
