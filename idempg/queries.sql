@@ -294,21 +294,25 @@ RETURNING o.scope, o.operation_id, o.operation, o.owner, o.fingerprint, o.contra
 
 -- name: ClaimOutbox
 -- $1 limit, $2 lease µs, $3 now. SKIP LOCKED lets relays claim disjoint
--- batches at once; a claim lasts until claimed_until.
+-- batches at once; a claim, or a failed attempt's backoff (migration 008),
+-- lasts until claimed_until. Dead letters are never claimed.
 WITH clock AS (SELECT coalesce($3::timestamptz, statement_timestamp()) AS t),
 claimed AS (
     UPDATE idem_outbox
     SET claimed_until = (SELECT t FROM clock) + $2::bigint * interval '1 microsecond'
     WHERE seq IN (
         SELECT seq FROM idem_outbox, clock
-        WHERE published_at IS NULL AND (claimed_until IS NULL OR claimed_until <= clock.t)
+        WHERE published_at IS NULL AND dead_at IS NULL
+          AND (claimed_until IS NULL OR claimed_until <= clock.t)
         ORDER BY seq
         LIMIT $1
         FOR UPDATE OF idem_outbox SKIP LOCKED
     )
-    RETURNING seq, message_id, operation_id, topic, payload, created_at
+    RETURNING seq, message_id, operation_id, topic, payload, created_at,
+              attempts, last_error, last_attempt_at
 )
-SELECT seq, message_id, operation_id, topic, payload, created_at
+SELECT seq, message_id, operation_id, topic, payload, created_at,
+       attempts, last_error, last_attempt_at
 FROM claimed
 ORDER BY seq;
 

@@ -88,7 +88,7 @@ func TestConcurrentOpenMigratesOnce(t *testing.T) {
 	}
 	var versions int
 	files, err := fs.Glob(migrationFiles, "migrations/*.sql")
-	if err != nil || len(files) < 6 {
+	if err != nil || len(files) < 7 {
 		t.Fatalf("embedded migrations %v (%v)", files, err)
 	}
 	if err := stores[0].DB().QueryRow(`SELECT count(*) FROM idem_schema_migrations`).Scan(&versions); err != nil || versions != len(files) {

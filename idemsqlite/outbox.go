@@ -4,15 +4,25 @@ import (
 	"cmp"
 	"context"
 	"database/sql"
+	"embed"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"time"
 
+	"github.com/idemkit/idem/internal/sqlfile"
 	"github.com/idemkit/idem/registry"
 )
 
-// ClaimOutbox claims up to limit unpublished messages, oldest (lowest
-// seq) first, whose previous claim is absent or expired, until now +
+//go:embed outbox.sql
+var outboxFiles embed.FS
+
+// outboxQueries are the named queries of outbox delivery (outbox.sql).
+var outboxQueries = sqlfile.MustLoad(outboxFiles, "outbox.sql")
+
+// ClaimOutbox claims up to limit pending messages (neither published nor
+// dead), oldest (lowest seq) first, whose previous claim or backoff is
+// absent or expired, until now +
 // lease (lease <= 0 means registry.DefaultLease), and returns them in seq
 // order; limit <= 0 returns nothing. It runs in a BEGIN IMMEDIATE
 // transaction: SQLite's single writer keeps concurrent relays from
@@ -36,15 +46,10 @@ func (s *Store) ClaimOutbox(ctx context.Context, limit int, lease time.Duration)
 		}
 		defer rows.Close()
 		for rows.Next() {
-			var m registry.OutboxMessage
-			var created int64
-			if err := rows.Scan(&m.Seq, &m.ID, &m.OperationID, &m.Topic, &m.Payload, &created); err != nil {
+			m, err := scanOutbox(rows, false)
+			if err != nil {
 				return err
 			}
-			if m.Payload == nil { // the driver returns an empty BLOB as nil
-				m.Payload = []byte{}
-			}
-			m.CreatedAt = fromMicros(created)
 			msgs = append(msgs, m)
 		}
 		if err := rows.Err(); err != nil {
@@ -79,4 +84,127 @@ func (s *Store) MarkPublished(ctx context.Context, ids []string) error {
 		_, err := s.txStmt(ctx, tx, "MarkPublished").ExecContext(ctx, now, string(list))
 		return err
 	})
+}
+
+// scanOutbox scans the columns seq, message_id, operation_id, topic,
+// payload, created_at, attempts, last_error, last_attempt_at and, if dead,
+// dead_at.
+func scanOutbox(row interface{ Scan(...any) error }, dead bool) (registry.OutboxMessage, error) {
+	var (
+		m           registry.OutboxMessage
+		created     int64
+		lastError   sql.NullString
+		lastAttempt sql.NullInt64
+		deadAt      sql.NullInt64
+	)
+	dest := []any{&m.Seq, &m.ID, &m.OperationID, &m.Topic, &m.Payload, &created, &m.Attempts, &lastError, &lastAttempt}
+	if dead {
+		dest = append(dest, &deadAt)
+	}
+	if err := row.Scan(dest...); err != nil {
+		return m, err
+	}
+	if m.Payload == nil { // the driver returns an empty BLOB as nil
+		m.Payload = []byte{}
+	}
+	m.CreatedAt = fromMicros(created)
+	m.LastError = lastError.String
+	if lastAttempt.Valid {
+		m.LastAttemptAt = fromMicros(lastAttempt.Int64)
+	}
+	if deadAt.Valid {
+		m.DeadAt = fromMicros(deadAt.Int64)
+	}
+	return m, nil
+}
+
+// FailOutbox records a failed delivery attempt; see
+// registry.OutboxDelivery. It is one compare-and-set statement in a write
+// transaction. ctx governs the call.
+func (s *Store) FailOutbox(ctx context.Context, f registry.OutboxFailure) error {
+	dead := 0
+	if f.Dead {
+		dead = 1
+	}
+	return s.writeTx(ctx, "fail outbox", func(tx *sql.Tx, now any) error {
+		res, err := tx.ExecContext(ctx, outboxQueries.Get("FailOutbox"), now, f.ID, f.Attempts, f.Error, max(f.RetryAfter, 0).Microseconds(), dead)
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil || n == 0 {
+			return cmp.Or(err, fmt.Errorf("%s: %w", f.ID, registry.ErrFenced))
+		}
+		return nil
+	})
+}
+
+// DeadLetters returns up to limit dead letters, oldest first; see
+// registry.OutboxDelivery. ctx governs the query.
+func (s *Store) DeadLetters(ctx context.Context, limit int) ([]registry.OutboxMessage, error) {
+	if err := s.checkOpen(); err != nil {
+		return nil, err
+	}
+	if limit <= 0 {
+		return nil, nil
+	}
+	rows, err := s.db.QueryContext(ctx, outboxQueries.Get("DeadLetters"), limit)
+	if err != nil {
+		return nil, s.fail("dead letters", err)
+	}
+	defer rows.Close()
+	var msgs []registry.OutboxMessage
+	for rows.Next() {
+		m, err := scanOutbox(rows, true)
+		if err != nil {
+			return nil, s.fail("dead letters", err)
+		}
+		msgs = append(msgs, m)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, s.fail("dead letters", err)
+	}
+	return msgs, nil
+}
+
+// RequeueOutbox makes a dead letter pending again; see
+// registry.OutboxDelivery. The change is one compare-and-set statement;
+// when it changes nothing a query in the same transaction tells
+// ErrNotFound from ErrFenced. ctx governs the call.
+func (s *Store) RequeueOutbox(ctx context.Context, id string) error {
+	return s.writeTx(ctx, "requeue outbox", func(tx *sql.Tx, _ any) error {
+		res, err := tx.ExecContext(ctx, outboxQueries.Get("RequeueOutbox"), id)
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil || n == 1 {
+			return err
+		}
+		var exists bool
+		if err := tx.QueryRowContext(ctx, outboxQueries.Get("OutboxExists"), id).Scan(&exists); err != nil {
+			return err
+		}
+		if !exists {
+			return fmt.Errorf("%s: %w", id, registry.ErrNotFound)
+		}
+		return fmt.Errorf("%s: not a dead letter: %w", id, registry.ErrFenced)
+	})
+}
+
+// OutboxStats counts the pending and dead messages; see
+// registry.OutboxDelivery. ctx governs the query.
+func (s *Store) OutboxStats(ctx context.Context) (registry.OutboxStats, error) {
+	var (
+		st     registry.OutboxStats
+		oldest sql.NullInt64
+	)
+	if err := s.checkOpen(); err != nil {
+		return st, err
+	}
+	if err := s.db.QueryRowContext(ctx, outboxQueries.Get("OutboxStats")).Scan(&st.Pending, &oldest, &st.Dead); err != nil {
+		return st, s.fail("outbox stats", err)
+	}
+	if oldest.Valid {
+		st.OldestPending = fromMicros(oldest.Int64)
+	}
+	return st, nil
 }

@@ -160,14 +160,18 @@ RETURNING scope, operation_id, operation, owner, fingerprint, contract, state,
 -- Run inside a BEGIN IMMEDIATE transaction: SQLite's single writer is what
 -- FOR UPDATE SKIP LOCKED is on PostgreSQL. RETURNING order is unspecified;
 -- the caller sorts by seq.
+-- A claim, or a failed attempt's backoff (migration 007), lasts until
+-- claimed_until. Dead letters are never claimed.
 WITH clock(now) AS (SELECT coalesce($1, CAST(round(unixepoch('subsec') * 1000000) AS INTEGER)))
 UPDATE idem_outbox
 SET claimed_until = clock.now + $3
 FROM clock
 WHERE seq IN (SELECT o.seq FROM idem_outbox AS o, clock AS c
-              WHERE o.published_at IS NULL AND (o.claimed_until IS NULL OR o.claimed_until <= c.now)
+              WHERE o.published_at IS NULL AND o.dead_at IS NULL
+                AND (o.claimed_until IS NULL OR o.claimed_until <= c.now)
               ORDER BY o.seq LIMIT $2)
-RETURNING seq, message_id, operation_id, topic, payload, created_at;
+RETURNING seq, message_id, operation_id, topic, payload, created_at,
+          attempts, last_error, last_attempt_at;
 
 -- name: MarkPublished
 -- $2 is a JSON array of message IDs.

@@ -52,6 +52,18 @@ type fixture struct {
 
 func newFixture(t *testing.T, n int) *fixture {
 	t.Helper()
+	return newFixtureWith(t, n, func(i, j int) []byte {
+		if j == 0 {
+			return []byte("x")
+		}
+		return []byte(fmt.Sprint(i))
+	})
+}
+
+// newFixtureWith is newFixture with the payload of the j-th message (0 or
+// 1) of the i-th operation.
+func newFixtureWith(t *testing.T, n int, payload func(i, j int) []byte) *fixture {
+	t.Helper()
 	f := &fixture{}
 	store, err := idemsqlite.Open(t.Context(), "sqlite:"+filepath.Join(t.TempDir(), "o.db"), idemsqlite.Options{
 		Now: func() time.Time {
@@ -76,7 +88,7 @@ func newFixture(t *testing.T, n int) *fixture {
 			return registry.Outcome{
 				State:    idem.StateSucceeded,
 				Response: idem.Response{Status: 201, MediaType: "application/json", Body: []byte(`{}`)},
-				Outbox:   []registry.Message{{Topic: "a", Payload: []byte("x")}, {Topic: "b", Payload: []byte(fmt.Sprint(i))}},
+				Outbox:   []registry.Message{{Topic: "a", Payload: payload(i, 0)}, {Topic: "b", Payload: payload(i, 1)}},
 			}, nil
 		})
 		if err != nil {
@@ -170,5 +182,54 @@ func TestRunStopsWithContext(t *testing.T) {
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatalf("Run returned %v, want nil", err)
+	}
+}
+
+// partial is a batch Publisher (not a Deliverer) that delivers every
+// message but those in refuse, and reports those as DeliveryErrors.
+type partial struct {
+	mu     sync.Mutex
+	seen   map[string]int
+	refuse map[string]bool
+}
+
+func (p *partial) Publish(_ context.Context, msgs []registry.OutboxMessage) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	failed := outbox.DeliveryErrors{}
+	for _, m := range msgs {
+		p.seen[m.ID]++
+		if p.refuse[m.ID] {
+			failed[m.ID] = errors.New("refused")
+		}
+	}
+	if len(failed) == 0 {
+		return nil
+	}
+	return failed
+}
+
+func TestPartialPublishRecordsEachMessage(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, 3)
+	f.at(time.Now())
+	pub := &partial{seen: map[string]int{}, refuse: map[string]bool{f.ids[1]: true}}
+	r := &outbox.Relay{Store: f.store, Publisher: pub, Batch: 100, Now: f.clock}
+	n, err := r.RunOnce(t.Context())
+	var failed outbox.DeliveryErrors
+	if n != len(f.ids)-1 || !errors.As(err, &failed) || len(failed) != 1 || failed[f.ids[1]] == nil {
+		t.Fatalf("RunOnce = %d, %v; want %d delivered and the refused message reported", n, err, len(f.ids)-1)
+	}
+	// The delivered ones are never claimed again; the refused one is, after
+	// its backoff, with its attempt counted.
+	f.at(f.clock().Add(time.Hour))
+	msgs, err := f.store.ClaimOutbox(t.Context(), 100, time.Minute)
+	if err != nil || len(msgs) != 1 || msgs[0].ID != f.ids[1] || msgs[0].Attempts != 1 || msgs[0].LastError == "" {
+		t.Errorf("claimable after the partial publish: %+v (err %v), want only %s with 1 attempt", msgs, err, f.ids[1])
+	}
+	for _, id := range f.ids {
+		if pub.seen[id] != 1 {
+			t.Errorf("message %s published %d times, want 1", id, pub.seen[id])
+		}
 	}
 }

@@ -138,7 +138,8 @@ type Message struct {
 	Payload []byte
 }
 
-// OutboxMessage is a message as stored, with its stable ID.
+// OutboxMessage is a message as stored, with its stable ID and its
+// delivery state (outbox.go).
 type OutboxMessage struct {
 	Seq         int64 // storage order
 	ID          string
@@ -146,6 +147,16 @@ type OutboxMessage struct {
 	Topic       string
 	Payload     []byte
 	CreatedAt   time.Time
+	// Attempts counts the failed delivery attempts recorded so far.
+	Attempts int
+	// LastError is the error of the last failed attempt, "" if none.
+	LastError string
+	// LastAttemptAt is when the last failed attempt was recorded; zero if
+	// none.
+	LastAttemptAt time.Time
+	// DeadAt is when the message became a dead letter; zero unless it is
+	// one (set by DeadLetters only: claimed messages are never dead).
+	DeadAt time.Time
 }
 
 // Tx is the business transaction handed to business functions. Queries
@@ -176,6 +187,7 @@ type Store interface {
 	Pruner
 	EffectStore // effects outside the database, UNKNOWN and reconciliation (effects.go)
 	LeaseScanner
+	OutboxDelivery // failed attempts, backoff and dead letters of the outbox (outbox.go)
 	// Reserve is the two-phase acceptance point. It inserts a RESERVED
 	// record for c, owned by generation 1, and commits — or, when the scope
 	// exists, returns the existing record with created false. It never
@@ -219,9 +231,10 @@ type Store interface {
 	Get(ctx context.Context, scope idem.ScopeHash) (Record, error)
 	// GetByID returns the record with that operation ID, or ErrNotFound.
 	GetByID(ctx context.Context, operationID string) (Record, error)
-	// ClaimOutbox claims up to limit unpublished messages, oldest first,
-	// that no other relay holds, for lease; several relays may call it at
-	// once and never get the same message while its claim lasts.
+	// ClaimOutbox claims up to limit pending messages (neither published
+	// nor dead), oldest first, that no other relay holds and whose backoff
+	// (OutboxDelivery) has passed, for lease; several relays may call it
+	// at once and never get the same message while its claim lasts.
 	ClaimOutbox(ctx context.Context, limit int, lease time.Duration) ([]OutboxMessage, error)
 	// MarkPublished records that the messages were published.
 	MarkPublished(ctx context.Context, ids []string) error

@@ -61,10 +61,11 @@ func commands() []command {
 		{"fingerprint", "print a request's fingerprint and the parts it hashes", runFingerprint},
 		{"gate", "launch gate: replay storm against several instances, then verify the database (SPEC V2)", runGate},
 		{"migrate", "apply the registry's migrations to a database", runMigrate},
-		{"ops", "list, show and reconcile operations (unknown outcomes)", runOps},
+		{"ops", "list, show and reconcile operations (unknown outcomes); list and requeue outbox dead letters", runOps},
 		{"provider", "run the stand-alone downstream transfer provider", runProvider},
 		{"prune", "retire expired records into tombstones and delete expired tombstones", runPrune},
 		{"recover", "settle operations whose effect outside the database has no known outcome, on evidence only", runRecover},
+		{"relay", "deliver the outbox to a webhook (signed, retried with backoff, dead letters) until stopped", runRelay},
 		{"serve", "run the reference payments service", runServe},
 	}
 }

@@ -16,9 +16,9 @@ import (
 	"github.com/idemkit/idem/registry"
 )
 
-// runOps implements "idem ops list|show|reconcile" (SPEC O2, E2): the
-// operator's view of the registry's operations, and the human end of
-// reconciliation. Every action takes --db DSN (default sqlite:idem.db;
+// runOps implements "idem ops list|show|reconcile|dead-letters|requeue"
+// (SPEC O2, E2, E4): the operator's view of the registry's operations, the
+// human end of reconciliation, and the outbox's dead letters. Every action takes --db DSN (default sqlite:idem.db;
 // migrations are applied as by every command with --db) and --json; flags
 // may come before or after the action and the operation ID.
 //
@@ -62,8 +62,21 @@ import (
 // effect.Operation.SettleByOperator). Look up the provider first (ops show
 // prints the downstream key to ask it about).
 //
-// Exit codes: 0 done, 1 refused or failed (not found, not UNKNOWN, store
-// error), 2 bad usage.
+//	idem ops dead-letters [--limit N] [--json] --db DSN
+//
+// lists the outbox messages the relay gave up on (SPEC E4: too many failed
+// delivery attempts, or too old), oldest first, at most N (default 100):
+// message ID, topic, attempts, when it died and the last error — never the
+// payload. --json prints {"dead_letters":[…]} on one line (opsdead.go).
+//
+//	idem ops requeue MESSAGE-ID [--json] --db DSN
+//
+// makes a dead letter pending again with no attempts: the next relay round
+// delivers it (with the same webhook-id, so receivers still dedupe). A
+// message that is not dead is refused (exit 1, nothing changed).
+//
+// Exit codes: 0 done, 1 refused or failed (not found, not UNKNOWN, not
+// dead, store error), 2 bad usage.
 func runOps(ctx context.Context, args []string, std stdio) int {
 	action, rest := opsAction(args)
 	switch action {
@@ -73,6 +86,10 @@ func runOps(ctx context.Context, args []string, std stdio) int {
 		return opsShow(ctx, rest, std)
 	case "reconcile":
 		return opsReconcile(ctx, rest, std)
+	case "dead-letters":
+		return opsDeadLetters(ctx, rest, std)
+	case "requeue":
+		return opsRequeue(ctx, rest, std)
 	case "help", "-h", "--help":
 		opsUsage(std)
 		return exitOK
@@ -85,6 +102,9 @@ func runOps(ctx context.Context, args []string, std stdio) int {
 	return exitUsage
 }
 
+// opsActions are the actions of "idem ops".
+var opsActions = []string{"list", "show", "reconcile", "dead-letters", "requeue"}
+
 // opsAction splits the action from the other arguments. The action is the
 // first argument, or, when that is a flag ("idem ops --db DSN list"), the
 // first argument that names an action.
@@ -94,7 +114,7 @@ func opsAction(args []string) (action string, rest []string) {
 	}
 	if strings.HasPrefix(args[0], "-") && args[0] != "-h" && args[0] != "--help" {
 		for i, a := range args {
-			if a == "list" || a == "show" || a == "reconcile" {
+			if slices.Contains(opsActions, a) {
 				return a, append(slices.Clip(args[:i]), args[i+1:]...)
 			}
 		}
@@ -107,6 +127,8 @@ func opsUsage(std stdio) {
   idem ops list [--state S] [--older-than D] [--limit N] [--json] --db DSN
   idem ops show ID [--json] --db DSN
   idem ops reconcile ID --outcome succeeded|failed --evidence TEXT [--actor NAME] [--json] --db DSN
+  idem ops dead-letters [--limit N] [--json] --db DSN
+  idem ops requeue MESSAGE-ID [--json] --db DSN
 `)
 }
 

@@ -53,6 +53,12 @@ import (
 // an exhausted pool, a lock held elsewhere — fails the request with 503
 // STORE_UNAVAILABLE instead of holding it (see boundedStore).
 //
+// With --webhook URL (and --webhook-secret-file) it also delivers the
+// outbox: every message is POSTed to URL, signed, retried with backoff and
+// made a dead letter after --webhook-max-attempts failures or at
+// --webhook-max-age; see webhookFlags, "idem relay" and
+// docs/operations.md. Without --webhook nothing is delivered.
+//
 // The server accepts and commits operations at the writer epoch given by
 // --writer-epoch, by default the registry's epoch when it starts (logged
 // as writer_epoch on the "listening on" line): "idem epoch bump" fences
@@ -73,6 +79,7 @@ func runServe(ctx context.Context, args []string, std stdio) int {
 	apiRevision := fs.String("api-revision", payments.APIRevision, "API major `REVISION` bound into every operation's scope; for testing a revision change, the routes stay the same")
 	storeTimeout := fs.Duration("store-timeout", defaultStoreTimeout, "bound on each registry call made for a request; a call that takes longer fails the request with 503 STORE_UNAVAILABLE (0: unbounded)")
 	oneTx := fs.Bool("one-transaction", false, "run POST /v1/payments in one database transaction: payment, outbox message and operation record commit together, nothing is reserved first (a duplicate sent meanwhile waits and replays instead of getting 409 IN_PROGRESS)")
+	webhook := addWebhookFlags(fs)
 	epoch := fs.Int64("writer-epoch", -1, "writer `EPOCH` to accept and commit operations at; -1: the registry's epoch at start, so a later \"idem epoch bump\" fences this server")
 	if err := fs.Parse(args); err != nil || fs.NArg() != 0 {
 		return exitUsage
@@ -83,6 +90,10 @@ func runServe(ctx context.Context, args []string, std stdio) int {
 	}
 	if *apiRevision == "" {
 		fmt.Fprintln(std.err, "idem serve: --api-revision must not be empty")
+		return exitUsage
+	}
+	if err := webhook.check(); err != nil {
+		fmt.Fprintf(std.err, "idem serve: %v\n", err)
 		return exitUsage
 	}
 	if *epoch < -1 {
@@ -133,6 +144,14 @@ func runServe(ctx context.Context, args []string, std stdio) int {
 	// Stopped (deferred after store.Close, so run before it) once serving ends.
 	defer startPruning(ctx, store, *pruneEvery, registry.DefaultPruneBatch, log)()
 	defer startRecovery(ctx, store, svc.Effects(), *recoverEvery, *lease, recovery.NewMetrics(reg), log)()
+	if *webhook.url != "" {
+		relay, err := webhook.relay(store, reg, log)
+		if err != nil {
+			log.Error("idem serve: cannot start the outbox relay", "err", err)
+			return exitRefused
+		}
+		defer startRelay(ctx, relay, *webhook.url, log)()
+	}
 
 	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", *addr)
 	if err != nil {
