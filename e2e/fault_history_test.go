@@ -51,9 +51,10 @@ func (e exchange) idempotent() bool { return e.Method == http.MethodPost && e.Sc
 
 // terminal reports whether the answer carries an operation's terminal
 // outcome (executed or replayed): a 2xx, or a stored deterministic
-// refusal (AMOUNT_LIMIT).
+// refusal (AMOUNT_LIMIT, TRANSFER_DECLINED).
 func (e exchange) terminal() bool {
-	return e.Err == "" && e.op() != "" && (e.Status/100 == 2 || e.Code == string(idem.CodeAmountLimit))
+	return e.Err == "" && e.op() != "" && (e.Status/100 == 2 || e.Code == string(idem.CodeAmountLimit) ||
+		e.Code == string(payments.CodeTransferDeclined))
 }
 
 // recorder is a history: every exchange of a run, in the order the

@@ -115,7 +115,8 @@ func TestRefusals(t *testing.T) {
 }
 
 // TestAmountLimit: an amount above 1000000.00 is a deterministic refusal,
-// stored as FAILED_FINAL, replayed, and writes nothing.
+// stored as REJECTED (refused, nothing changed), replayed, and writes
+// nothing.
 func TestAmountLimit(t *testing.T) {
 	eachDB(t, func(t *testing.T, dsn string) {
 		s := startServer(t, dsn)
@@ -133,8 +134,8 @@ func TestAmountLimit(t *testing.T) {
 
 		var v struct{ State string }
 		o := s.get(t, "demo", "/v1/operations/"+op)
-		if err := json.Unmarshal(o.body, &v); o.status != http.StatusOK || err != nil || v.State != "FAILED_FINAL" {
-			t.Errorf("GET /v1/operations/%s: %v; want state FAILED_FINAL", op, o)
+		if err := json.Unmarshal(o.body, &v); o.status != http.StatusOK || err != nil || v.State != "REJECTED" {
+			t.Errorf("GET /v1/operations/%s: %v; want state REJECTED", op, o)
 		}
 		if c := countRows(t, dsn, op); c != (counts{}) {
 			t.Errorf("rows after AMOUNT_LIMIT: %+v; want none", c)

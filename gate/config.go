@@ -29,7 +29,7 @@ const (
 	DefaultConflictRate = 0.05
 	// DefaultRefusalRate is the share of keys whose amount is above the
 	// service's limit: a deterministic 422 AMOUNT_LIMIT, stored as
-	// FAILED_FINAL and replayed, with no payment.
+	// REJECTED and replayed, with no payment.
 	DefaultRefusalRate = 0.01
 )
 

@@ -3,6 +3,7 @@ package idemhttp
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/registry"
@@ -88,4 +89,29 @@ func AddOutbox(ctx context.Context, m registry.Message) bool {
 	e.outbox = append(e.outbox, m)
 	e.mu.Unlock()
 	return true
+}
+
+// writeTracker is the business transaction as handed to a handler: it
+// notes whether the handler may have changed anything — an Exec that
+// affected a row, or any use of Native — so that a declared refusal that
+// changed nothing is stored as REJECTED rather than FAILED_FINAL. Writes
+// made through QueryRow (INSERT … RETURNING) are not noticed: a refusal
+// after one is labelled REJECTED although its writes commit. Safe for
+// concurrent use as far as the wrapped transaction is.
+type writeTracker struct {
+	registry.Tx
+	wrote atomic.Bool
+}
+
+func (w *writeTracker) Exec(ctx context.Context, sql string, args ...any) (int64, error) {
+	n, err := w.Tx.Exec(ctx, sql, args...)
+	if n > 0 {
+		w.wrote.Store(true)
+	}
+	return n, err
+}
+
+func (w *writeTracker) Native() any {
+	w.wrote.Store(true)
+	return w.Tx.Native()
 }

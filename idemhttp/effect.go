@@ -258,7 +258,7 @@ func (m *Middleware) completeWithoutEffects(ctx context.Context, w http.Response
 	status := rw.statusOrOK()
 	state := op.stateFor(status)
 	if state == idem.StateFailedFinal {
-		state = idem.StateRejected
+		state = idem.StateRejected // no business transaction: nothing was written
 	}
 	var resp idem.Response
 	tooLarge := rw.overflow

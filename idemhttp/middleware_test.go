@@ -50,7 +50,8 @@ func stores(t *testing.T, fn func(t *testing.T, store registry.Store)) {
 }
 
 // app is a handler whose behaviour a test steers through the request's
-// X-Test header: "ok" (201 with a body), "final" (422), "fail" (500),
+// X-Test header: "ok" (201 with a body), "final" (422 after its write),
+// "refuse" (422 before writing anything), "fail" (500),
 // "conflict" (409, undeclared), "panic", "big" (a body over the cap),
 // "block" (waits for release before answering 201).
 type app struct {
@@ -66,6 +67,15 @@ func (a *app) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	tx := idemhttp.Tx(ctx)
 	if tx == nil {
 		http.Error(w, "no tx", 500)
+		return
+	}
+	if r.Header.Get("X-Test") == "refuse" {
+		var n int
+		if err := tx.QueryRow(ctx, `SELECT count(*) FROM mw_effects`).Scan(&n); err != nil { // a read changes nothing
+			http.Error(w, err.Error(), 500)
+			return
+		}
+		idemhttp.WriteProblem(w, idem.CodeAmountLimit, "too much")
 		return
 	}
 	if _, err := tx.Exec(ctx, `INSERT INTO mw_effects (operation_id, note) VALUES ($1, $2)`, idemhttp.OperationID(ctx), string(idemhttp.Payload(ctx))); err != nil {

@@ -27,11 +27,22 @@ func TestStatusPolicy(t *testing.T) {
 func statusPolicy(t *testing.T, shape func(*idemhttp.Middleware)) {
 	stores(t, func(t *testing.T, store registry.Store) {
 		f := newFixtureWith(t, store, idemhttp.Enforce, shape)
-		// Declared 4xx: stored as FAILED_FINAL and replayed, effect kept.
+		// Declared 4xx: stored as FAILED_FINAL and replayed, effect kept;
+		// a declared 4xx that changed nothing is REJECTED, replayed too.
 		final := f.post("final", `{}`, "X-Test", "final")
 		again := f.post("final", `{}`)
 		if final.status != 422 || again.status != 422 || again.body != final.body || again.header.Get("Idempotent-Replayed") != "true" {
 			t.Errorf("declared 422: first %+v, again %+v", final, again)
+		}
+		refused := f.post("refuse", `{}`, "X-Test", "refuse")
+		refusedAgain := f.post("refuse", `{}`)
+		if refused.status != 422 || refusedAgain.body != refused.body || refusedAgain.header.Get("Idempotent-Replayed") != "true" {
+			t.Errorf("declared 422 without a write: first %+v, again %+v", refused, refusedAgain)
+		}
+		for key, want := range map[string]idem.State{"final": idem.StateFailedFinal, "refuse": idem.StateRejected} {
+			if rec, err := store.Get(t.Context(), scopeOf(t, key)); err != nil || rec.State != want {
+				t.Errorf("record of %s: %s, %v; want %s", key, rec.State, err, want)
+			}
 		}
 		// 5xx, undeclared 4xx and panics roll back and release: the retry
 		// runs afresh.

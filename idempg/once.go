@@ -30,7 +30,7 @@ import (
 // read, the insert's own error is returned, never a conflict.
 //
 // An error from fn is returned unchanged, all rolled back; so is an
-// outcome other than SUCCEEDED and FAILED_FINAL. c.Lease and c.MaxActive
+// outcome that is not terminal. c.Lease and c.MaxActive
 // do not apply: nothing is ever in flight in the registry. Writer fence:
 // registry.ErrWriterFenced, all rolled back, when c.WriterEpoch is older
 // than the registry's (control.go) and the scope has no record; an
@@ -45,8 +45,8 @@ func (s *Store) ExecuteOnce(ctx context.Context, c registry.Claim, fn registry.B
 		TombstoneTTL: max(c.TombstoneTTL, 0),
 	}
 	done, insertErr, err := s.runLazy(ctx, "execute once", rec, fn, func(out registry.Outcome) (string, []any, error) {
-		if !idem.CanTransition(idem.StateExecuting, out.State) || !out.State.Terminal() {
-			return "", nil, fmt.Errorf("idempg: execute once: outcome state %q is not a terminal state of an execution", out.State)
+		if !out.State.Terminal() {
+			return "", nil, fmt.Errorf("idempg: execute once: outcome state %q is not terminal", out.State)
 		}
 		ids, topics, payloads := outboxArgs(rec.OperationID, out.Outbox)
 		resp := out.Response

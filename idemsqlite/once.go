@@ -15,8 +15,8 @@ import (
 // call waits for the write lock and then meets the committed record (its
 // verdict is returned with a nil error, nothing run), and no other
 // connection ever sees the record before it is terminal; fn gets it as
-// EXECUTING. An error from fn, an outcome other than SUCCEEDED and
-// FAILED_FINAL, or an error recording it rolls everything back and is
+// EXECUTING. An error from fn, an outcome that is not terminal (SUCCEEDED,
+// FAILED_FINAL, REJECTED), or an error recording it rolls everything back and is
 // returned. c.MaxActive does not apply: nothing stays in flight. ctx
 // governs the whole call, fn included.
 func (s *Store) ExecuteOnce(ctx context.Context, c registry.Claim, fn registry.BusinessFunc) (registry.Result, error) {
@@ -34,8 +34,8 @@ func (s *Store) ExecuteOnce(ctx context.Context, c registry.Claim, fn registry.B
 		// outcomes it may return, the operation is executing.
 		rec.State = idem.StateExecuting
 		out, err := fn(ctx, tx, rec)
-		if err == nil && (!idem.CanTransition(idem.StateExecuting, out.State) || !out.State.Terminal()) {
-			err = fmt.Errorf("idemsqlite: execute once: outcome state %q is not a terminal state of an execution", out.State)
+		if err == nil && !out.State.Terminal() {
+			err = fmt.Errorf("idemsqlite: execute once: outcome state %q is not terminal", out.State)
 		}
 		return out, err
 	})

@@ -50,7 +50,7 @@ func parseCreate(payload []byte) (req createRequest, over bool, err error) {
 }
 
 // AmountLimit is the largest amount a payment may have; a larger one is
-// refused with 422 AMOUNT_LIMIT, stored as FAILED_FINAL and replayed.
+// refused with 422 AMOUNT_LIMIT, stored as REJECTED and replayed.
 const AmountLimit = "1000000.00"
 
 // create handles POST /v1/payments inside the idempotency middleware: it

@@ -38,12 +38,12 @@ import (
 //     "refund.created" outbox message commit with the outcome.
 //   - 404 NOT_FOUND: no payment with that id is visible to the caller
 //     (unknown, or another principal's: the answers are the same bytes).
-//     Stored as FAILED_FINAL: a payment appears under an id only once
+//     Stored as REJECTED (nothing changed): a payment appears under an id only once
 //     its creation committed, so send a refund for it with a new key.
 //   - 422 REFUND_EXCEEDS_PAYMENT: the refunds of the payment would exceed
-//     its amount. Stored as FAILED_FINAL.
+//     its amount. Stored as REJECTED (nothing changed).
 //   - 422 AMOUNT_LIMIT: the amount is above AmountLimit, as for payments.
-//     Stored as FAILED_FINAL.
+//     Stored as REJECTED (nothing changed).
 //   - 400 SCHEMA_VIOLATION (and the other refusals of the contract) for a
 //     body that breaks refunds.v1; nothing is stored.
 //

@@ -191,7 +191,7 @@ func testRefundCap(t *testing.T, b *testBundle) {
 	// The refusal is stored and replayed.
 	requireReplay(t, over, b.refundPost(t, "tok-alice", "k2", p.ID, `{ "amount": "4.01" }`))
 	o := b.do(t, http.MethodGet, "/v1/operations/"+over.header.Get("Idempotency-Operation"), "tok-alice", "", "")
-	if !strings.Contains(string(o.body), `"state":"FAILED_FINAL"`) {
+	if !strings.Contains(string(o.body), `"state":"REJECTED"`) { // refused, nothing changed
 		t.Errorf("operation of a refused refund: %v", o)
 	}
 	// The longest reason, in characters.

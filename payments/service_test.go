@@ -128,7 +128,7 @@ func testAmountLimit(t *testing.T, b *testBundle) {
 	requireProblem(t, first, http.StatusUnprocessableEntity, idem.CodeAmountLimit)
 	requireReplay(t, first, b.post(t, "tok-alice", "k1", `{"payee":"p","currency":"EUR","amount":"1000000.01"}`))
 	o := b.do(t, http.MethodGet, "/v1/operations/"+first.header.Get("Idempotency-Operation"), "tok-alice", "", "")
-	if o.status != http.StatusOK || !strings.Contains(string(o.body), `"state":"FAILED_FINAL"`) ||
+	if o.status != http.StatusOK || !strings.Contains(string(o.body), `"state":"REJECTED"`) ||
 		!strings.Contains(string(o.body), `"status":422`) {
 		t.Errorf("operation of a refused payment: %v", o)
 	}

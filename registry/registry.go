@@ -214,9 +214,9 @@ type Store interface {
 	// a lost in-transaction claim; a missing record after a failed insert
 	// returns the insert's error, never a conflict. fn sees the record as
 	// it will be stored (a new operation ID, generation 1, state
-	// EXECUTING). An error from fn, or an outcome that EXECUTING cannot
-	// move to (only SUCCEEDED and FAILED_FINAL can), rolls back and is
-	// returned. c.Lease and c.MaxActive do not apply. A new scope gets
+	// EXECUTING). An error from fn, or an outcome that is not terminal
+	// (SUCCEEDED, FAILED_FINAL, or REJECTED for a business refusal), rolls
+	// back and is returned. c.Lease and c.MaxActive do not apply. A new scope gets
 	// ErrWriterFenced when c.WriterEpoch is older than the registry's; an
 	// existing one still gets its verdict.
 	ExecuteOnce(ctx context.Context, c Claim, fn BusinessFunc) (Result, error)

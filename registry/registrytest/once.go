@@ -193,12 +193,11 @@ func testOnceExecutesAndStores(t *testing.T, nh NewHarness) {
 	}
 }
 
-// testOnceTerminalStates: FAILED_FINAL (a declared 4xx) is stored as it
-// is, with its response and outbox rows, and replayed. (REJECTED, "refused
-// before acceptance", is no outcome of an execution: see
-// testOnceRollsBackOnError.)
+// testOnceTerminalStates: FAILED_FINAL and REJECTED (a declared 4xx: a
+// business refusal after acceptance) are stored as they are, with their
+// response and outbox rows, and replayed.
 func testOnceTerminalStates(t *testing.T, nh NewHarness) {
-	for _, s := range []idem.State{idem.StateFailedFinal} {
+	for _, s := range []idem.State{idem.StateFailedFinal, idem.StateRejected} {
 		t.Run(string(s), func(t *testing.T) {
 			e := setup(t, nh)
 			c := e.claim("conformance.once-final")
@@ -366,7 +365,7 @@ func testOnceRollsBackOnError(t *testing.T, nh NewHarness) {
 	checkSeen(t, "failing business function", o.saw[0], c)
 	checkNotStored(e, "after a failing business function", c)
 
-	for _, s := range []idem.State{"", idem.StateReserved, idem.StateExecuting, idem.StateUnknown, idem.StateRejected, "BOGUS"} {
+	for _, s := range []idem.State{"", idem.StateReserved, idem.StateExecuting, idem.StateUnknown, "BOGUS"} {
 		bad := outcome("bad", 1)
 		bad.State = s
 		o := e.once(c, effect("bad", bad))
