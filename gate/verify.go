@@ -191,8 +191,9 @@ func describe(r keyRecord) string {
 }
 
 type keyRecord struct {
-	rec registry.Record
-	err error
+	scope idem.ScopeHash
+	rec   registry.Record
+	err   error
 }
 
 // readRecords reads every key's record of operation op (Store.Get, which
@@ -211,6 +212,7 @@ func readRecords(ctx context.Context, store registry.Store, plan Plan, op string
 					continue
 				}
 				scope := idem.ScopeOf(plan.Principals[k.Principal].Identity, op, payments.APIRevision, key)
+				out[i].scope = scope
 				out[i].rec, out[i].err = store.Get(ctx, scope)
 			}
 		})

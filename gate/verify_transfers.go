@@ -47,10 +47,10 @@ func VerifyTransfers(ctx context.Context, store registry.Store, plan Plan, res L
 		}
 		if r.err == nil {
 			v.Operations++
-			if status, ok := fives[r.rec.OperationID]; ok {
-				v.Stored5xx++
-				v.problem("key %d (%s): operation %s stored a %d response", i, k.Key, r.rec.OperationID, status)
-			}
+		}
+		if f, ok := fives[r.scope]; ok {
+			v.Stored5xx++
+			v.problem("key %d (%s): operation %s stored a %d response", i, k.Key, f.op, f.status)
 		}
 		switch {
 		case errors.Is(r.err, idem.ErrDigestMismatch):
@@ -101,18 +101,30 @@ func (v *Verification) checkTransfers(i int, k Key, kr KeyResult, execs []string
 	}
 }
 
-// read5xx returns the status of every transfer operation record whose
-// stored response is a 5xx, by operation ID.
-func read5xx(ctx context.Context, store registry.Store) (map[string]int, error) {
-	out := map[string]int{}
+// stored5xx is a record whose stored response is a 5xx.
+type stored5xx struct {
+	op     string
+	status int
+}
+
+// read5xx returns every transfer operation record whose stored response is
+// a 5xx, by scope. It reads the table rather than Store.Get, so that a
+// record whose snapshot fails its digest is counted too.
+func read5xx(ctx context.Context, store registry.Store) (map[idem.ScopeHash]stored5xx, error) {
+	out := map[idem.ScopeHash]stored5xx{}
 	err := store.InTx(ctx, func(ctx context.Context, tx registry.Tx) error {
 		return eachRow(ctx, tx, queries.Get("records_5xx"), []any{payments.OperationTransfer}, func(scan func(...any) error) error {
-			var op string
-			var status int
-			if err := scan(&op, &status); err != nil {
+			var scope []byte
+			var f stored5xx
+			if err := scan(&scope, &f.op, &f.status); err != nil {
 				return err
 			}
-			out[op] = status
+			var h idem.ScopeHash
+			if len(scope) != len(h) {
+				return fmt.Errorf("a scope of %d bytes", len(scope))
+			}
+			copy(h[:], scope)
+			out[h] = f
 			return nil
 		})
 	})
