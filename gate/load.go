@@ -57,12 +57,16 @@ func (a Answer) terminal() bool {
 }
 
 // definite reports whether a settles a key of the transfers workload: a
-// transfer (201), or a stored 422 refusal — AMOUNT_LIMIT, or the
-// provider's decline — other than PAYLOAD_CONFLICT. 409 OUTCOME_UNKNOWN,
-// and any 5xx, are not.
+// 2xx — the transfer (201), or the stored answer of a reconciliation
+// (200 {"operation_id":…,"state":"SUCCEEDED","reconciled":true}) — or a
+// stored 422 refusal — AMOUNT_LIMIT, the provider's decline — other than
+// PAYLOAD_CONFLICT. 409 OUTCOME_UNKNOWN, and any 5xx, are not.
 func (a Answer) definite() bool {
-	return a.Status == http.StatusCreated || a.Status == http.StatusUnprocessableEntity && a.Code != idem.CodePayloadConflict
+	return a.succeeded() || a.Status == http.StatusUnprocessableEntity && a.Code != idem.CodePayloadConflict
 }
+
+// succeeded reports whether a says the operation's effect happened: a 2xx.
+func (a Answer) succeeded() bool { return a.Status >= 200 && a.Status <= 299 }
 
 // KeyResult is what one key's requests got.
 type KeyResult struct {

@@ -81,7 +81,7 @@ type Report struct {
 	ClientP99Ms            float64 `json:"client_p99_ms"`
 
 	// Outcome counts.
-	Succeeded          int `json:"succeeded_keys"` // keys answered 201
+	Succeeded          int `json:"succeeded_keys"` // keys answered 201 (transfers: 2xx)
 	Refused            int `json:"refused_keys"`   // keys answered 422 AMOUNT_LIMIT
 	Declined           int `json:"declined_keys"`  // (transfers) keys answered another stored 422: the provider declined
 	Replays            int `json:"replays"`        // terminal answers marked Idempotent-Replayed
@@ -130,7 +130,7 @@ func NewReport(cfg Config, plan Plan, res LoadResult, v Verification, reservatio
 		}
 		if len(kr.Answers) > 0 {
 			switch a := kr.Answers[0]; {
-			case a.Status == 201:
+			case a.succeeded():
 				r.Succeeded++
 			case a.Code == idem.CodeAmountLimit:
 				r.Refused++
@@ -156,7 +156,10 @@ func NewReport(cfg Config, plan Plan, res LoadResult, v Verification, reservatio
 				r.problem(fmt.Sprintf("key %d: a different payload got %s, want %s", i, kr.ConflictCode, idem.CodePayloadConflict))
 			}
 		}
-		for _, u := range kr.Unexpected {
+		for j, u := range kr.Unexpected {
+			if j > 0 && u == kr.Unexpected[j-1] {
+				continue // one line for a key's retries that got the same answer
+			}
 			r.problem(fmt.Sprintf("key %d: unexpected answer %s", i, u))
 		}
 		if kr.FalseConflicts > 0 {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"time"
 
 	"github.com/idemkit/idem"
@@ -19,8 +18,9 @@ import (
 // /transfers), attributed to keys by payee:
 //
 //   - a key with more than one execution is a duplicate effect;
-//   - a key answered 201 must have exactly one, a key answered with a
-//     422 (AMOUNT_LIMIT, the provider's decline) none;
+//   - a key answered 2xx (201, or a reconciliation's stored 200) must
+//     have exactly one, a key answered with a 422 (AMOUNT_LIMIT, the
+//     provider's decline) none;
 //   - a key counts as UNKNOWN past the SLO when its first definite answer
 //     came later than slo after its first request, or never, or when its
 //     operation is UNKNOWN now;
@@ -92,10 +92,10 @@ func (v *Verification) checkTransfers(i int, k Key, kr KeyResult, execs []string
 		return
 	}
 	switch a := kr.Answers[0]; {
-	case a.Status == http.StatusCreated && len(execs) == 0:
+	case a.succeeded() && len(execs) == 0:
 		v.MissingEffects++
-		v.problem("key %d (%s): answered 201 but the provider executed nothing for payee %s", i, k.Key, k.Payee)
-	case a.Status != http.StatusCreated && len(execs) > 0:
+		v.problem("key %d (%s): answered %d but the provider executed nothing for payee %s", i, k.Key, a.Status, k.Payee)
+	case !a.succeeded() && len(execs) > 0:
 		v.DeclinedExecuted++
 		v.problem("key %d (%s): answered %d %s but the provider executed %v", i, k.Key, a.Status, a.Code, execs)
 	}
