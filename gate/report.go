@@ -277,8 +277,12 @@ func (r *Report) WriteText(w io.Writer) {
 		}
 		fmt.Fprintf(w, "  re-sent   %s\n", strings.Join(parts, ", "))
 	}
-	fmt.Fprintf(w, "  database  %d operations, %d payment rows, %d outbox messages\n",
-		r.Verification.Operations, r.Verification.PaymentRows, r.Verification.OutboxRows)
+	if r.Workload == WorkloadTransfers {
+		fmt.Fprintf(w, "  database  %d operations, %d storing a 5xx response\n", r.Verification.Operations, r.Stored5xx)
+	} else {
+		fmt.Fprintf(w, "  database  %d operations, %d payment rows, %d outbox messages\n",
+			r.Verification.Operations, r.Verification.PaymentRows, r.Verification.OutboxRows)
+	}
 	fmt.Fprintf(w, "  latency   reservation p99 %.2f ms (%d reservations), client p50 %.1f ms, p99 %.1f ms\n",
 		r.ReservationP99Ms, r.Reservations, r.ClientP50Ms, r.ClientP99Ms)
 	if r.LoadAverage[0] >= 0 {

@@ -83,6 +83,20 @@ func TestVerifyTransfers(t *testing.T) {
 				t.Errorf("counts of a clean run (%d keys, %d refused): %+v", len(plan.Keys), refused, r)
 			}
 
+			var text, page strings.Builder
+			r.WriteText(&text)
+			if err := r.WriteHTML(&page); err != nil {
+				t.Fatal(err)
+			}
+			for _, want := range []string{"POST /v1/transfers", "stored_5xx", "executions for the run"} {
+				if !strings.Contains(text.String(), want) || !strings.Contains(page.String(), want) {
+					t.Errorf("text or HTML report lacks %q:\n%s", want, text.String())
+				}
+			}
+			if strings.Contains(page.String(), "payment rows") {
+				t.Error("the HTML report of a transfers run counts payment rows")
+			}
+
 			succeeded := firstKey(t, b, plan, res, func(k Key) bool { return !k.Refused })
 			refusedKey := firstKey(t, b, plan, res, func(k Key) bool { return k.Refused })
 
