@@ -150,19 +150,25 @@ func (s *Server) postControl(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var c struct {
-		Mode string `json:"mode"`
+		Mode  string `json:"mode"`
+		Count int    `json:"count"`
 	}
 	if err := json.Unmarshal(body, &c); err != nil {
-		writeProblem(w, codeInvalidJSON, "the body is not a JSON object with a mode member")
+		writeProblem(w, codeInvalidJSON, "the body is not a JSON object with a mode member and an optional count")
 		return
 	}
-	if err := s.SetMode(Mode(c.Mode)); err != nil {
+	if c.Count < 0 {
+		writeProblem(w, codeModeInvalid, "count must not be negative")
+		return
+	}
+	if err := s.SetModeCount(Mode(c.Mode), c.Count); err != nil {
 		writeProblem(w, codeModeInvalid, "mode must be "+modeNames)
 		return
 	}
 	writeJSON(w, http.StatusOK, mustMarshal(struct {
-		Mode Mode `json:"mode"`
-	}{Mode(c.Mode)}))
+		Mode  Mode `json:"mode"`
+		Count int  `json:"count,omitempty"`
+	}{Mode(c.Mode), c.Count}))
 }
 
 func (s *Server) getControl(w http.ResponseWriter, r *http.Request) {
@@ -177,12 +183,13 @@ func (s *Server) getControl(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	s.mu.Lock()
-	m, hung := s.mode, s.hung
+	m, hung, left := s.mode, s.hung, s.left
 	s.mu.Unlock()
 	writeJSON(w, http.StatusOK, mustMarshal(struct {
-		Mode Mode `json:"mode"`
-		Hung int  `json:"hung"`
-	}{m, hung}))
+		Mode  Mode `json:"mode"`
+		Hung  int  `json:"hung"`
+		Count int  `json:"count,omitempty"`
+	}{m, hung, left}))
 }
 
 // requestKey returns the request's Idempotency-Key, or the code and detail

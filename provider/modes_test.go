@@ -341,3 +341,66 @@ func TestProviderHangBeforeSameKey(t *testing.T) {
 		t.Errorf("answers %q, executed %d; want one first answer, one replay, 1 execution", got, b.stats(t))
 	}
 }
+
+// TestProviderCountedMode sets modes for a number of new-key requests: a
+// known key does not count, the mode reverts to ok by itself, and a
+// counted hang holds its request until the next POST /control.
+func TestProviderCountedMode(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	get := func() string {
+		t.Helper()
+		_, out := b.do(t, http.MethodGet, "/control", "", "")
+		return string(out)
+	}
+	b.post(t, "known", body1)
+	if resp, out := b.do(t, http.MethodPost, "/control", "", `{"mode":"decline","count":2}`); resp.StatusCode != http.StatusOK ||
+		string(out) != `{"mode":"decline","count":2}` {
+		t.Fatalf("counted control: %d %s", resp.StatusCode, out)
+	}
+	if resp, _ := b.post(t, "known", body1); resp.StatusCode != http.StatusCreated || get() != `{"mode":"decline","hung":0,"count":2}` {
+		t.Errorf("a known key counted: %d, control %s", resp.StatusCode, get())
+	}
+	for _, key := range []string{"d1", "d2"} {
+		resp, out := b.post(t, key, body1)
+		wantProblem(t, key, resp, out, http.StatusUnprocessableEntity, "DECLINED")
+	}
+	if c := get(); c != `{"mode":"ok","hung":0}` {
+		t.Errorf("after the count: control %s", c)
+	}
+	if resp, _ := b.post(t, "after", body1); resp.StatusCode != http.StatusCreated {
+		t.Errorf("after the count: %d", resp.StatusCode)
+	}
+
+	// A counted hang holds its one request past the revert to ok.
+	if err := b.srv.SetModeCount(ModeHang, 1); err != nil {
+		t.Fatal(err)
+	}
+	held := make(chan int, 1)
+	go func() {
+		resp, _, err := b.send(b.ts.Client(), http.MethodPost, "/transfers", "h", body1)
+		if err != nil {
+			held <- 0
+			return
+		}
+		held <- resp.StatusCode
+	}()
+	waitHung(t, b.srv, 1)
+	if resp, _ := b.post(t, "free", body1); resp.StatusCode != http.StatusCreated || get() != `{"mode":"ok","hung":1}` {
+		t.Errorf("after a counted hang: %d, control %s", resp.StatusCode, get())
+	}
+	b.control(t, ModeOK) // the mode in force, yet it releases what the count held
+	if s := <-held; s != http.StatusCreated {
+		t.Errorf("released: %d", s)
+	}
+	waitIdle(t, b.srv)
+	if n := b.stats(t); n != 4 {
+		t.Errorf("executed %d, want 4 (known, after, h, free)", n)
+	}
+
+	resp, out := b.do(t, http.MethodPost, "/control", "", `{"mode":"fail","count":-1}`)
+	wantProblem(t, "negative count", resp, out, http.StatusBadRequest, "MODE_INVALID")
+	if err := b.srv.SetModeCount(ModeFail, -1); err == nil {
+		t.Error("SetModeCount accepted a negative count")
+	}
+}

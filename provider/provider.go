@@ -14,9 +14,11 @@
 //	GET  /transfers        every executed transfer, in execution order
 //	GET  /stats            {"executed": N, "declined": M}
 //	POST /control          {"mode": "ok"|"fail"|"fail-after"|"hang"|
-//	                       "hang-before"|"decline"} → {"mode": …}
-//	GET  /control          {"mode": …, "hung": N}; with ?wait_hung=N it first
-//	                       waits until at least N requests are held (WaitHung)
+//	                       "hang-before"|"decline", "count": N} → {"mode": …}
+//	                       ("count" optional: see below)
+//	GET  /control          {"mode": …, "hung": N[, "count": left]}; with
+//	                       ?wait_hung=N it first waits until at least N
+//	                       requests are held (WaitHung)
 //
 // POST /transfers needs exactly one non-empty Idempotency-Key field line
 // (1–255 visible ASCII characters, taken as is) and a JSON object body of at
@@ -75,6 +77,17 @@
 // every executed transfer's JSON, in execution order, so that a harness
 // can count executions per payee or reference.
 //
+// POST /control with "count": N (N ≥ 1) sets the mode for the next N
+// requests with a new key only (each request the mode decides counts, so
+// a key that ModeFail or ModeHangBefore left new counts again if it comes
+// back); then the mode is ModeOK again by itself, and GET /control shows
+// the count left while there is one. Reverting so releases no held
+// request: they stay held until the next POST /control, whatever it sets,
+// or until their context ends — so a counted "hang" holds exactly its N
+// requests until the caller times out. Without "count", a mode stays until
+// changed, and a change releases every held request (setting the mode in
+// force again, both times without a count, changes nothing).
+//
 // A held request whose context ends (the client went away, or the server's
 // base context was cancelled at shutdown) is aborted with
 // http.ErrAbortHandler: the connection is cut and no status is written.
@@ -128,7 +141,9 @@ type Server struct {
 	mu       sync.Mutex
 	changed  chan struct{} // closed and replaced on every state change
 	mode     Mode
-	modeGen  uint64 // incremented whenever mode takes a new value
+	modeGen  uint64 // incremented whenever held requests are to be released
+	left     int    // requests the counted mode still decides; 0: not counting
+	counted  bool   // mode was set with a count (and may have reverted to ok since)
 	hung     int    // POST /transfers handlers being held
 	byKey    map[string]*transfer
 	executed []*transfer // in execution order
@@ -161,21 +176,44 @@ func (s *Server) Mode() Mode {
 	return s.mode
 }
 
-// SetMode switches to m, as POST /control does. A change releases every
-// request held by the previous mode; setting the current mode again
-// changes nothing.
-func (s *Server) SetMode(m Mode) error {
+// SetMode switches to m until changed, as POST /control does without a
+// count. A change releases every held request; setting the current mode
+// again changes nothing (unless it was set with a count).
+func (s *Server) SetMode(m Mode) error { return s.SetModeCount(m, 0) }
+
+// SetModeCount switches to m for the next n requests with a new key, then
+// back to ModeOK (without releasing what m holds), as POST /control with
+// "count" does; n = 0 is SetMode. It releases every held request, except
+// when m without a count is already in force without a count.
+func (s *Server) SetModeCount(m Mode, n int) error {
 	if _, err := ParseMode(string(m)); err != nil {
 		return err
 	}
+	if n < 0 {
+		return fmt.Errorf("provider: negative count %d", n)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if m != s.mode {
-		s.mode = m
+	if m != s.mode || n > 0 || s.counted {
 		s.modeGen++
 		s.broadcastLocked()
 	}
+	s.mode, s.left, s.counted = m, n, n > 0
 	return nil
+}
+
+// decideLocked returns the mode that decides a request with a new key and
+// counts the request against a counted mode. It is called with s.mu held.
+func (s *Server) decideLocked() Mode {
+	m := s.mode
+	if s.left > 0 {
+		s.left--
+		if s.left == 0 {
+			s.mode = ModeOK // no modeGen change: what m holds stays held
+		}
+		s.broadcastLocked()
+	}
+	return m
 }
 
 // Executed returns the number of distinct transfers executed so far.
@@ -302,7 +340,8 @@ func (s *Server) postLocked(ctx context.Context, key string, req []byte, fields 
 			}
 			return outcome{t: t, replayed: true}, nil
 		}
-		switch s.mode {
+		mode := s.decideLocked()
+		switch mode {
 		case ModeHangBefore:
 			if err := s.holdLocked(ctx); err != nil {
 				return outcome{}, err
@@ -322,7 +361,7 @@ func (s *Server) postLocked(ctx context.Context, key string, req []byte, fields 
 		s.byKey[key] = t
 		s.executed = append(s.executed, t)
 		s.broadcastLocked()
-		switch s.mode {
+		switch mode {
 		case ModeFailAfter:
 			return outcome{t: t, failed: true}, nil
 		case ModeHang:
