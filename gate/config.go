@@ -41,6 +41,9 @@ const (
 	// workload's fault schedule lasts (a hang phase lasts at least the
 	// provider timeout and a half, so that held calls time out).
 	DefaultFaultInterval = 500 * time.Millisecond
+	// DefaultFaultKeys is how many requests with a new key each fault
+	// phase of the transfers workload hits at most.
+	DefaultFaultKeys = 2
 )
 
 // The workloads.
@@ -105,6 +108,11 @@ type Config struct {
 	// FaultInterval (transfers) is the length of each phase of the fault
 	// schedule; 0 means DefaultFaultInterval.
 	FaultInterval time.Duration
+	// FaultKeys (transfers) bounds the requests with a new key one fault
+	// phase hits (the provider's counted modes); 0 means
+	// DefaultFaultKeys, negative no bound (the mode holds for the whole
+	// phase).
+	FaultKeys int
 	// Crash kills one instance with SIGKILL when half the planned requests
 	// were sent and starts it again; the other instances keep serving.
 	Crash bool
@@ -169,6 +177,7 @@ func (c Config) withDefaults() Config {
 	defD(&c.UnknownSLO, DefaultUnknownSLO)
 	defD(&c.ProviderTimeout, DefaultProviderTimeout)
 	defD(&c.FaultInterval, DefaultFaultInterval)
+	def(&c.FaultKeys, DefaultFaultKeys)
 	if c.Workload == "" {
 		c.Workload = WorkloadPayments
 	}

@@ -62,7 +62,8 @@ func (r *Report) WriteHTML(w io.Writer) error {
 			outcome{"keys without a definite answer within the unknown SLO", int64(v.UnknownPastSLO)},
 		)
 		for _, m := range slices.Sorted(maps.Keys(r.Faults)) {
-			outcomes = append(outcomes, outcome{"provider fault phases " + m, int64(r.Faults[m])})
+			outcomes = append(outcomes, outcome{"provider fault phases " + m, int64(r.Faults[m])},
+				outcome{"requests decided by " + m, int64(r.FaultRequests[m])})
 		}
 	}
 	for _, k := range slices.Sorted(maps.Keys(r.Resends)) {

@@ -62,10 +62,12 @@ type Report struct {
 	// unknown_past_slo_ratio there; ProviderTimeoutSeconds the servers'
 	// provider timeout (their default when "idem serve" has no
 	// --provider-timeout; set by Run); Faults the phases of each provider
-	// mode the fault schedule ran (set by Run).
+	// mode the fault schedule ran, FaultRequests the requests with a new
+	// key each mode decided in them (counted phases only; set by Run).
 	UnknownSLOSeconds      float64        `json:"unknown_slo_seconds,omitempty"`
 	ProviderTimeoutSeconds float64        `json:"provider_timeout_seconds,omitempty"`
 	Faults                 map[string]int `json:"faults,omitempty"`
+	FaultRequests          map[string]int `json:"fault_requests,omitempty"`
 	// InstanceProblems counts what went wrong with the instances
 	// themselves: a histogram that could not be scraped (the latency gate
 	// would judge part of the run), an instance that exited on its own or
@@ -262,7 +264,7 @@ func (r *Report) WriteText(w io.Writer) {
 			r.Succeeded, r.Refused, r.Declined, r.Replays, r.ConflictsRefused, r.ConflictsSent)
 		var faults []string
 		for _, m := range slices.Sorted(maps.Keys(r.Faults)) {
-			faults = append(faults, fmt.Sprintf("%s %d", m, r.Faults[m]))
+			faults = append(faults, fmt.Sprintf("%s %d (%d requests)", m, r.Faults[m], r.FaultRequests[m]))
 		}
 		fmt.Fprintf(w, "  provider  %d executions for the run's payees; provider timeout %s; fault phases: %s\n",
 			r.Verification.ProviderExecutions, time.Duration(r.ProviderTimeoutSeconds*float64(time.Second)), cmp.Or(strings.Join(faults, ", "), "none"))

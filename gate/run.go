@@ -147,9 +147,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			say("instance 0 restarted without failpoints on %s", fleet.instances[0].url)
 		}
 	}
-	stopFaults := func() map[string]int { return nil }
+	stopFaults := func() faultStats { return faultStats{} }
 	if cfg.transfers() {
-		stopFaults = startFaults(ctx, provider, cfg.FaultInterval, providerTimeout*3/2, say)
+		stopFaults = startFaults(ctx, provider, cfg.FaultInterval, providerTimeout*3/2, cfg.FaultKeys, say)
 	}
 	loadBefore := loadAverage()
 	res := Load(ctx, cfg, plan, fleet.targets, midway)
@@ -196,7 +196,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	r := NewReport(cfg, plan, res, v, reservations)
 	if cfg.transfers() {
 		r.ProviderTimeoutSeconds = providerTimeout.Seconds()
-		r.Faults = faults
+		r.Faults, r.FaultRequests = faults.phases, faults.requests
 	}
 	r.DB = drivers.Kind(cfg.DSN)
 	r.ServeFlags = fleet.serveFlags()

@@ -41,12 +41,31 @@ func newProviderClient(url string) providerClient {
 	return providerClient{url: url, client: &http.Client{Timeout: 30 * time.Second}}
 }
 
-// setMode switches the provider's mode (POST /control).
-func (p providerClient) setMode(ctx context.Context, mode string) error {
-	if _, err := p.do(ctx, http.MethodPost, "/control", `{"mode":"`+mode+`"}`); err != nil {
+// setMode switches the provider's mode (POST /control) until changed, or
+// with count > 0 for the next count requests with a new key.
+func (p providerClient) setMode(ctx context.Context, mode string, count int) error {
+	body := fmt.Sprintf(`{"mode":%q}`, mode)
+	if count > 0 {
+		body = fmt.Sprintf(`{"mode":%q,"count":%d}`, mode, count)
+	}
+	if _, err := p.do(ctx, http.MethodPost, "/control", body); err != nil {
 		return fmt.Errorf("gate: provider mode %s: %w", mode, err)
 	}
 	return nil
+}
+
+// left returns the count the provider's counted mode has left (GET
+// /control): 0 once it is used up.
+func (p providerClient) left(ctx context.Context) (int, error) {
+	body, err := p.do(ctx, http.MethodGet, "/control", "")
+	if err != nil {
+		return 0, fmt.Errorf("gate: provider control: %w", err)
+	}
+	var c struct{ Count int }
+	if err := json.Unmarshal(body, &c); err != nil {
+		return 0, fmt.Errorf("gate: provider control: %w", err)
+	}
+	return c.Count, nil
 }
 
 // transfers returns every transfer the provider executed (GET /transfers).
@@ -86,52 +105,67 @@ func (p providerClient) do(ctx context.Context, method, path, body string) ([]by
 // each phase followed by a phase of "ok".
 var faultModes = []string{"hang", "fail-after", "decline", "fail", "hang-before"}
 
+// faultStats is what the fault schedule did: phases of each mode and, for
+// counted phases, the requests with a new key each mode decided.
+type faultStats struct {
+	phases, requests map[string]int
+}
+
 // startFaults runs the fault schedule against p until the returned stop is
 // called: "ok" for interval, then the next of faultModes — for interval,
 // or for hang (at least the servers' provider timeout and a half, so that
-// their held calls time out) in the hang modes — and so on. stop sets
-// "ok" again, waits for the schedule to end and returns how many phases
-// of each mode ran. Failed switches are reported to say and the schedule
-// goes on.
-func startFaults(ctx context.Context, p providerClient, interval, hang time.Duration, say func(string, ...any)) (stop func() map[string]int) {
+// their held calls time out) in the hang modes — and so on. With count >
+// 0 each fault phase sets its mode for the next count requests with a new
+// key only (the provider then reverts to ok by itself), so a phase hits at
+// most count keys however fast the load goes. stop sets "ok" again,
+// waits for the schedule to end and returns what it did. Failed switches
+// are reported to say and the schedule goes on.
+func startFaults(ctx context.Context, p providerClient, interval, hang time.Duration, count int, say func(string, ...any)) (stop func() faultStats) {
 	ctx, cancel := context.WithCancel(ctx)
-	done := make(chan map[string]int, 1)
+	done := make(chan faultStats, 1)
 	go func() {
-		phases := map[string]int{}
+		st := faultStats{phases: map[string]int{}, requests: map[string]int{}}
 		for i := 0; ; i++ {
 			if !wait(ctx, interval) {
 				break
 			}
 			mode := faultModes[i%len(faultModes)]
-			if err := p.setMode(ctx, mode); err != nil {
+			if err := p.setMode(ctx, mode, count); err != nil {
 				if ctx.Err() != nil {
 					break
 				}
 				say("%v", err)
 				continue
 			}
-			phases[mode]++
+			st.phases[mode]++
 			d := interval
 			if strings.HasPrefix(mode, "hang") {
 				d = max(interval, hang)
 			}
 			ok := wait(ctx, d)
-			if err := p.setMode(context.WithoutCancel(ctx), "ok"); err != nil {
+			if count > 0 {
+				if left, err := p.left(context.WithoutCancel(ctx)); err == nil {
+					st.requests[mode] += count - left
+				} else {
+					say("%v", err)
+				}
+			}
+			if err := p.setMode(context.WithoutCancel(ctx), "ok", 0); err != nil {
 				say("%v", err)
 			}
 			if !ok {
 				break
 			}
 		}
-		done <- phases
+		done <- st
 	}()
-	return func() map[string]int {
+	return func() faultStats {
 		cancel()
-		phases := <-done
-		if err := p.setMode(context.Background(), "ok"); err != nil {
+		st := <-done
+		if err := p.setMode(context.Background(), "ok", 0); err != nil {
 			say("%v", err)
 		}
-		return phases
+		return st
 	}
 }
 

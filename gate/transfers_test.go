@@ -177,17 +177,17 @@ func TestFaultSchedule(t *testing.T) {
 	}))
 	defer ts.Close()
 	var said []string
-	stop := startFaults(context.Background(), newProviderClient(ts.URL), time.Millisecond, time.Millisecond,
+	stop := startFaults(context.Background(), newProviderClient(ts.URL), time.Millisecond, time.Millisecond, 3,
 		func(f string, args ...any) { said = append(said, f) })
 	select {
 	case <-all:
 	case <-time.After(time.Minute):
 		t.Error("not every mode was set within a minute")
 	}
-	phases := stop()
+	st := stop()
 	for _, m := range faultModes {
-		if phases[m] == 0 {
-			t.Errorf("no %s phase: %v", m, phases)
+		if st.phases[m] == 0 || st.requests[m] != 0 {
+			t.Errorf("%s: %d phases, %d requests decided; want some and none (no transfers were sent)", m, st.phases[m], st.requests[m])
 		}
 	}
 	if srv.Mode() != provider.ModeOK || len(said) != 0 {
@@ -212,7 +212,7 @@ func TestTransfersRun(t *testing.T) {
 	cfg := Config{
 		DSN: "sqlite:" + filepath.Join(t.TempDir(), "gate.db"), Bin: bin, Workload: WorkloadTransfers,
 		Instances: 2, Requests: 200, Crash: true, Lease: 2 * time.Second, RecoverInterval: 200 * time.Millisecond,
-		LatencyBudget: time.Minute, FaultInterval: 200 * time.Millisecond, Seed: 42, Progress: &progress,
+		LatencyBudget: time.Minute, FaultInterval: 200 * time.Millisecond, FaultKeys: 3, Seed: 42, Progress: &progress,
 	}
 	r, err := Run(context.Background(), cfg)
 	if err != nil {

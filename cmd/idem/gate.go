@@ -25,8 +25,8 @@ import (
 //
 // --workload transfers (default payments) drives POST /v1/transfers
 // instead, through an "idem provider" child the gate starts and injects
-// faults into (every --fault-interval), with --provider-timeout passed to
-// the instances; a key must settle within --unknown-slo of its first
+// faults into (every --fault-interval, at most --fault-keys new keys a
+// phase), with --provider-timeout passed to the instances; a key must settle within --unknown-slo of its first
 // request (gate.Config.Workload, docs/gate.md).
 func runGate(ctx context.Context, args []string, std stdio) int {
 	fs := flag.NewFlagSet("gate", flag.ContinueOnError)
@@ -45,6 +45,7 @@ func runGate(ctx context.Context, args []string, std stdio) int {
 	fs.DurationVar(&cfg.UnknownSLO, "unknown-slo", gate.DefaultUnknownSLO, "transfers: how long a key may go without a definite answer after its first request")
 	fs.DurationVar(&cfg.ProviderTimeout, "provider-timeout", gate.DefaultProviderTimeout, "transfers: --provider-timeout of the instances (if idem serve has the flag)")
 	fs.DurationVar(&cfg.FaultInterval, "fault-interval", gate.DefaultFaultInterval, "transfers: length of each phase of the provider fault schedule")
+	fs.IntVar(&cfg.FaultKeys, "fault-keys", gate.DefaultFaultKeys, "transfers: requests with a new key one fault phase hits at most (negative: no bound)")
 	fs.BoolVar(&cfg.Crash, "crash", false, "kill one instance with SIGKILL midway and restart it")
 	fs.DurationVar(&cfg.LatencyBudget, "latency-budget", gate.DefaultLatencyBudget, "the endpoint's latency budget; reservation p99 must stay within 5 % of it")
 	fs.DurationVar(&cfg.RecoverySLO, "recovery-slo", gate.DefaultRecoverySLO, "how long an operation may stay UNKNOWN")
