@@ -274,7 +274,10 @@ func (l *loader) request(ctx context.Context, k Key, start time.Time, t int, bod
 		}
 		if l.cfg.transfers() && (a.Code == idem.CodeOutcomeUnknown || a.Status == http.StatusServiceUnavailable) {
 			l.resend(cmp.Or(string(a.Code), strconv.Itoa(a.Status)))
-			sleep(ctx, retryAfter)
+			// Sooner than Retry-After (1 s): a re-send is what settles
+			// the key (the server re-sends its provider call with the
+			// same key), and the run's length is the keys' settling.
+			sleep(ctx, min(retryAfter, unknownResend))
 			continue
 		}
 		return a, true, note
@@ -328,6 +331,10 @@ func (l *loader) exchange(ctx context.Context, url string, k Key, body string) (
 	note := fmt.Sprintf("%d %s %.200s", resp.StatusCode, resp.Header.Get("Content-Type"), b)
 	return a, note, retryDelay(resp.Header.Get("Retry-After")), nil
 }
+
+// unknownResend is the longest the transfers workload waits before
+// re-sending after 409 OUTCOME_UNKNOWN or a 503.
+const unknownResend = 200 * time.Millisecond
 
 // retryDelay is a Retry-After in seconds, between 50 ms (absent or 0) and
 // 1 s: the gate re-sends sooner than a polite client would, to keep the
