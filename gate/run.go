@@ -295,9 +295,9 @@ func (f *fleet) awaitFailpoint(ctx context.Context, i int, say func(string, ...a
 	defer timer.Stop()
 	select {
 	case <-in.exited:
-		say("instance 0 died at the failpoint (%v)", in.err)
+		say("%s died at the failpoint (%v)", in.name, in.err)
 	case <-timer.C:
-		say("instance 0 did not reach the failpoint within %v; killing it", failpointWait)
+		say("%s did not reach the failpoint within %v; killing it", in.name, failpointWait)
 	case <-ctx.Done():
 	}
 	f.targets[i].Set("")
