@@ -14,8 +14,9 @@
 //	GET  /transfers        every executed transfer, in execution order
 //	GET  /stats            {"executed": N, "declined": M}
 //	POST /control          {"mode": "ok"|"fail"|"fail-after"|"hang"|
-//	                       "hang-before"|"decline", "count": N} → {"mode": …}
-//	                       ("count" optional: see below)
+//	                       "hang-before"|"decline", "count": N} →
+//	                       {"mode": …[, "count": N]} ("count" optional:
+//	                       see below)
 //	GET  /control          {"mode": …, "hung": N[, "count": left]}; with
 //	                       ?wait_hung=N it first waits until at least N
 //	                       requests are held (WaitHung)
