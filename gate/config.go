@@ -31,6 +31,29 @@ const (
 	// service's limit: a deterministic 422 AMOUNT_LIMIT, stored as
 	// REJECTED and replayed, with no payment.
 	DefaultRefusalRate = 0.01
+	// DefaultUnknownSLO is how long a key of the transfers workload may go
+	// without a definite answer after its first request.
+	DefaultUnknownSLO = 30 * time.Second
+	// DefaultProviderTimeout is the --provider-timeout the transfers
+	// workload passes to every instance (when "idem serve" has the flag).
+	DefaultProviderTimeout = time.Second
+	// DefaultFaultInterval is how long each phase of the transfers
+	// workload's fault schedule lasts (a hang phase lasts at least the
+	// provider timeout and a half, so that held calls time out).
+	DefaultFaultInterval = 500 * time.Millisecond
+	// DefaultFaultKeys is how many requests with a new key each fault
+	// phase of the transfers workload hits at most.
+	DefaultFaultKeys = 2
+)
+
+// The workloads.
+const (
+	// WorkloadPayments drives POST /v1/payments: effects in the database.
+	WorkloadPayments = "payments"
+	// WorkloadTransfers drives POST /v1/transfers through an "idem
+	// provider" the gate starts and injects faults into: effects outside
+	// the database, unknown outcomes and their settlement.
+	WorkloadTransfers = "transfers"
 )
 
 // MaxUnknownRatio is the gate on UNKNOWN operations past the recovery SLO:
@@ -69,6 +92,27 @@ type Config struct {
 	// ConflictRate and RefusalRate: see DefaultConflictRate and
 	// DefaultRefusalRate. Negative means 0.
 	ConflictRate, RefusalRate float64
+	// Workload is WorkloadPayments or WorkloadTransfers; "" means
+	// WorkloadPayments.
+	Workload string
+	// UnknownSLO (transfers) is how long a key may stay without a definite
+	// answer — UNKNOWN, or never answered — after its first request; the
+	// gate keeps re-sending a key until it settles or this passes. 0 means
+	// DefaultUnknownSLO.
+	UnknownSLO time.Duration
+	// ProviderTimeout (transfers) is passed to every instance as
+	// --provider-timeout, if "idem serve" has that flag (otherwise its own
+	// default applies and the report says so). 0 means
+	// DefaultProviderTimeout.
+	ProviderTimeout time.Duration
+	// FaultInterval (transfers) is the length of each phase of the fault
+	// schedule; 0 means DefaultFaultInterval.
+	FaultInterval time.Duration
+	// FaultKeys (transfers) bounds the requests with a new key one fault
+	// phase hits (the provider's counted modes); 0 means
+	// DefaultFaultKeys, negative no bound (the mode holds for the whole
+	// phase).
+	FaultKeys int
 	// Crash kills one instance with SIGKILL when half the planned requests
 	// were sent and starts it again; the other instances keep serving.
 	Crash bool
@@ -130,6 +174,13 @@ func (c Config) withDefaults() Config {
 	defD(&c.KeyTimeout, DefaultKeyTimeout)
 	defD(&c.Lease, DefaultLease)
 	defD(&c.RecoverInterval, DefaultRecoverInterval)
+	defD(&c.UnknownSLO, DefaultUnknownSLO)
+	defD(&c.ProviderTimeout, DefaultProviderTimeout)
+	defD(&c.FaultInterval, DefaultFaultInterval)
+	def(&c.FaultKeys, DefaultFaultKeys)
+	if c.Workload == "" {
+		c.Workload = WorkloadPayments
+	}
 	c.ConflictRate = max(c.ConflictRate, 0)
 	c.RefusalRate = max(c.RefusalRate, 0)
 	if c.Seed == 0 {
@@ -150,7 +201,12 @@ func (c Config) validate() error {
 		return fmt.Errorf("gate: instances, retries, concurrency and principals must be positive and requests at least retries")
 	case c.ConflictRate > 1 || c.RefusalRate > 1:
 		return errors.New("gate: conflict and refusal rates are fractions between 0 and 1")
-	case c.LatencyBudget < 0 || c.RecoverySLO < 0 || c.KeyTimeout < 0 || c.Lease < 0 || c.RecoverInterval < 0:
+	case c.Workload != WorkloadPayments && c.Workload != WorkloadTransfers:
+		return fmt.Errorf("gate: unknown workload %q (want %s or %s)", c.Workload, WorkloadPayments, WorkloadTransfers)
+	case c.Workload == WorkloadTransfers && c.OneTransaction:
+		return errors.New("gate: the one-transaction style is for payments; transfers have an effect outside the database")
+	case c.LatencyBudget < 0 || c.RecoverySLO < 0 || c.KeyTimeout < 0 || c.Lease < 0 || c.RecoverInterval < 0 ||
+		c.UnknownSLO < 0 || c.ProviderTimeout < 0 || c.FaultInterval < 0:
 		return errors.New("gate: durations must not be negative")
 	case c.Crash && c.Instances < 2:
 		return errors.New("gate: crash injection needs at least 2 instances, so retries continue on the others")
@@ -160,6 +216,9 @@ func (c Config) validate() error {
 
 // keys is the number of keys of the run.
 func (c Config) keys() int { return c.Requests / c.Retries }
+
+// transfers reports whether the run drives POST /v1/transfers.
+func (c Config) transfers() bool { return c.Workload == WorkloadTransfers }
 
 // keyWorkers is how many keys are in flight at once.
 func (c Config) keyWorkers() int { return max(1, c.Concurrency/c.Retries) }

@@ -25,6 +25,14 @@
 // kINDEX"), independent of the idempotency machinery, so a second payment
 // for one key is found even if it was recorded under another operation.
 //
+// The transfers workload (Config.Workload) drives POST /v1/transfers
+// instead, through an "idem provider" child whose mode the gate switches
+// during the load (hang, fail-after, decline, fail, hang-before), and
+// verifies against the provider's executions, attributed to keys by
+// payee: at most one per key, exactly one for a key answered 2xx, none
+// for a key answered 422; no stored 5xx response; every key settled
+// within Config.UnknownSLO of its first request (VerifyTransfers).
+//
 // Run is the whole gate; Load, Verify and the report types are its parts,
 // usable on their own (the tests run Load against in-process servers and
 // Verify on real databases). See docs/gate.md.

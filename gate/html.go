@@ -47,6 +47,25 @@ func (r *Report) WriteHTML(w io.Writer) error {
 		{"operations UNKNOWN past the recovery SLO", int64(v.UnknownPastSLO)},
 		{"operations still in flight after recovery", int64(v.InFlight)},
 	}
+	if r.Workload == WorkloadTransfers {
+		// POST /v1/transfers: the effects are the provider's executions.
+		outcomes = slices.DeleteFunc(outcomes, func(o outcome) bool {
+			return strings.Contains(o.Name, "payment") || strings.Contains(o.Name, "outbox")
+		})
+		outcomes = append(outcomes,
+			outcome{"keys answered 2xx (transfer executed)", int64(r.Succeeded)},
+			outcome{"keys answered another stored 422 (declined)", int64(r.Declined)},
+			outcome{"provider executions for the run's payees", int64(v.ProviderExecutions)},
+			outcome{"keys with more than one execution", int64(v.DuplicateTransfers)},
+			outcome{"refused or declined keys with an execution", int64(v.DeclinedExecuted)},
+			outcome{"records storing a 5xx response", int64(v.Stored5xx)},
+			outcome{"keys without a definite answer within the unknown SLO", int64(v.UnknownPastSLO)},
+		)
+		for _, m := range slices.Sorted(maps.Keys(r.Faults)) {
+			outcomes = append(outcomes, outcome{"provider fault phases " + m, int64(r.Faults[m])},
+				outcome{"requests decided by " + m, int64(r.FaultRequests[m])})
+		}
+	}
 	for _, k := range slices.Sorted(maps.Keys(r.Resends)) {
 		outcomes = append(outcomes, outcome{"re-sent after " + k, r.Resends[k]})
 	}

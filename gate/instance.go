@@ -2,16 +2,20 @@ package gate
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"net/http"
+	"os"
 	"os/exec"
 	"regexp"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/idemkit/idem/payments"
 )
 
 // Instance timeouts.
@@ -21,12 +25,16 @@ const (
 	logKeep      = 64 << 10         // bytes of an instance's log kept for error messages
 )
 
-// instance is one "idem serve" child process in its own process group.
+// instance is one "idem serve" (or "idem provider") child process in its
+// own process group.
 type instance struct {
-	name   string
-	cmd    *exec.Cmd
-	log    *tailLog
-	url    string
+	name string
+	cmd  *exec.Cmd
+	log  *tailLog
+	url  string
+	// op is the operation whose reservation histogram scrape reads; ""
+	// means payments.OperationCreate.
+	op     string
 	exited chan struct{} // closed once cmd.Wait returned
 	err    error         // cmd.Wait's result, set before exited closes
 }
@@ -34,13 +42,23 @@ type instance struct {
 var addrRE = regexp.MustCompile(`listening on ([^\s"]+)`)
 
 // startInstance runs "BIN serve --addr 127.0.0.1:0 ARGS…" and returns once
-// it logged "listening on ADDR". On failure the process is killed.
-func startInstance(ctx context.Context, name, bin string, args []string) (*instance, error) {
+// it logged "listening on ADDR". env, if any, is added to the gate's
+// environment (IDEM_FAILPOINTS=…). On failure the process is killed.
+func startInstance(ctx context.Context, name, bin string, args, env []string) (*instance, error) {
+	return startChild(ctx, name, bin, append([]string{"serve", "--addr", "127.0.0.1:0"}, args...), env)
+}
+
+// startChild runs "BIN ARGS…" and returns once it logged "listening on
+// ADDR" (idem serve and idem provider both do).
+func startChild(ctx context.Context, name, bin string, args, env []string) (*instance, error) {
 	in := &instance{
 		name:   name,
-		cmd:    exec.Command(bin, append([]string{"serve", "--addr", "127.0.0.1:0"}, args...)...),
+		cmd:    exec.Command(bin, args...),
 		log:    &tailLog{ready: make(chan string, 1)},
 		exited: make(chan struct{}),
+	}
+	if len(env) > 0 {
+		in.cmd.Env = append(os.Environ(), env...)
 	}
 	in.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	in.cmd.Stdout, in.cmd.Stderr = in.log, in.log
@@ -111,7 +129,7 @@ func (in *instance) scrape(ctx context.Context) (Histogram, error) {
 	if resp.StatusCode != http.StatusOK {
 		return Histogram{}, fmt.Errorf("gate: scraping %s: %s", in.name, resp.Status)
 	}
-	h, err := ParseReservations(resp.Body)
+	h, err := ParseReservationsOf(resp.Body, cmp.Or(in.op, payments.OperationCreate))
 	if err != nil {
 		return Histogram{}, fmt.Errorf("gate: scraping %s: %w", in.name, err)
 	}
@@ -166,4 +184,4 @@ func (l *tailLog) String() string {
 	return string(b)
 }
 
-var errNoHistogram = errors.New("no idem_reservation_seconds histogram for payments.create")
+var errNoHistogram = errors.New("no idem_reservation_seconds histogram for the operation")

@@ -1,6 +1,7 @@
 package gate
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -55,6 +56,18 @@ func (a Answer) terminal() bool {
 	return a.Status == http.StatusCreated || a.Code == idem.CodeAmountLimit
 }
 
+// definite reports whether a settles a key of the transfers workload: a
+// 2xx — the transfer (201), or the stored answer of a reconciliation
+// (200 {"operation_id":…,"state":"SUCCEEDED","reconciled":true}) — or a
+// stored 422 refusal — AMOUNT_LIMIT, the provider's decline — other than
+// PAYLOAD_CONFLICT. 409 OUTCOME_UNKNOWN, and any 5xx, are not.
+func (a Answer) definite() bool {
+	return a.succeeded() || a.Status == http.StatusUnprocessableEntity && a.Code != idem.CodePayloadConflict
+}
+
+// succeeded reports whether a says the operation's effect happened: a 2xx.
+func (a Answer) succeeded() bool { return a.Status >= 200 && a.Status <= 299 }
+
 // KeyResult is what one key's requests got.
 type KeyResult struct {
 	// Done: the key's requests were all sent and answered or given up on;
@@ -76,6 +89,12 @@ type KeyResult struct {
 	// is the code it got ("" if none: it was accepted or unanswered).
 	ConflictSent bool
 	ConflictCode idem.Code
+	// Start is when the key's first request was sent. Settled (transfers)
+	// says a definite answer came, SettledAfter how long after Start the
+	// first one did.
+	Start        time.Time
+	Settled      bool
+	SettledAfter time.Duration
 }
 
 // LoadResult is the outcome of Load.
@@ -97,7 +116,11 @@ type LoadResult struct {
 // the Retries requests of one key at once, spread over the targets. A
 // request that gets 409 IN_PROGRESS, 503, 429 or a transport error is
 // re-sent (transport errors to the next target) until it gets a terminal
-// answer or cfg.KeyTimeout passes. Keys marked Conflict then get one
+// answer or cfg.KeyTimeout passes. In the transfers workload (POST
+// /v1/transfers) a request is also re-sent after 409 OUTCOME_UNKNOWN and
+// any 503, with the same key, until a definite answer (Answer.definite)
+// or until cfg.UnknownSLO after the key's first request, whichever of
+// that and cfg.KeyTimeout comes first. Keys marked Conflict then get one
 // request with a different payload. If midway is set it is called once,
 // in its own goroutine, when half the planned requests were sent, while
 // the load goes on; Load waits for it before returning. ctx cancels the
@@ -173,17 +196,23 @@ type loader struct {
 func (l *loader) runKey(ctx context.Context, i int) {
 	k := l.plan.Keys[i]
 	res := &l.results[i]
+	res.Start = time.Now()
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	for j := range l.plan.Retries {
 		wg.Go(func() {
-			a, ok, note := l.request(ctx, k, (k.Index+j)%len(l.targets), k.Body(j))
+			a, ok, note := l.request(ctx, k, res.Start, (k.Index+j)%len(l.targets), k.Body(j))
 			mu.Lock()
 			defer mu.Unlock()
+			if ok && l.cfg.transfers() && a.definite() {
+				if after := time.Since(res.Start); !res.Settled || after < res.SettledAfter {
+					res.Settled, res.SettledAfter = true, after
+				}
+			}
 			switch {
 			case !ok:
 				res.Unanswered++
-			case a.terminal():
+			case a.terminal() || l.cfg.transfers() && a.definite():
 				res.Answers = append(res.Answers, a)
 			case a.Code == idem.CodePayloadConflict:
 				res.FalseConflicts++
@@ -197,7 +226,7 @@ func (l *loader) runKey(ctx context.Context, i int) {
 	wg.Wait()
 	if k.Conflict && ctx.Err() == nil {
 		res.ConflictSent = true
-		a, ok, note := l.request(ctx, k, (k.Index+l.plan.Retries)%len(l.targets), k.ConflictBody())
+		a, ok, note := l.request(ctx, k, res.Start, (k.Index+l.plan.Retries)%len(l.targets), k.ConflictBody())
 		switch {
 		case ok && a.Code != "":
 			res.ConflictCode = a.Code
@@ -211,9 +240,13 @@ func (l *loader) runKey(ctx context.Context, i int) {
 
 // request sends one request, starting at target t, and re-sends it until
 // it gets an answer that is not "try again". ok is false when none came
-// before the key timeout (or ctx ended). note describes the answer.
-func (l *loader) request(ctx context.Context, k Key, t int, body string) (a Answer, ok bool, note string) {
+// before the key timeout (or, for transfers, the key's unknown SLO after
+// start, its first request) or ctx ended. note describes the answer.
+func (l *loader) request(ctx context.Context, k Key, start time.Time, t int, body string) (a Answer, ok bool, note string) {
 	deadline := time.Now().Add(l.cfg.KeyTimeout)
+	if slo := start.Add(l.cfg.UnknownSLO); l.cfg.transfers() && slo.Before(deadline) {
+		deadline = slo
+	}
 	first := true
 	for ctx.Err() == nil && time.Now().Before(deadline) {
 		url := l.targets[t].URL()
@@ -239,6 +272,14 @@ func (l *loader) request(ctx context.Context, k Key, t int, body string) (a Answ
 			sleep(ctx, retryAfter)
 			continue
 		}
+		if l.cfg.transfers() && (a.Code == idem.CodeOutcomeUnknown || a.Status == http.StatusServiceUnavailable) {
+			l.resend(cmp.Or(string(a.Code), strconv.Itoa(a.Status)))
+			// Sooner than Retry-After (1 s): a re-send is what settles
+			// the key (the server re-sends its provider call with the
+			// same key), and the run's length is the keys' settling.
+			sleep(ctx, min(retryAfter, unknownResend))
+			continue
+		}
 		return a, true, note
 	}
 	return Answer{}, false, ""
@@ -246,7 +287,11 @@ func (l *loader) request(ctx context.Context, k Key, t int, body string) (a Answ
 
 // exchange makes one HTTP request and reads its answer.
 func (l *loader) exchange(ctx context.Context, url string, k Key, body string) (Answer, string, time.Duration, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url+"/v1/payments", strings.NewReader(body))
+	path := "/v1/payments"
+	if l.cfg.transfers() {
+		path = "/v1/transfers"
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url+path, strings.NewReader(body))
 	if err != nil {
 		return Answer{}, "", 0, err
 	}
@@ -286,6 +331,10 @@ func (l *loader) exchange(ctx context.Context, url string, k Key, body string) (
 	note := fmt.Sprintf("%d %s %.200s", resp.StatusCode, resp.Header.Get("Content-Type"), b)
 	return a, note, retryDelay(resp.Header.Get("Retry-After")), nil
 }
+
+// unknownResend is the longest the transfers workload waits before
+// re-sending after 409 OUTCOME_UNKNOWN or a 503.
+const unknownResend = 200 * time.Millisecond
 
 // retryDelay is a Retry-After in seconds, between 50 ms (absent or 0) and
 // 1 s: the gate re-sends sooner than a polite client would, to keep the

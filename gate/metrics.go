@@ -19,6 +19,12 @@ const ReservationMetric = "idem_reservation_seconds"
 // idem_reservation_seconds histogram of payments.create as per-bucket
 // counts.
 func ParseReservations(r io.Reader) (Histogram, error) {
+	return ParseReservationsOf(r, payments.OperationCreate)
+}
+
+// ParseReservationsOf is ParseReservations for the operation named op
+// (payments.OperationTransfer for the transfers workload).
+func ParseReservationsOf(r io.Reader, op string) (Histogram, error) {
 	p := expfmt.NewTextParser(model.UTF8Validation)
 	fams, err := p.TextToMetricFamilies(r)
 	if err != nil {
@@ -29,7 +35,7 @@ func ParseReservations(r io.Reader) (Histogram, error) {
 		return Histogram{}, errNoHistogram
 	}
 	for _, m := range fam.GetMetric() {
-		if label(m, "operation") != payments.OperationCreate {
+		if label(m, "operation") != op {
 			continue
 		}
 		return fromDTO(m.GetHistogram())

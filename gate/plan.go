@@ -25,6 +25,10 @@ type Key struct {
 	Principal int // index into Plan.Principals
 	Amount    string
 	Memo      string
+	// Payee is "acct_gate" in the payments workload and unique to the key
+	// in the transfers workload (PayeePerKey), so that the provider's
+	// executions can be attributed to keys.
+	Payee string
 	// Refused: the amount is above payments.AmountLimit, so the answer is
 	// a stored 422 AMOUNT_LIMIT and no payment may exist.
 	Refused bool
@@ -61,6 +65,7 @@ func NewPlan(keys, retries, principals int, conflictRate, refusalRate float64, s
 			Principal: i % principals,
 			Amount:    fmt.Sprintf("%d.%02d", 1+rng.IntN(99_999), rng.IntN(100)),
 			Memo:      fmt.Sprintf("gate %s k%d", p.Run, i),
+			Payee:     "acct_gate",
 			Refused:   rng.Float64() < refusalRate,
 			Conflict:  rng.Float64() < conflictRate,
 		}
@@ -95,6 +100,14 @@ func (p Plan) AuthFile() ([]byte, error) {
 	return json.Marshal(m)
 }
 
+// PayeePerKey gives every key its own payee, "acct_RUN_INDEX" (the
+// transfers workload).
+func (p Plan) PayeePerKey() {
+	for i := range p.Keys {
+		p.Keys[i].Payee = fmt.Sprintf("acct_%s_%d", p.Run, i)
+	}
+}
+
 // MemoPrefix is the prefix of every memo of the run.
 func (p Plan) MemoPrefix() string { return "gate " + p.Run + " k" }
 
@@ -106,24 +119,24 @@ func (k Key) Body(variant int) string {
 	amount := k.Amount
 	switch variant % 4 {
 	case 0:
-		return fmt.Sprintf(`{"amount":%q,"currency":"EUR","payee":"acct_gate","memo":%q}`, amount, k.Memo)
+		return fmt.Sprintf(`{"amount":%q,"currency":"EUR","payee":%q,"memo":%q}`, amount, k.Payee, k.Memo)
 	case 1:
-		return fmt.Sprintf(`{ "memo" : %q , "payee" : "acct_gate", "currency" : "EUR", "amount" : %q }`, k.Memo, amount)
+		return fmt.Sprintf(`{ "memo" : %q , "payee" : %q, "currency" : "EUR", "amount" : %q }`, k.Memo, k.Payee, amount)
 	case 2:
 		if strings.HasSuffix(amount, "0") {
 			amount = strings.TrimSuffix(amount, "0") // "12.50" is "12.5" at scale 2
 		}
-		return fmt.Sprintf("{\"currency\":\"EUR\",\n\"amount\":%q,\"payee\":\"acct_gate\",\"memo\":%q}", amount, k.Memo)
+		return fmt.Sprintf("{\"currency\":\"EUR\",\n\"amount\":%q,\"payee\":%q,\"memo\":%q}", amount, k.Payee, k.Memo)
 	default:
 		// The same strings with escapes: \u0067 is "g", \u0045 is "E".
 		memo := `\u0067` + strings.TrimPrefix(k.Memo, "g")
-		return fmt.Sprintf(`{"payee":"acct_gate","amount":%q,"currency":"\u0045UR","memo":"%s"}`, amount, memo)
+		return fmt.Sprintf(`{"payee":%q,"amount":%q,"currency":"\u0045UR","memo":"%s"}`, k.Payee, amount, memo)
 	}
 }
 
 // ConflictBody is a payload that differs from k's: another amount.
 func (k Key) ConflictBody() string {
-	return fmt.Sprintf(`{"amount":"%s","currency":"EUR","payee":"acct_gate","memo":%q}`, "1"+k.Amount, k.Memo)
+	return fmt.Sprintf(`{"amount":"%s","currency":"EUR","payee":%q,"memo":%q}`, "1"+k.Amount, k.Payee, k.Memo)
 }
 
 func randomHex(n int) string {

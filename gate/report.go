@@ -1,6 +1,7 @@
 package gate
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"maps"
@@ -28,7 +29,9 @@ type Report struct {
 	Run    string `json:"run"`
 	Seed   int64  `json:"seed"`
 
-	Instances int `json:"instances"`
+	// Workload is "payments" or "transfers" (Config.Workload).
+	Workload  string `json:"workload"`
+	Instances int    `json:"instances"`
 	// OneTransaction: the instances ran POST /v1/payments in one
 	// database transaction (Config.OneTransaction).
 	OneTransaction bool `json:"one_transaction"`
@@ -52,6 +55,19 @@ type Report struct {
 	UnknownPastSLORatio     float64 `json:"unknown_past_slo_ratio"`
 	RecoverySLOSeconds      float64 `json:"recovery_slo_seconds"`
 	ReservationP99Ms        float64 `json:"reservation_p99_ms"`
+	// Stored5xx (transfers) counts the run's operation records whose
+	// stored response status is 5xx; it must be 0.
+	Stored5xx int `json:"stored_5xx"`
+	// UnknownSLOSeconds (transfers) is Config.UnknownSLO, the bound of
+	// unknown_past_slo_ratio there; ProviderTimeoutSeconds the servers'
+	// provider timeout (their default when "idem serve" has no
+	// --provider-timeout; set by Run); Faults the phases of each provider
+	// mode the fault schedule ran, FaultRequests the requests with a new
+	// key each mode decided in them (counted phases only; set by Run).
+	UnknownSLOSeconds      float64        `json:"unknown_slo_seconds,omitempty"`
+	ProviderTimeoutSeconds float64        `json:"provider_timeout_seconds,omitempty"`
+	Faults                 map[string]int `json:"faults,omitempty"`
+	FaultRequests          map[string]int `json:"fault_requests,omitempty"`
 	// InstanceProblems counts what went wrong with the instances
 	// themselves: a histogram that could not be scraped (the latency gate
 	// would judge part of the run), an instance that exited on its own or
@@ -67,8 +83,9 @@ type Report struct {
 	ClientP99Ms            float64 `json:"client_p99_ms"`
 
 	// Outcome counts.
-	Succeeded          int `json:"succeeded_keys"` // keys answered 201
+	Succeeded          int `json:"succeeded_keys"` // keys answered 201 (transfers: 2xx)
 	Refused            int `json:"refused_keys"`   // keys answered 422 AMOUNT_LIMIT
+	Declined           int `json:"declined_keys"`  // (transfers) keys answered another stored 422: the provider declined
 	Replays            int `json:"replays"`        // terminal answers marked Idempotent-Replayed
 	ConflictsSent      int `json:"conflicts_sent"`
 	ConflictsRefused   int `json:"conflicts_refused"` // of those, 422 PAYLOAD_CONFLICT
@@ -96,7 +113,7 @@ type Report struct {
 func NewReport(cfg Config, plan Plan, res LoadResult, v Verification, reservations Histogram) *Report {
 	cfg = cfg.withDefaults()
 	r := &Report{
-		Run: plan.Run, Seed: cfg.Seed, Instances: cfg.Instances, Crash: cfg.Crash, OneTransaction: cfg.OneTransaction,
+		Run: plan.Run, Seed: cfg.Seed, Workload: cfg.Workload, Instances: cfg.Instances, Crash: cfg.Crash, OneTransaction: cfg.OneTransaction,
 		Keys: len(plan.Keys), Retries: plan.Retries, Concurrency: cfg.keyWorkers() * plan.Retries,
 		Planned: len(plan.Keys) * plan.Retries, Requests: res.Requests, Resends: res.Resends,
 		Verification: v, ReservationHistogram: reservations, ClientHistogram: res.Latency,
@@ -114,10 +131,13 @@ func NewReport(cfg Config, plan Plan, res LoadResult, v Verification, reservatio
 			continue
 		}
 		if len(kr.Answers) > 0 {
-			if kr.Answers[0].Status == 201 {
+			switch a := kr.Answers[0]; {
+			case a.succeeded():
 				r.Succeeded++
-			} else {
+			case a.Code == idem.CodeAmountLimit:
 				r.Refused++
+			default:
+				r.Declined++
 			}
 		}
 		for _, a := range kr.Answers {
@@ -138,7 +158,10 @@ func NewReport(cfg Config, plan Plan, res LoadResult, v Verification, reservatio
 				r.problem(fmt.Sprintf("key %d: a different payload got %s, want %s", i, kr.ConflictCode, idem.CodePayloadConflict))
 			}
 		}
-		for _, u := range kr.Unexpected {
+		for j, u := range kr.Unexpected {
+			if j > 0 && u == kr.Unexpected[j-1] {
+				continue // one line for a key's retries that got the same answer
+			}
 			r.problem(fmt.Sprintf("key %d: unexpected answer %s", i, u))
 		}
 		if kr.FalseConflicts > 0 {
@@ -152,12 +175,21 @@ func NewReport(cfg Config, plan Plan, res LoadResult, v Verification, reservatio
 		r.problem(p)
 	}
 	r.DuplicateEffects = v.DuplicatePayments + v.DuplicateOutbox
+	if cfg.transfers() {
+		r.DuplicateEffects = v.DuplicateTransfers
+		r.Stored5xx = v.Stored5xx
+		r.UnknownSLOSeconds = cfg.UnknownSLO.Seconds()
+	}
 	r.ReplayDigestMismatches = v.DigestMismatches
 	r.ReplayDigestConsistency = 1
 	if v.AnsweredKeys > 0 {
 		r.ReplayDigestConsistency = float64(v.ConsistentKeys) / float64(v.AnsweredKeys)
 	}
-	if v.Operations > 0 {
+	switch {
+	case cfg.transfers() && len(plan.Keys) > 0:
+		// Per key: one never sent or never settled counts too.
+		r.UnknownPastSLORatio = float64(v.UnknownPastSLO) / float64(len(plan.Keys))
+	case v.Operations > 0:
 		r.UnknownPastSLORatio = float64(v.UnknownPastSLO) / float64(v.Operations)
 	}
 	r.Reservations = reservations.Count()
@@ -181,11 +213,17 @@ func (r *Report) problem(p string) {
 func (r *Report) decide() {
 	v := r.Verification
 	contract := r.UnansweredRequests + r.UnexpectedAnswers + v.MissingEffects + v.InFlight + (r.ConflictsSent - r.ConflictsRefused)
+	if r.Workload == WorkloadTransfers {
+		// A request without a definite answer is a key past the unknown
+		// SLO, judged there; a declined key must have no execution.
+		contract += v.DeclinedExecuted - r.UnansweredRequests
+	}
 	r.Gates = []Gate{
 		{Name: "duplicate_effects", Value: float64(r.DuplicateEffects), Limit: "= 0", Passed: r.DuplicateEffects == 0},
 		{Name: "false_conflicts", Value: float64(r.FalseConflicts), Limit: "= 0", Passed: r.FalseConflicts == 0},
 		{Name: "replay_digest_consistency", Value: r.ReplayDigestConsistency, Limit: "= 1", Passed: r.ReplayDigestConsistency == 1 && r.ReplayDigestMismatches == 0},
 		{Name: "unknown_past_slo_ratio", Value: r.UnknownPastSLORatio, Limit: fmt.Sprintf("< %g", MaxUnknownRatio), Passed: r.UnknownPastSLORatio < MaxUnknownRatio},
+		{Name: "stored_5xx", Value: float64(r.Stored5xx), Limit: "= 0", Passed: r.Stored5xx == 0},
 		{Name: "reservation_budget_ratio", Value: r.ReservationBudgetRatio, Limit: fmt.Sprintf("≤ %g", DefaultReservationPart),
 			Passed: r.Reservations > 0 && r.ReservationBudgetRatio <= DefaultReservationPart},
 		// Not a V2 number, but a run whose keys were not all answered,
@@ -195,6 +233,10 @@ func (r *Report) decide() {
 		// Nor is this: a server that crashed unasked, or whose reservation
 		// histogram is missing from the p99, fails the run it was part of.
 		{Name: "instance_problems", Value: float64(r.InstanceProblems), Limit: "= 0", Passed: r.InstanceProblems == 0},
+	}
+	if r.Workload != WorkloadTransfers {
+		// Payments store 201 and 422 only; the gate is the transfers'.
+		r.Gates = slices.DeleteFunc(r.Gates, func(g Gate) bool { return g.Name == "stored_5xx" })
 	}
 	r.Passed = true
 	for _, g := range r.Gates {
@@ -211,14 +253,25 @@ func (r *Report) WriteText(w io.Writer) {
 	if !r.Passed {
 		verdict = "FAILED"
 	}
-	fmt.Fprintf(w, "idem gate %s — run %s on %s, %d instance(s)%s%s\n", verdict, r.Run, r.DB, r.Instances, styleText(r), crashText(r))
+	fmt.Fprintf(w, "idem gate %s — run %s on %s, %d instance(s)%s%s%s\n", verdict, r.Run, r.DB, r.Instances, workloadText(r), styleText(r), crashText(r))
 	if len(r.ServeFlags) > 0 {
 		fmt.Fprintf(w, "  servers   idem serve %s\n", strings.Join(r.ServeFlags, " "))
 	}
 	fmt.Fprintf(w, "  load      %d keys × %d retries = %d planned, %d requests sent in %s (%.0f req/s), concurrency %d\n",
 		r.Keys, r.Retries, r.Planned, r.Requests, time.Duration(r.LoadSeconds*float64(time.Second)).Round(time.Millisecond), r.ThroughputRPS, r.Concurrency)
-	fmt.Fprintf(w, "  outcomes  %d succeeded, %d refused (AMOUNT_LIMIT), %d replays, %d/%d different payloads refused\n",
-		r.Succeeded, r.Refused, r.Replays, r.ConflictsRefused, r.ConflictsSent)
+	if r.Workload == WorkloadTransfers {
+		fmt.Fprintf(w, "  outcomes  %d succeeded, %d refused (AMOUNT_LIMIT), %d declined, %d replays, %d/%d different payloads refused\n",
+			r.Succeeded, r.Refused, r.Declined, r.Replays, r.ConflictsRefused, r.ConflictsSent)
+		var faults []string
+		for _, m := range slices.Sorted(maps.Keys(r.Faults)) {
+			faults = append(faults, fmt.Sprintf("%s %d (%d requests)", m, r.Faults[m], r.FaultRequests[m]))
+		}
+		fmt.Fprintf(w, "  provider  %d executions for the run's payees; provider timeout %s; fault phases: %s\n",
+			r.Verification.ProviderExecutions, time.Duration(r.ProviderTimeoutSeconds*float64(time.Second)), cmp.Or(strings.Join(faults, ", "), "none"))
+	} else {
+		fmt.Fprintf(w, "  outcomes  %d succeeded, %d refused (AMOUNT_LIMIT), %d replays, %d/%d different payloads refused\n",
+			r.Succeeded, r.Refused, r.Replays, r.ConflictsRefused, r.ConflictsSent)
+	}
 	if len(r.Resends) > 0 {
 		var parts []string
 		for _, k := range slices.Sorted(maps.Keys(r.Resends)) {
@@ -226,8 +279,12 @@ func (r *Report) WriteText(w io.Writer) {
 		}
 		fmt.Fprintf(w, "  re-sent   %s\n", strings.Join(parts, ", "))
 	}
-	fmt.Fprintf(w, "  database  %d operations, %d payment rows, %d outbox messages\n",
-		r.Verification.Operations, r.Verification.PaymentRows, r.Verification.OutboxRows)
+	if r.Workload == WorkloadTransfers {
+		fmt.Fprintf(w, "  database  %d operations, %d storing a 5xx response\n", r.Verification.Operations, r.Stored5xx)
+	} else {
+		fmt.Fprintf(w, "  database  %d operations, %d payment rows, %d outbox messages\n",
+			r.Verification.Operations, r.Verification.PaymentRows, r.Verification.OutboxRows)
+	}
 	fmt.Fprintf(w, "  latency   reservation p99 %.2f ms (%d reservations), client p50 %.1f ms, p99 %.1f ms\n",
 		r.ReservationP99Ms, r.Reservations, r.ClientP50Ms, r.ClientP99Ms)
 	if r.LoadAverage[0] >= 0 {
@@ -243,6 +300,13 @@ func (r *Report) WriteText(w io.Writer) {
 	for _, p := range r.Problems {
 		fmt.Fprintf(w, "  problem: %s\n", p)
 	}
+}
+
+func workloadText(r *Report) string {
+	if r.Workload != WorkloadTransfers {
+		return ""
+	}
+	return ", POST /v1/transfers through idem provider"
 }
 
 func styleText(r *Report) string {

@@ -5,12 +5,16 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/idemkit/idem/drivers"
+	"github.com/idemkit/idem/internal/failpoint"
+	"github.com/idemkit/idem/payments"
 	"github.com/idemkit/idem/recovery"
 )
 
@@ -22,6 +26,17 @@ import (
 // pass (recovery.Worker.RunOnce, no provider) and verifies the database
 // (Verify). It returns the report; an error means the gate could not run
 // (the database or an instance did not come up), not that it failed.
+//
+// The transfers workload (cfg.Workload) also starts an "idem provider"
+// child first and gives every instance --provider (and
+// --provider-timeout cfg.ProviderTimeout, when "idem serve" has that
+// flag); during the load it runs the fault schedule (startFaults) on the
+// provider, and with cfg.Crash the instance killed midway is started
+// again with IDEM_FAILPOINTS=after-downstream=kill, so that it also dies
+// right after its first successful provider call, and then once more
+// without. The recovery pass asks the provider, whose executions
+// (GET /transfers) VerifyTransfers then checks; the provider is stopped
+// last.
 //
 // Instances run in their own process groups and are stopped before Run
 // returns, also when ctx is cancelled: the load then stops early and Run
@@ -49,6 +64,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 
 	plan := NewPlan(cfg.keys(), cfg.Retries, cfg.Principals, cfg.ConflictRate, cfg.RefusalRate, cfg.Seed)
+	if cfg.transfers() {
+		plan.PayeePerKey()
+	}
 	dir, err := os.MkdirTemp("", "idem-gate-")
 	if err != nil {
 		return nil, fmt.Errorf("gate: %w", err)
@@ -68,10 +86,36 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		args = append(args, "--one-transaction")
 	}
 
+	var prov *instance
+	var provider providerClient
+	providerTimeout := cfg.ProviderTimeout
+	if cfg.transfers() {
+		if prov, err = startChild(ctx, "provider", cfg.Bin, []string{"provider", "--addr", "127.0.0.1:0"}, nil); err != nil {
+			return nil, err
+		}
+		defer func() {
+			if prov != nil {
+				prov.kill()
+			}
+		}()
+		provider = newProviderClient(prov.url)
+		say("provider listening on %s", prov.url)
+		args = append(args, "--provider", prov.url)
+		if serveHasFlag(ctx, cfg.Bin, "provider-timeout") {
+			args = append(args, "--provider-timeout", cfg.ProviderTimeout.String())
+		} else {
+			providerTimeout = payments.DefaultProviderTimeout
+			say("idem serve has no --provider-timeout: its provider calls time out after %v", providerTimeout)
+		}
+	}
+
 	fleet := &fleet{bin: cfg.Bin, args: args}
+	if cfg.transfers() {
+		fleet.op = payments.OperationTransfer
+	}
 	defer fleet.stopAll() // on every path; a no-op once stopped
 	for i := range cfg.Instances {
-		if err := fleet.start(ctx, i); err != nil {
+		if err := fleet.start(ctx, i, nil); err != nil {
 			return nil, err
 		}
 		say("instance %d listening on %s", i, fleet.instances[i].url)
@@ -83,16 +127,34 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if cfg.Crash {
 		midway = func() {
 			say("killing instance 0 with SIGKILL")
-			if err := fleet.crash(ctx, 0); err != nil {
+			var env []string
+			if cfg.transfers() {
+				env = []string{failpoint.Env + "=" + failpoint.AfterDownstream + "=kill"}
+			}
+			if err := fleet.crash(ctx, 0, env); err != nil {
 				say("%v", err)
 				return
 			}
 			say("instance 0 restarted on %s", fleet.instances[0].url)
+			if env == nil {
+				return
+			}
+			say("instance 0 runs with %s until its first successful provider call", env[0])
+			if err := fleet.awaitFailpoint(ctx, 0, say); err != nil {
+				say("%v", err)
+				return
+			}
+			say("instance 0 restarted without failpoints on %s", fleet.instances[0].url)
 		}
+	}
+	stopFaults := func() faultStats { return faultStats{} }
+	if cfg.transfers() {
+		stopFaults = startFaults(ctx, provider, cfg.FaultInterval, providerTimeout*3/2, cfg.FaultKeys, say)
 	}
 	loadBefore := loadAverage()
 	res := Load(ctx, cfg, plan, fleet.targets, midway)
 	loadAfter := loadAverage()
+	faults := stopFaults()
 	if err := ctx.Err(); err != nil {
 		fleet.stopAll()
 		return nil, fmt.Errorf("gate: interrupted after %d requests; instances stopped: %w", res.Requests, err)
@@ -103,18 +165,39 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	problems = append(problems, fleet.stopAll()...)
 	say("instances stopped; recovery pass and verification")
 
-	rep, err := (&recovery.Worker{Store: store, Lease: cfg.Lease}).RunOnce(ctx)
+	worker := &recovery.Worker{Store: store, Lease: cfg.Lease}
+	if cfg.transfers() {
+		worker.Provider = recovery.HTTPProvider{BaseURL: prov.url, Client: &http.Client{Timeout: 30 * time.Second}}
+	}
+	rep, err := worker.RunOnce(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("gate: final recovery pass: %w", err)
 	}
 	if rep != (recovery.Report{}) {
 		say("recovery pass: recovered %d, unknown %d, reconciled %d, unsettled %d", rep.Recovered, rep.Unknown, rep.Reconciled, rep.Unsettled)
 	}
-	v, err := Verify(ctx, store, plan, res, mark, cfg.RecoverySLO)
-	if err != nil {
+	var v Verification
+	if cfg.transfers() {
+		list, err := provider.transfers(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if err := prov.stop(); err != nil {
+			problems = append(problems, err.Error())
+		}
+		prov = nil
+		v, err = VerifyTransfers(ctx, store, plan, res, list, cfg.UnknownSLO)
+		if err != nil {
+			return nil, err
+		}
+	} else if v, err = Verify(ctx, store, plan, res, mark, cfg.RecoverySLO); err != nil {
 		return nil, err
 	}
 	r := NewReport(cfg, plan, res, v, reservations)
+	if cfg.transfers() {
+		r.ProviderTimeoutSeconds = providerTimeout.Seconds()
+		r.Faults, r.FaultRequests = faults.phases, faults.requests
+	}
 	r.DB = drivers.Kind(cfg.DSN)
 	r.ServeFlags = fleet.serveFlags()
 	r.Crashes = fleet.crashes
@@ -133,8 +216,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 // fleet is the run's instances. start and crash are called from one
 // goroutine at a time; targets are read concurrently by the load.
 type fleet struct {
-	bin       string
-	args      []string
+	bin  string
+	args []string
+	// op is the operation whose reservation histogram is scraped; ""
+	// means payments.OperationCreate.
+	op        string
 	instances []*instance
 	targets   []*Target
 	// killed holds the histograms scraped from instances just before they
@@ -144,11 +230,13 @@ type fleet struct {
 	stopped bool
 }
 
-func (f *fleet) start(ctx context.Context, i int) error {
-	in, err := startInstance(ctx, "instance "+strconv.Itoa(i), f.bin, f.args)
+// start starts instance i, with env added to its environment.
+func (f *fleet) start(ctx context.Context, i int, env []string) error {
+	in, err := startInstance(ctx, "instance "+strconv.Itoa(i), f.bin, f.args, env)
 	if err != nil {
 		return err
 	}
+	in.op = f.op
 	if i == len(f.instances) {
 		f.instances = append(f.instances, in)
 		f.targets = append(f.targets, NewTarget(in.url))
@@ -183,8 +271,9 @@ func (f *fleet) serveFlags() []string {
 	return out
 }
 
-// crash scrapes instance i, kills it with SIGKILL and starts it again.
-func (f *fleet) crash(ctx context.Context, i int) error {
+// crash scrapes instance i, kills it with SIGKILL and starts it again,
+// with env added to its environment.
+func (f *fleet) crash(ctx context.Context, i int, env []string) error {
 	in := f.instances[i]
 	h, err := in.scrape(ctx)
 	if err == nil {
@@ -193,7 +282,28 @@ func (f *fleet) crash(ctx context.Context, i int) error {
 	f.targets[i].Set("")
 	in.kill()
 	f.crashes++
-	return f.start(ctx, i)
+	return f.start(ctx, i, env)
+}
+
+// awaitFailpoint waits until instance i, started with a failpoint that
+// kills it, has died of it — or kills it itself after failpointWait —
+// and starts it again without failpoints. What the instance observed is
+// lost with it (its histogram cannot be scraped).
+func (f *fleet) awaitFailpoint(ctx context.Context, i int, say func(string, ...any)) error {
+	in := f.instances[i]
+	timer := time.NewTimer(failpointWait)
+	defer timer.Stop()
+	select {
+	case <-in.exited:
+		say("%s died at the failpoint (%v)", in.name, in.err)
+	case <-timer.C:
+		say("%s did not reach the failpoint within %v; killing it", in.name, failpointWait)
+	case <-ctx.Done():
+	}
+	f.targets[i].Set("")
+	in.kill()
+	f.crashes++
+	return f.start(ctx, i, nil)
 }
 
 // scrapeAll merges the reservation histograms of the running instances and

@@ -24,6 +24,7 @@ type bundle struct {
 	store   registry.Store
 	targets []*Target
 	servers []*httptest.Server
+	op      string // the operation scrape reads; "" means payments.create
 }
 
 // dsnFor returns a fresh database of kind "sqlite" or "postgres".
@@ -34,7 +35,8 @@ func dsnFor(t *testing.T, kind string) string {
 	return "sqlite:" + filepath.Join(t.TempDir(), "gate.db")
 }
 
-func newBundle(t *testing.T, kind string, n int, tokens payments.Tokens) *bundle {
+// newBundle starts the bundle; each option adjusts the services' Config.
+func newBundle(t *testing.T, kind string, n int, tokens payments.Tokens, options ...func(*payments.Config)) *bundle {
 	t.Helper()
 	ctx := context.Background()
 	store, err := drivers.Open(ctx, dsnFor(t, kind), drivers.Options{})
@@ -44,8 +46,12 @@ func newBundle(t *testing.T, kind string, n int, tokens payments.Tokens) *bundle
 	t.Cleanup(store.Close)
 	b := &bundle{kind: kind, store: store}
 	for range n {
-		svc, err := payments.New(ctx, payments.Config{Store: store, Auth: tokens,
-			Logger: slog.New(slog.DiscardHandler), Registry: prometheus.NewRegistry()})
+		cfg := payments.Config{Store: store, Auth: tokens,
+			Logger: slog.New(slog.DiscardHandler), Registry: prometheus.NewRegistry()}
+		for _, o := range options {
+			o(&cfg)
+		}
+		svc, err := payments.New(ctx, cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -62,7 +68,7 @@ func (b *bundle) scrape(t *testing.T) Histogram {
 	t.Helper()
 	var total Histogram
 	for _, srv := range b.servers {
-		in := &instance{name: srv.URL, url: srv.URL}
+		in := &instance{name: srv.URL, url: srv.URL, op: b.op}
 		h, err := in.scrape(context.Background())
 		if err != nil {
 			t.Fatal(err)

@@ -47,9 +47,20 @@ type Verification struct {
 	// CorruptSnapshots counts stored responses that fail their digest.
 	CorruptSnapshots int `json:"corrupt_snapshots"`
 	// UnknownPastSLO counts operations UNKNOWN for longer than the
-	// recovery SLO; InFlight those still RESERVED or EXECUTING.
+	// recovery SLO — in the transfers workload, keys without a definite
+	// answer within the unknown SLO of their first request, or UNKNOWN at
+	// the check; InFlight those still RESERVED or EXECUTING.
 	UnknownPastSLO int `json:"unknown_past_slo"`
 	InFlight       int `json:"in_flight"`
+	// The transfers workload only. ProviderExecutions counts the
+	// provider's executions for the run's payees; DuplicateTransfers the
+	// keys (payees) with more than one; DeclinedExecuted the keys
+	// answered with a 422 that have one nonetheless; Stored5xx the run's
+	// operation records whose stored response status is 5xx.
+	ProviderExecutions int `json:"provider_executions,omitempty"`
+	DuplicateTransfers int `json:"duplicate_transfers,omitempty"`
+	DeclinedExecuted   int `json:"declined_executed,omitempty"`
+	Stored5xx          int `json:"stored_5xx"`
 	// Problems describes the first failures found.
 	Problems []string `json:"problems,omitempty"`
 }
@@ -67,7 +78,7 @@ func (v *Verification) problem(format string, args ...any) {
 // than slo before now (the gate's clock). ctx governs the reads.
 func Verify(ctx context.Context, store registry.Store, plan Plan, res LoadResult, outboxMark int64, slo time.Duration) (Verification, error) {
 	var v Verification
-	recs, err := readRecords(ctx, store, plan)
+	recs, err := readRecords(ctx, store, plan, payments.OperationCreate)
 	if err != nil {
 		return v, err
 	}
@@ -180,13 +191,14 @@ func describe(r keyRecord) string {
 }
 
 type keyRecord struct {
-	rec registry.Record
-	err error
+	scope idem.ScopeHash
+	rec   registry.Record
+	err   error
 }
 
-// readRecords reads every key's record (Store.Get, which checks the stored
-// response's digest), a few at a time.
-func readRecords(ctx context.Context, store registry.Store, plan Plan) ([]keyRecord, error) {
+// readRecords reads every key's record of operation op (Store.Get, which
+// checks the stored response's digest), a few at a time.
+func readRecords(ctx context.Context, store registry.Store, plan Plan, op string) ([]keyRecord, error) {
 	out := make([]keyRecord, len(plan.Keys))
 	idx := make(chan int)
 	var wg sync.WaitGroup
@@ -199,7 +211,8 @@ func readRecords(ctx context.Context, store registry.Store, plan Plan) ([]keyRec
 					out[i].err = err
 					continue
 				}
-				scope := idem.ScopeOf(plan.Principals[k.Principal].Identity, payments.OperationCreate, payments.APIRevision, key)
+				scope := idem.ScopeOf(plan.Principals[k.Principal].Identity, op, payments.APIRevision, key)
+				out[i].scope = scope
 				out[i].rec, out[i].err = store.Get(ctx, scope)
 			}
 		})

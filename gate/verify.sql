@@ -10,3 +10,6 @@ SELECT memo, operation_id FROM payments WHERE memo LIKE $1
 
 -- name: outbox_since
 SELECT operation_id, payload FROM idem_outbox WHERE topic = $1 AND seq > $2
+
+-- name: records_5xx
+SELECT scope, operation_id, resp_status FROM idem_operations WHERE operation = $1 AND resp_status >= 500

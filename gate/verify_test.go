@@ -198,6 +198,13 @@ func tamperExec(t *testing.T, b *bundle, query string, args ...any) {
 // the registry's back.
 func corruptBody(t *testing.T, b *bundle, op string) {
 	t.Helper()
+	tamperRecord(t, b, "corrupt_body", []byte(`{"id":"forged"}`), op)
+}
+
+// tamperRecord runs a tamper query that changes one operation record,
+// with the registry's guard triggers out of the way.
+func tamperRecord(t *testing.T, b *bundle, query string, args ...any) {
+	t.Helper()
 	err := b.store.InTx(context.Background(), func(ctx context.Context, tx registry.Tx) error {
 		pre := []string{"pg_no_triggers"}
 		if b.kind == "sqlite" {
@@ -208,9 +215,9 @@ func corruptBody(t *testing.T, b *bundle, op string) {
 				return err
 			}
 		}
-		n, err := tx.Exec(ctx, tamper.Get("corrupt_body"), []byte(`{"id":"forged"}`), op)
+		n, err := tx.Exec(ctx, tamper.Get(query), args...)
 		if err == nil && n != 1 {
-			t.Errorf("corrupt_body changed %d rows", n)
+			t.Errorf("%s changed %d rows", query, n)
 		}
 		return err
 	})

@@ -23,6 +23,7 @@ const (
 	codeInvalidQuery    = "INVALID_QUERY"
 	codeBodyTooLarge    = "BODY_TOO_LARGE"
 	codePayloadConflict = "PAYLOAD_CONFLICT"
+	codeDeclined        = "DECLINED"
 	codeNotFound        = "NOT_FOUND"
 	codeFailure         = "PROVIDER_FAILURE"
 )
@@ -37,9 +38,14 @@ var statusOf = map[string]int{
 	codeInvalidQuery:    http.StatusBadRequest,
 	codeBodyTooLarge:    http.StatusRequestEntityTooLarge,
 	codePayloadConflict: http.StatusUnprocessableEntity,
+	codeDeclined:        http.StatusUnprocessableEntity,
 	codeNotFound:        http.StatusNotFound,
 	codeFailure:         http.StatusServiceUnavailable,
 }
+
+// declinedProblem is the answer to a declined key, the same bytes on
+// every repeat.
+var declinedProblem = problemBody(codeDeclined, "the provider declined the transfer; it will never execute with this key")
 
 // maxKeyLen is the longest Idempotency-Key accepted.
 const maxKeyLen = 255
@@ -52,6 +58,7 @@ func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /transfers", s.postTransfer)
 	mux.HandleFunc("GET /transfers/{key}", s.getTransfer)
+	mux.HandleFunc("GET /transfers", s.listTransfers)
 	mux.HandleFunc("GET /stats", s.getStats)
 	mux.HandleFunc("POST /control", s.postControl)
 	mux.HandleFunc("GET /control", s.getControl)
@@ -74,52 +81,67 @@ func (s *Server) postTransfer(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	ctx := r.Context()
 	s.mu.Lock()
-	proceed, err := s.admitLocked(ctx)
-	if err != nil {
-		s.mu.Unlock()
-		panic(http.ErrAbortHandler) // held until the client left or the server stopped
-	}
-	if !proceed {
-		s.mu.Unlock()
-		writeProblem(w, codeFailure, "the provider is in fail mode; nothing was executed")
-		return
-	}
-	out := s.executeLocked(key, req, fields)
-	if s.mode == ModeHang {
-		err = s.holdLocked(ctx)
-	}
+	out, err := s.postLocked(r.Context(), key, req, fields)
 	s.mu.Unlock()
 	if err != nil {
-		panic(http.ErrAbortHandler) // the effect happened; the answer is lost
+		// Held until the client left or the server stopped; in ModeHang
+		// the effect happened and the answer is lost.
+		panic(http.ErrAbortHandler)
 	}
 
-	if out.conflict {
+	h := w.Header()
+	switch {
+	case out.conflict:
 		writeProblem(w, codePayloadConflict, "the key was used with another request body")
 		return
+	case out.failed && out.t == nil:
+		writeProblem(w, codeFailure, "the provider is in fail mode; nothing was executed")
+		return
+	case out.failed:
+		writeProblem(w, codeFailure, "the provider failed after executing the transfer")
+		return
 	}
-	h := w.Header()
-	h.Set("Location", "/transfers/"+url.PathEscape(key))
 	if out.replayed {
 		h.Set("Idempotent-Replayed", "true")
 	}
-	writeJSON(w, http.StatusCreated, out.body)
+	if out.t.declined {
+		writeBody(w, http.StatusUnprocessableEntity, "application/problem+json", out.t.response)
+		return
+	}
+	h.Set("Location", "/transfers/"+url.PathEscape(key))
+	writeJSON(w, http.StatusCreated, out.t.response)
 }
 
 func (s *Server) getTransfer(w http.ResponseWriter, r *http.Request) {
-	body, ok := s.Transfer(r.PathValue("key"))
-	if !ok {
-		writeProblem(w, codeNotFound, "no transfer was executed with this key")
+	key := r.PathValue("key")
+	if body, ok := s.Transfer(key); ok {
+		writeJSON(w, http.StatusOK, body)
 		return
 	}
-	writeJSON(w, http.StatusOK, body)
+	if s.IsDeclined(key) {
+		writeJSON(w, http.StatusOK, mustMarshal(struct {
+			Key    string `json:"key"`
+			Status string `json:"status"`
+			Code   string `json:"code"`
+		}{key, "declined", codeDeclined}))
+		return
+	}
+	writeProblem(w, codeNotFound, "no transfer was executed or declined with this key so far")
+}
+
+func (s *Server) listTransfers(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, s.Transfers())
 }
 
 func (s *Server) getStats(w http.ResponseWriter, _ *http.Request) {
+	s.mu.Lock()
+	executed, declined := len(s.executed), s.declined
+	s.mu.Unlock()
 	writeJSON(w, http.StatusOK, mustMarshal(struct {
 		Executed int `json:"executed"`
-	}{s.Executed()}))
+		Declined int `json:"declined"`
+	}{executed, declined}))
 }
 
 func (s *Server) postControl(w http.ResponseWriter, r *http.Request) {
@@ -128,19 +150,25 @@ func (s *Server) postControl(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var c struct {
-		Mode string `json:"mode"`
+		Mode  string `json:"mode"`
+		Count int    `json:"count"`
 	}
 	if err := json.Unmarshal(body, &c); err != nil {
-		writeProblem(w, codeInvalidJSON, "the body is not a JSON object with a mode member")
+		writeProblem(w, codeInvalidJSON, "the body is not a JSON object with a mode member and an optional count")
 		return
 	}
-	if err := s.SetMode(Mode(c.Mode)); err != nil {
-		writeProblem(w, codeModeInvalid, `mode must be "ok", "fail", "hang" or "hang-before"`)
+	if c.Count < 0 {
+		writeProblem(w, codeModeInvalid, "count must not be negative")
+		return
+	}
+	if err := s.SetModeCount(Mode(c.Mode), c.Count); err != nil {
+		writeProblem(w, codeModeInvalid, "mode must be "+modeNames)
 		return
 	}
 	writeJSON(w, http.StatusOK, mustMarshal(struct {
-		Mode Mode `json:"mode"`
-	}{Mode(c.Mode)}))
+		Mode  Mode `json:"mode"`
+		Count int  `json:"count,omitempty"`
+	}{Mode(c.Mode), c.Count}))
 }
 
 func (s *Server) getControl(w http.ResponseWriter, r *http.Request) {
@@ -155,12 +183,13 @@ func (s *Server) getControl(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	s.mu.Lock()
-	m, hung := s.mode, s.hung
+	m, hung, left := s.mode, s.hung, s.left
 	s.mu.Unlock()
 	writeJSON(w, http.StatusOK, mustMarshal(struct {
-		Mode Mode `json:"mode"`
-		Hung int  `json:"hung"`
-	}{m, hung}))
+		Mode  Mode `json:"mode"`
+		Hung  int  `json:"hung"`
+		Count int  `json:"count,omitempty"`
+	}{m, hung, left}))
 }
 
 // requestKey returns the request's Idempotency-Key, or the code and detail
@@ -252,8 +281,12 @@ func mustMarshal(v any) []byte {
 }
 
 func writeJSON(w http.ResponseWriter, status int, body []byte) {
+	writeBody(w, status, "application/json", body)
+}
+
+func writeBody(w http.ResponseWriter, status int, mediaType string, body []byte) {
 	h := w.Header()
-	h.Set("Content-Type", "application/json")
+	h.Set("Content-Type", mediaType)
 	h.Set("Content-Length", strconv.Itoa(len(body)))
 	h.Set("Cache-Control", "no-store")
 	w.WriteHeader(status)
@@ -266,18 +299,17 @@ func writeJSON(w http.ResponseWriter, status int, body []byte) {
 // shares no code path with the middleware whose callers it serves (its
 // only idem import is canon, for comparing bodies).
 func writeProblem(w http.ResponseWriter, code, detail string) {
+	writeBody(w, statusOf[code], "application/problem+json", problemBody(code, detail))
+}
+
+// problemBody is the JSON of a problem with code's status.
+func problemBody(code, detail string) []byte {
 	status := statusOf[code]
-	body := mustMarshal(struct {
+	return mustMarshal(struct {
 		Type   string `json:"type"`
 		Title  string `json:"title"`
 		Status int    `json:"status"`
 		Code   string `json:"code"`
 		Detail string `json:"detail,omitempty"`
 	}{"about:blank", http.StatusText(status), status, code, detail})
-	h := w.Header()
-	h.Set("Content-Type", "application/problem+json")
-	h.Set("Content-Length", strconv.Itoa(len(body)))
-	h.Set("Cache-Control", "no-store")
-	w.WriteHeader(status)
-	w.Write(body)
 }

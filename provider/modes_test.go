@@ -3,9 +3,11 @@ package provider
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -37,10 +39,8 @@ func TestProviderFailMode(t *testing.T) {
 	b := setup(t)
 	b.post(t, "before", body1)
 	b.control(t, ModeFail)
-	for _, key := range []string{"new", "before"} {
-		resp, out := b.post(t, key, body1)
-		wantProblem(t, "fail mode "+key, resp, out, http.StatusServiceUnavailable, "PROVIDER_FAILURE")
-	}
+	resp, out := b.post(t, "new", body1)
+	wantProblem(t, "fail mode", resp, out, http.StatusServiceUnavailable, "PROVIDER_FAILURE")
 	if resp, _ := b.do(t, http.MethodGet, "/transfers/new", "", ""); resp.StatusCode != http.StatusNotFound {
 		t.Errorf("GET after fail: %d", resp.StatusCode)
 	}
@@ -48,8 +48,116 @@ func TestProviderFailMode(t *testing.T) {
 		t.Errorf("executed %d after fail mode, want 1", n)
 	}
 	b.control(t, ModeOK)
-	if resp, _ := b.post(t, "new", body1); resp.StatusCode != http.StatusCreated || b.stats(t) != 2 {
-		t.Errorf("ok after fail: %d", resp.StatusCode)
+	if resp, _ := b.post(t, "new", body1); resp.StatusCode != http.StatusCreated || resp.Header.Get("Idempotent-Replayed") != "" || b.stats(t) != 2 {
+		t.Errorf("ok after fail: %d %v", resp.StatusCode, resp.Header)
+	}
+}
+
+// TestProviderFailAfter is a 5xx that is no proof of anything: the
+// transfer executed, and the key answers it from then on.
+func TestProviderFailAfter(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.control(t, ModeFailAfter)
+	resp, out := b.post(t, "k", body1)
+	wantProblem(t, "fail-after", resp, out, http.StatusServiceUnavailable, "PROVIDER_FAILURE")
+	got, executed := b.do(t, http.MethodGet, "/transfers/k", "", "")
+	if got.StatusCode != http.StatusOK || !strings.Contains(string(executed), `"status":"executed"`) || b.stats(t) != 1 {
+		t.Fatalf("after fail-after: GET %d %s, executed %d", got.StatusCode, executed, b.stats(t))
+	}
+	// Still in fail-after: the key is known, so it is answered, not failed.
+	again, againBody := b.post(t, "k", body1)
+	if again.StatusCode != http.StatusCreated || again.Header.Get("Idempotent-Replayed") != "true" || !bytes.Equal(againBody, executed) {
+		t.Errorf("retry: %d %v %s", again.StatusCode, again.Header, againBody)
+	}
+	if n := b.stats(t); n != 1 {
+		t.Errorf("executed %d, want 1", n)
+	}
+}
+
+// TestProviderDecline checks that a decline is final for its key: the
+// same answer in every mode, never an execution.
+func TestProviderDecline(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.control(t, ModeDecline)
+	first, firstBody := b.post(t, "d", body1)
+	wantProblem(t, "decline", first, firstBody, http.StatusUnprocessableEntity, "DECLINED")
+	if first.Header.Get("Idempotent-Replayed") != "" {
+		t.Errorf("first decline marked replayed")
+	}
+	for _, m := range []Mode{ModeDecline, ModeOK, ModeFail, ModeFailAfter, ModeHang, ModeHangBefore} {
+		b.control(t, m)
+		resp, out := b.post(t, "d", body1)
+		if resp.StatusCode != http.StatusUnprocessableEntity || resp.Header.Get("Idempotent-Replayed") != "true" || !bytes.Equal(out, firstBody) {
+			t.Errorf("%s: %d %v %s, want the first decline %s", m, resp.StatusCode, resp.Header, out, firstBody)
+		}
+		resp, out = b.do(t, http.MethodGet, "/transfers/d", "", "")
+		if resp.StatusCode != http.StatusOK || string(out) != `{"key":"d","status":"declined","code":"DECLINED"}` {
+			t.Errorf("%s: GET %d %s", m, resp.StatusCode, out)
+		}
+	}
+	b.control(t, ModeOK)
+	resp, out := b.post(t, "d", `{"amount":"1.00"}`)
+	wantProblem(t, "declined key, other body", resp, out, http.StatusUnprocessableEntity, "PAYLOAD_CONFLICT")
+	if resp, out := b.do(t, http.MethodGet, "/stats", "", ""); string(out) != `{"executed":0,"declined":1}` {
+		t.Errorf("stats: %d %s", resp.StatusCode, out)
+	}
+	if resp, out := b.do(t, http.MethodGet, "/transfers", "", ""); resp.StatusCode != http.StatusOK || string(out) != `[]` {
+		t.Errorf("GET /transfers: %d %s", resp.StatusCode, out)
+	}
+}
+
+// TestProviderExecutedKeyEveryMode checks that an executed key is answered
+// with its transfer at once whatever the mode, and only new keys feel it.
+func TestProviderExecutedKeyEveryMode(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	_, executed := b.post(t, "k", body1)
+	for _, m := range []Mode{ModeFail, ModeFailAfter, ModeDecline, ModeHang, ModeHangBefore, ModeOK} {
+		b.control(t, m)
+		resp, out := b.post(t, "k", body1)
+		if resp.StatusCode != http.StatusCreated || resp.Header.Get("Idempotent-Replayed") != "true" || !bytes.Equal(out, executed) {
+			t.Errorf("%s: %d %v %s", m, resp.StatusCode, resp.Header, out)
+		}
+		resp, out = b.post(t, "k", `{"amount":"2.00"}`)
+		wantProblem(t, string(m)+" conflict", resp, out, http.StatusUnprocessableEntity, "PAYLOAD_CONFLICT")
+		if resp, out := b.do(t, http.MethodGet, "/transfers/k", "", ""); resp.StatusCode != http.StatusOK || !bytes.Equal(out, executed) {
+			t.Errorf("%s: GET %d %s", m, resp.StatusCode, out)
+		}
+	}
+	if b.srv.Hung() != 0 || b.stats(t) != 1 {
+		t.Errorf("held %d, executed %d; want 0 and 1", b.srv.Hung(), b.stats(t))
+	}
+}
+
+func TestProviderListTransfers(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	var want []string
+	for _, key := range []string{"c", "a", "c", "b"} {
+		_, out := b.post(t, key, `{"payee":"p_`+key+`"}`)
+		if !slices.Contains(want, string(out)) {
+			want = append(want, string(out))
+		}
+	}
+	b.control(t, ModeDecline)
+	b.post(t, "x", `{"payee":"p_x"}`)
+	b.control(t, ModeFailAfter)
+	_, failed := b.post(t, "y", `{"payee":"p_y"}`)
+	got, _ := b.srv.Transfer("y")
+	if strings.Contains(string(failed), "p_y") || got == nil {
+		t.Fatalf("fail-after: answered %s, recorded %s", failed, got)
+	}
+	want = append(want, string(got))
+	resp, out := b.do(t, http.MethodGet, "/transfers", "", "")
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "application/json" ||
+		string(out) != "["+strings.Join(want, ",")+"]" {
+		t.Errorf("GET /transfers: %d %s\nwant [%s]", resp.StatusCode, out, strings.Join(want, ","))
+	}
+	var list []struct{ ID, Payee string }
+	if err := json.Unmarshal(out, &list); err != nil || len(list) != 4 || list[0].ID != "tr_1" || list[3].Payee != "p_y" {
+		t.Errorf("list %+v: %v", list, err)
 	}
 }
 
@@ -128,7 +236,7 @@ func TestProviderHangReleasedByModeChange(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	b.control(t, ModeHang)
-	keys := []string{"h1", "h2", "h1"}
+	keys := []string{"h1", "h2"}
 	answers := make(chan string, len(keys))
 	for _, key := range keys {
 		go func() {
@@ -144,6 +252,10 @@ func TestProviderHangReleasedByModeChange(t *testing.T) {
 	b.srv.SetMode(ModeHang) // the same mode again releases nothing
 	if n := b.stats(t); n != 2 || b.srv.Hung() != len(keys) {
 		t.Fatalf("while held: executed %d, held %d; want 2 and %d", n, b.srv.Hung(), len(keys))
+	}
+	// The executed key is answered at once while its first request is held.
+	if resp, out := b.post(t, "h1", body1); resp.StatusCode != http.StatusCreated || resp.Header.Get("Idempotent-Replayed") != "true" {
+		t.Errorf("h1 while held: %d %s", resp.StatusCode, out)
 	}
 	b.control(t, ModeOK)
 	for range keys {
@@ -201,5 +313,94 @@ func TestProviderHangBefore(t *testing.T) {
 	b.control(t, ModeOK)
 	if n := b.stats(t); n != 0 {
 		t.Errorf("executed %d after the client left", n)
+	}
+}
+
+// TestProviderHangBeforeSameKey releases two held requests of one key: one
+// executes, the other starts over and finds the execution.
+func TestProviderHangBeforeSameKey(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.control(t, ModeHangBefore)
+	replayed := make(chan string, 2)
+	for range 2 {
+		go func() {
+			resp, _, err := b.send(b.ts.Client(), http.MethodPost, "/transfers", "s", body1)
+			if err != nil || resp.StatusCode != http.StatusCreated {
+				replayed <- "error"
+				return
+			}
+			replayed <- resp.Header.Get("Idempotent-Replayed")
+		}()
+	}
+	waitHung(t, b.srv, 2)
+	b.control(t, ModeOK)
+	got := []string{<-replayed, <-replayed}
+	slices.Sort(got)
+	if got[0] != "" || got[1] != "true" || b.stats(t) != 1 {
+		t.Errorf("answers %q, executed %d; want one first answer, one replay, 1 execution", got, b.stats(t))
+	}
+}
+
+// TestProviderCountedMode sets modes for a number of new-key requests: a
+// known key does not count, the mode reverts to ok by itself, and a
+// counted hang holds its request until the next POST /control.
+func TestProviderCountedMode(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	get := func() string {
+		t.Helper()
+		_, out := b.do(t, http.MethodGet, "/control", "", "")
+		return string(out)
+	}
+	b.post(t, "known", body1)
+	if resp, out := b.do(t, http.MethodPost, "/control", "", `{"mode":"decline","count":2}`); resp.StatusCode != http.StatusOK ||
+		string(out) != `{"mode":"decline","count":2}` {
+		t.Fatalf("counted control: %d %s", resp.StatusCode, out)
+	}
+	if resp, _ := b.post(t, "known", body1); resp.StatusCode != http.StatusCreated || get() != `{"mode":"decline","hung":0,"count":2}` {
+		t.Errorf("a known key counted: %d, control %s", resp.StatusCode, get())
+	}
+	for _, key := range []string{"d1", "d2"} {
+		resp, out := b.post(t, key, body1)
+		wantProblem(t, key, resp, out, http.StatusUnprocessableEntity, "DECLINED")
+	}
+	if c := get(); c != `{"mode":"ok","hung":0}` {
+		t.Errorf("after the count: control %s", c)
+	}
+	if resp, _ := b.post(t, "after", body1); resp.StatusCode != http.StatusCreated {
+		t.Errorf("after the count: %d", resp.StatusCode)
+	}
+
+	// A counted hang holds its one request past the revert to ok.
+	if err := b.srv.SetModeCount(ModeHang, 1); err != nil {
+		t.Fatal(err)
+	}
+	held := make(chan int, 1)
+	go func() {
+		resp, _, err := b.send(b.ts.Client(), http.MethodPost, "/transfers", "h", body1)
+		if err != nil {
+			held <- 0
+			return
+		}
+		held <- resp.StatusCode
+	}()
+	waitHung(t, b.srv, 1)
+	if resp, _ := b.post(t, "free", body1); resp.StatusCode != http.StatusCreated || get() != `{"mode":"ok","hung":1}` {
+		t.Errorf("after a counted hang: %d, control %s", resp.StatusCode, get())
+	}
+	b.control(t, ModeOK) // the mode in force, yet it releases what the count held
+	if s := <-held; s != http.StatusCreated {
+		t.Errorf("released: %d", s)
+	}
+	waitIdle(t, b.srv)
+	if n := b.stats(t); n != 4 {
+		t.Errorf("executed %d, want 4 (known, after, h, free)", n)
+	}
+
+	resp, out := b.do(t, http.MethodPost, "/control", "", `{"mode":"fail","count":-1}`)
+	wantProblem(t, "negative count", resp, out, http.StatusBadRequest, "MODE_INVALID")
+	if err := b.srv.SetModeCount(ModeFail, -1); err == nil {
+		t.Error("SetModeCount accepted a negative count")
 	}
 }

@@ -1,53 +1,93 @@
 // Package provider is the stand-alone downstream transfer provider behind
 // "idem provider" (SPEC R, E1–E2): the kind of external system idem's
-// transfers call and cannot enlist in their transaction. It honours its own
-// Idempotency-Key, can be asked whether a key was executed, and can be told
-// to fail or to hang so that callers can test unknown outcomes.
+// transfers call and cannot enlist in their transaction. It behaves like a
+// real payment provider: it honours its own Idempotency-Key (a key that
+// executed or was declined is answered the same way for ever, in every
+// mode), can be asked what became of a key, and can be told to fail, to
+// decline or to hang so that callers can test unknown outcomes.
 //
 // Routes (Server.Handler):
 //
 //	POST /transfers        execute a transfer once per Idempotency-Key
-//	GET  /transfers/{key}  the transfer that key executed; 404 NOT_FOUND if none
-//	GET  /stats            {"executed": N}, the number of distinct transfers
-//	POST /control          {"mode": "ok"|"fail"|"hang"|"hang-before"} → {"mode": …}
-//	GET  /control          {"mode": …, "hung": N}; with ?wait_hung=N it first
-//	                       waits until at least N requests are held (WaitHung)
+//	GET  /transfers/{key}  what became of that key: 200 executed or
+//	                       declined; 404 NOT_FOUND if neither (yet)
+//	GET  /transfers        every executed transfer, in execution order
+//	GET  /stats            {"executed": N, "declined": M}
+//	POST /control          {"mode": "ok"|"fail"|"fail-after"|"hang"|
+//	                       "hang-before"|"decline", "count": N} →
+//	                       {"mode": …[, "count": N]} ("count" optional:
+//	                       see below)
+//	GET  /control          {"mode": …, "hung": N[, "count": left]}; with
+//	                       ?wait_hung=N it first waits until at least N
+//	                       requests are held (WaitHung)
 //
 // POST /transfers needs exactly one non-empty Idempotency-Key field line
 // (1–255 visible ASCII characters, taken as is) and a JSON object body of at
 // most MaxBody bytes. Bodies are compared by their canonical JSON (package
 // canon, ModeJSON: members sorted, no insignificant whitespace, numbers as
 // written), so member order and spacing do not matter but 10 and 10.0
-// differ. The first request with a key executes the transfer and answers
-// 201 Created with
+// differ. A request with a new key, in ModeOK, executes the transfer and
+// answers 201 Created with
 //
 //	{"id":"tr_1","key":"…","amount":…,"currency":…,"payee":…,"reference":…,
 //	 "status":"executed","created_at":"…"}
 //
 // (amount, currency, payee and reference are copied, canonical, from the
-// body and omitted when absent). A repeat with the same key and the same
-// canonical body answers 201 again with the very same bytes and
-// "Idempotent-Replayed: true" — 201 rather than 200 so that a caller
-// handles a first answer and a replay alike. The same key with another body
-// answers 422 PAYLOAD_CONFLICT and executes nothing.
+// body and omitted when absent). Every later request with that key and the
+// same canonical body answers 201 again with the very same bytes and
+// "Idempotent-Replayed: true", at once and whatever the mode — 201 rather
+// than 200 so that a caller handles a first answer and a replay alike. A
+// key that was declined (ModeDecline) is likewise answered with the very
+// same 422 DECLINED, with "Idempotent-Replayed: true", for ever: a decline
+// is final for its key, which never executes afterwards. The same key with
+// another body answers 422 PAYLOAD_CONFLICT and changes nothing.
 //
 // Errors are application/problem+json with a code member: KEY_MISSING,
 // KEY_MULTIPLE, KEY_INVALID, INVALID_JSON, MODE_INVALID, INVALID_QUERY (400),
-// BODY_TOO_LARGE (413), PAYLOAD_CONFLICT (422), NOT_FOUND (404) and
-// PROVIDER_FAILURE (503).
+// BODY_TOO_LARGE (413), PAYLOAD_CONFLICT and DECLINED (422), NOT_FOUND
+// (404) and PROVIDER_FAILURE (503).
 //
 // Modes (ModeOK at start) shape POST /transfers only, and only requests
-// that passed the checks above (a malformed request is refused in every
-// mode):
+// with a new key — one that neither executed nor was declined — that
+// passed the checks above (a malformed request is refused in every mode,
+// a known key is answered as above in every mode):
 //
-//   - ModeFail answers 503 PROVIDER_FAILURE and executes nothing.
+//   - ModeFail answers 503 PROVIDER_FAILURE; nothing is executed or
+//     recorded, so the key is still new.
+//   - ModeFailAfter executes and records the transfer, then answers 503
+//     PROVIDER_FAILURE: the provider "failed transiently after
+//     executing". A 5xx is therefore no proof that nothing happened.
+//   - ModeDecline records the key as declined and answers 422 DECLINED.
 //   - ModeHang does the work of ModeOK — the transfer is executed and
 //     recorded — and then withholds the answer until the mode changes or
 //     the request's context ends: the classic "timeout after the effect
-//     happened". Replays and conflicts are withheld alike.
+//     happened". Requests for the key meanwhile get the replay at once.
 //   - ModeHangBefore blocks before executing anything, until the mode
-//     changes (then the request proceeds under the new mode) or the
-//     request's context ends.
+//     changes (then the request starts over: its key may have executed
+//     meanwhile, else the new mode decides) or the request's context ends.
+//
+// GET /transfers/{key} answers in every mode: 200 with the transfer's JSON
+// (as above, "status":"executed") when the key executed; 200 with
+//
+//	{"key":"…","status":"declined","code":"DECLINED"}
+//
+// when it was declined; 404 NOT_FOUND otherwise. A 404 says only that the
+// key has not executed so far: it is no promise that it cannot execute
+// later (a request held by ModeHangBefore, or one still on its way, may
+// execute it after the lookup). GET /transfers answers a JSON array of
+// every executed transfer's JSON, in execution order, so that a harness
+// can count executions per payee or reference.
+//
+// POST /control with "count": N (N ≥ 1) sets the mode for the next N
+// requests with a new key only (each request the mode decides counts, so
+// a key that ModeFail or ModeHangBefore left new counts again if it comes
+// back); then the mode is ModeOK again by itself, and GET /control shows
+// the count left while there is one. Reverting so releases no held
+// request: they stay held until the next POST /control, whatever it sets,
+// or until their context ends — so a counted "hang" holds exactly its N
+// requests until the caller times out. Without "count", a mode stays until
+// changed, and a change releases every held request (setting the mode in
+// force again, both times without a count, changes nothing).
 //
 // A held request whose context ends (the client went away, or the server's
 // base context was cancelled at shutdown) is aborted with
@@ -77,36 +117,47 @@ type Mode string
 const (
 	ModeOK         Mode = "ok"
 	ModeFail       Mode = "fail"
+	ModeFailAfter  Mode = "fail-after"
+	ModeDecline    Mode = "decline"
 	ModeHang       Mode = "hang"
 	ModeHangBefore Mode = "hang-before"
 )
 
+// modeNames lists the modes for error messages.
+const modeNames = `"ok", "fail", "fail-after", "decline", "hang" or "hang-before"`
+
 // ParseMode returns the Mode named s.
 func ParseMode(s string) (Mode, error) {
 	switch m := Mode(s); m {
-	case ModeOK, ModeFail, ModeHang, ModeHangBefore:
+	case ModeOK, ModeFail, ModeFailAfter, ModeDecline, ModeHang, ModeHangBefore:
 		return m, nil
 	}
-	return "", fmt.Errorf("provider: unknown mode %q (want ok, fail, hang or hang-before)", s)
+	return "", fmt.Errorf("provider: unknown mode %q (want %s)", s, modeNames)
 }
 
 // Server is an in-memory provider. The zero value is not usable; call New.
 type Server struct {
 	now func() time.Time
 
-	mu      sync.Mutex
-	changed chan struct{} // closed and replaced on every state change
-	mode    Mode
-	modeGen uint64 // incremented whenever mode takes a new value
-	hung    int    // POST /transfers handlers being held
-	seq     int    // last transfer number
-	byKey   map[string]*transfer
+	mu       sync.Mutex
+	changed  chan struct{} // closed and replaced on every state change
+	mode     Mode
+	modeGen  uint64 // incremented whenever held requests are to be released
+	left     int    // requests the counted mode still decides; 0: not counting
+	counted  bool   // mode was set with a count (and may have reverted to ok since)
+	hung     int    // POST /transfers handlers being held
+	byKey    map[string]*transfer
+	executed []*transfer // in execution order
+	declined int
 }
 
-// transfer is one executed transfer.
+// transfer is what became of one key: an executed transfer or a decline.
 type transfer struct {
 	request  []byte // canonical JSON of the request body
-	response []byte // the transfer's JSON, answered on every replay
+	declined bool
+	// response is answered on every repeat: the transfer's JSON, or the
+	// DECLINED problem.
+	response []byte
 }
 
 // New returns an empty provider in ModeOK.
@@ -126,40 +177,94 @@ func (s *Server) Mode() Mode {
 	return s.mode
 }
 
-// SetMode switches to m, as POST /control does. A change releases every
-// request held by the previous mode; setting the current mode again
-// changes nothing.
-func (s *Server) SetMode(m Mode) error {
+// SetMode switches to m until changed, as POST /control does without a
+// count. A change releases every held request; setting the current mode
+// again changes nothing (unless it was set with a count).
+func (s *Server) SetMode(m Mode) error { return s.SetModeCount(m, 0) }
+
+// SetModeCount switches to m for the next n requests with a new key, then
+// back to ModeOK (without releasing what m holds), as POST /control with
+// "count" does; n = 0 is SetMode. It releases every held request, except
+// when m without a count is already in force without a count.
+func (s *Server) SetModeCount(m Mode, n int) error {
 	if _, err := ParseMode(string(m)); err != nil {
 		return err
 	}
+	if n < 0 {
+		return fmt.Errorf("provider: negative count %d", n)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if m != s.mode {
-		s.mode = m
+	if m != s.mode || n > 0 || s.counted {
 		s.modeGen++
 		s.broadcastLocked()
 	}
+	s.mode, s.left, s.counted = m, n, n > 0
 	return nil
+}
+
+// decideLocked returns the mode that decides a request with a new key and
+// counts the request against a counted mode. It is called with s.mu held.
+func (s *Server) decideLocked() Mode {
+	m := s.mode
+	if s.left > 0 {
+		s.left--
+		if s.left == 0 {
+			s.mode = ModeOK // no modeGen change: what m holds stays held
+		}
+		s.broadcastLocked()
+	}
+	return m
 }
 
 // Executed returns the number of distinct transfers executed so far.
 func (s *Server) Executed() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return len(s.byKey)
+	return len(s.executed)
+}
+
+// Declined returns the number of keys declined so far.
+func (s *Server) Declined() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.declined
 }
 
 // Transfer returns the JSON of the transfer that key executed, the bytes
-// POST /transfers answered, and whether there is one.
+// POST /transfers answered, and whether there is one (false for a declined
+// key).
 func (s *Server) Transfer(key string) ([]byte, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	t, ok := s.byKey[key]
-	if !ok {
+	if !ok || t.declined {
 		return nil, false
 	}
 	return append([]byte(nil), t.response...), true
+}
+
+// IsDeclined reports whether key was declined.
+func (s *Server) IsDeclined(key string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t, ok := s.byKey[key]
+	return ok && t.declined
+}
+
+// Transfers returns the JSON array of every executed transfer, in
+// execution order, as GET /transfers answers it.
+func (s *Server) Transfers() []byte {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := []byte{'['}
+	for i, t := range s.executed {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		out = append(out, t.response...)
+	}
+	return append(out, ']')
 }
 
 // Hung returns the number of POST /transfers requests being held by
@@ -215,37 +320,56 @@ func (s *Server) holdLocked(ctx context.Context) error {
 	return err
 }
 
-// outcome is what POST /transfers answers once it got past the mode.
+// outcome is what POST /transfers answers.
 type outcome struct {
-	body     []byte // the transfer's JSON; nil on a conflict
-	conflict bool   // the key was used with another body
-	replayed bool   // the key had executed before
+	t        *transfer // the key's transfer or decline; nil on a conflict or ModeFail
+	conflict bool      // the key was used with another body
+	failed   bool      // answer 503 PROVIDER_FAILURE (ModeFail, ModeFailAfter)
+	replayed bool      // the key had executed or been declined before
 }
 
-// admitLocked waits out ModeHangBefore and reports whether the request may
-// proceed (false in ModeFail). It is called and returns with s.mu held.
-func (s *Server) admitLocked(ctx context.Context) (bool, error) {
-	for s.mode == ModeHangBefore {
-		if err := s.holdLocked(ctx); err != nil {
-			return false, err
+// postLocked decides a POST /transfers with a valid key and canonical
+// body req; fields are the members of req copied into a new transfer. It
+// is called and returns with s.mu held, so check and insert are one step:
+// a key executes (or is declined) once however many requests race. The
+// error is ctx's, when the request was held and its context ended.
+func (s *Server) postLocked(ctx context.Context, key string, req []byte, fields map[string]json.RawMessage) (outcome, error) {
+	for {
+		if t, ok := s.byKey[key]; ok {
+			if string(t.request) != string(req) {
+				return outcome{conflict: true}, nil
+			}
+			return outcome{t: t, replayed: true}, nil
 		}
-	}
-	return s.mode != ModeFail, nil
-}
-
-// executeLocked executes the transfer of key with the canonical request
-// body req, or finds the one it executed before. fields are the members of
-// req copied into a new transfer. It is called with s.mu held, so check and
-// insert are one step: a key executes once however many requests race.
-func (s *Server) executeLocked(key string, req []byte, fields map[string]json.RawMessage) outcome {
-	if t, ok := s.byKey[key]; ok {
-		if string(t.request) != string(req) {
-			return outcome{conflict: true}
+		mode := s.decideLocked()
+		switch mode {
+		case ModeHangBefore:
+			if err := s.holdLocked(ctx); err != nil {
+				return outcome{}, err
+			}
+			continue // the key may have executed meanwhile; else the new mode decides
+		case ModeFail:
+			return outcome{failed: true}, nil
+		case ModeDecline:
+			t := &transfer{request: req, declined: true, response: declinedProblem}
+			s.byKey[key] = t
+			s.declined++
+			s.broadcastLocked()
+			return outcome{t: t}, nil
 		}
-		return outcome{body: t.response, replayed: true}
+		body := appendTransfer(nil, "tr_"+strconv.Itoa(len(s.executed)+1), key, fields, s.now().UTC())
+		t := &transfer{request: req, response: body}
+		s.byKey[key] = t
+		s.executed = append(s.executed, t)
+		s.broadcastLocked()
+		switch mode {
+		case ModeFailAfter:
+			return outcome{t: t, failed: true}, nil
+		case ModeHang:
+			if err := s.holdLocked(ctx); err != nil {
+				return outcome{}, err
+			}
+		}
+		return outcome{t: t}, nil
 	}
-	s.seq++
-	body := appendTransfer(nil, "tr_"+strconv.Itoa(s.seq), key, fields, s.now().UTC())
-	s.byKey[key] = &transfer{request: req, response: body}
-	return outcome{body: body}
 }

@@ -22,6 +22,12 @@ import (
 // the gate cannot run, 2 on bad usage. SIGINT or SIGTERM stops the load
 // and the instances, and exits 1 without a report. --one-transaction
 // starts every instance with that flag (gate.Config.OneTransaction).
+//
+// --workload transfers (default payments) drives POST /v1/transfers
+// instead, through an "idem provider" child the gate starts and injects
+// faults into (every --fault-interval, at most --fault-keys new keys a
+// phase), with --provider-timeout passed to the instances; a key must settle within --unknown-slo of its first
+// request (gate.Config.Workload, docs/gate.md).
 func runGate(ctx context.Context, args []string, std stdio) int {
 	fs := flag.NewFlagSet("gate", flag.ContinueOnError)
 	fs.SetOutput(std.err)
@@ -35,6 +41,11 @@ func runGate(ctx context.Context, args []string, std stdio) int {
 	fs.IntVar(&cfg.Principals, "principals", gate.DefaultPrincipals, "authenticated principals the keys are spread over")
 	fs.Float64Var(&cfg.ConflictRate, "conflicts", gate.DefaultConflictRate, "share of keys that also get a different payload (must be refused)")
 	fs.Float64Var(&cfg.RefusalRate, "refusals", gate.DefaultRefusalRate, "share of keys with an amount above the limit (stored 422 AMOUNT_LIMIT)")
+	fs.StringVar(&cfg.Workload, "workload", gate.WorkloadPayments, "`WORKLOAD`: payments (POST /v1/payments) or transfers (POST /v1/transfers through an idem provider with injected faults)")
+	fs.DurationVar(&cfg.UnknownSLO, "unknown-slo", gate.DefaultUnknownSLO, "transfers: how long a key may go without a definite answer after its first request")
+	fs.DurationVar(&cfg.ProviderTimeout, "provider-timeout", gate.DefaultProviderTimeout, "transfers: --provider-timeout of the instances (if idem serve has the flag)")
+	fs.DurationVar(&cfg.FaultInterval, "fault-interval", gate.DefaultFaultInterval, "transfers: length of each phase of the provider fault schedule")
+	fs.IntVar(&cfg.FaultKeys, "fault-keys", gate.DefaultFaultKeys, "transfers: requests with a new key one fault phase hits at most (negative: no bound)")
 	fs.BoolVar(&cfg.Crash, "crash", false, "kill one instance with SIGKILL midway and restart it")
 	fs.DurationVar(&cfg.LatencyBudget, "latency-budget", gate.DefaultLatencyBudget, "the endpoint's latency budget; reservation p99 must stay within 5 % of it")
 	fs.DurationVar(&cfg.RecoverySLO, "recovery-slo", gate.DefaultRecoverySLO, "how long an operation may stay UNKNOWN")
@@ -50,7 +61,7 @@ func runGate(ctx context.Context, args []string, std stdio) int {
 		return exitUsage
 	}
 	if fs.NArg() != 0 || cfg.DSN == "" {
-		fmt.Fprintln(std.err, "usage: idem gate --db DSN [--instances N] [--requests N] [--retries R] [--concurrency C] [--crash] [--json] [--html FILE] …")
+		fmt.Fprintln(std.err, "usage: idem gate --db DSN [--workload payments|transfers] [--instances N] [--requests N] [--retries R] [--concurrency C] [--crash] [--json] [--html FILE] …")
 		return exitUsage
 	}
 	if cfg.Bin == "" {

@@ -143,6 +143,12 @@ func TestGateUsage(t *testing.T) {
 	if code, _, stderr := runCmd(t, "", "gate", "--db", "sqlite:x.db", "--crash", "--instances", "1", "--bin", "/nonexistent"); code != exitRefused || !strings.Contains(stderr, "at least 2 instances") {
 		t.Errorf("crash with one instance: exit %d, stderr %q", code, stderr)
 	}
+	if code, _, stderr := runCmd(t, "", "gate", "--db", "sqlite:x.db", "--workload", "refunds", "--bin", "/nonexistent"); code != exitRefused || !strings.Contains(stderr, "unknown workload") {
+		t.Errorf("unknown workload: exit %d, stderr %q", code, stderr)
+	}
+	if code, _, stderr := runCmd(t, "", "gate", "--db", "sqlite:x.db", "--workload", "transfers", "--one-transaction", "--bin", "/nonexistent"); code != exitRefused || !strings.Contains(stderr, "one-transaction") {
+		t.Errorf("transfers in one transaction: exit %d, stderr %q", code, stderr)
+	}
 	if code, _, _ := runCmd(t, "", "gate", "--db", "mysql://x"); code != exitRefused {
 		t.Errorf("unknown database: exit %d, want %d", code, exitRefused)
 	}

@@ -67,7 +67,7 @@ func TestProviderCommand(t *testing.T) {
 	if resp, _ := providerDo(t, s, http.MethodGet, "/transfers/k-2", "", ""); resp.StatusCode != http.StatusNotFound {
 		t.Errorf("GET k-2: %d", resp.StatusCode)
 	}
-	if resp, b := providerDo(t, s, http.MethodGet, "/stats", "", ""); resp.StatusCode != http.StatusOK || string(b) != `{"executed":1}` {
+	if resp, b := providerDo(t, s, http.MethodGet, "/stats", "", ""); resp.StatusCode != http.StatusOK || string(b) != `{"executed":1,"declined":0}` {
 		t.Errorf("stats: %d %s", resp.StatusCode, b)
 	}
 	s.stop(t)
@@ -99,7 +99,7 @@ func TestProviderCommandStopsHeld(t *testing.T) {
 		string(b) != `{"mode":"hang","hung":1}` {
 		t.Fatalf("wait_hung: %d %s", resp.StatusCode, b)
 	}
-	if resp, b := providerDo(t, s, http.MethodGet, "/stats", "", ""); string(b) != `{"executed":1}` {
+	if resp, b := providerDo(t, s, http.MethodGet, "/stats", "", ""); string(b) != `{"executed":1,"declined":0}` {
 		t.Errorf("stats while held: %d %s", resp.StatusCode, b)
 	}
 	s.stop(t)

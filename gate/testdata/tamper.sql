@@ -32,3 +32,6 @@ FROM payments WHERE operation_id = $1
 
 -- name: delete_payment
 DELETE FROM payments WHERE operation_id = $1
+
+-- name: store_502
+UPDATE idem_operations SET resp_status = 502 WHERE operation_id = $1
