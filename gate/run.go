@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -13,6 +12,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idem/drivers"
+	"github.com/idemkit/idem/effect"
 	"github.com/idemkit/idem/internal/failpoint"
 	"github.com/idemkit/idem/payments"
 	"github.com/idemkit/idem/recovery"
@@ -167,7 +167,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 
 	worker := &recovery.Worker{Store: store, Lease: cfg.Lease}
 	if cfg.transfers() {
-		worker.Provider = recovery.HTTPProvider{BaseURL: prov.url, Client: &http.Client{Timeout: 30 * time.Second}}
+		worker.Effects = effect.Set{payments.OperationTransfer: payments.TransferEffects(prov.url, 30*time.Second)}
 	}
 	rep, err := worker.RunOnce(ctx)
 	if err != nil {

@@ -6,7 +6,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -197,13 +196,8 @@ func TestFaultSchedule(t *testing.T) {
 
 // TestTransfersRun is a small transfers gate against real "idem serve"
 // and "idem provider" processes, one instance killed midway and one
-// killed by the after-downstream failpoint. It needs the evidence rules of
-// the effects work (a 5xx from the provider is never stored); until those
-// land it runs only with IDEM_GATE_TRANSFERS_TEST=1.
+// killed by the after-downstream failpoint.
 func TestTransfersRun(t *testing.T) {
-	if os.Getenv("IDEM_GATE_TRANSFERS_TEST") != "1" {
-		t.Skip("needs the evidence rules of the effects work; set IDEM_GATE_TRANSFERS_TEST=1 to run it")
-	}
 	bin := filepath.Join(t.TempDir(), "idem")
 	if out, err := exec.Command("go", "build", "-o", bin, "../cmd/idem").CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
