@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/idemkit/idem"
@@ -224,6 +225,9 @@ func checkRows(hist []exchange, snap *snapshot, a allow) (bad []string) {
 		case "SUCCEEDED", "FAILED_FINAL", "REJECTED":
 		default:
 			violate("record %s (%s) is left %s", op, r["operation"], r["state"])
+		}
+		if st, err := strconv.Atoi(r["resp_status"]); err == nil && st >= 500 {
+			violate("record %s (%s) stores a %d: no 5xx is ever stored or replayed", op, r["operation"], st)
 		}
 		if _, ok := answered[op]; !ok && a.ExtraOperations == 0 {
 			violate("record %s (%s, %s) was never answered to a client", op, r["operation"], r["state"])

@@ -63,6 +63,12 @@ func TestCheckHistory(t *testing.T) {
 			return h
 		}},
 		{"provider ran twice", "an effect ran twice", func(s *snapshot, h []exchange) []exchange { s.ProviderExecuted = 2; return h }},
+		{"stored 5xx", "no 5xx is ever stored", func(s *snapshot, h []exchange) []exchange { s.Operations[0]["resp_status"] = "502"; return h }},
+		{"settled transfer without its message", "want one transfer.created", func(s *snapshot, h []exchange) []exchange {
+			s.Operations = append(s.Operations, map[string]string{"operation_id": op2, "operation": payments.OperationTransfer, "state": "SUCCEEDED"})
+			s.Outbox = append(s.Outbox, map[string]string{"operation_id": op2, "topic": payments.TopicTransferSettled})
+			return h
+		}},
 	} {
 		snap, hist := clean()
 		hist = c.spoil(snap, hist)

@@ -77,9 +77,9 @@ func (p *ProviderClient) Lookup(ctx context.Context, key string) effect.Answer {
 	}
 	return p.do(req, "GET /transfers/{key}", func(status int, v answer) effect.Kind {
 		switch {
-		case status == http.StatusOK && v.Status == "executed" && v.ID != "":
+		case status == http.StatusOK && v.is("executed") && v.ID != "":
 			return effect.Executed
-		case status == http.StatusOK && v.Status == "declined":
+		case status == http.StatusOK && v.is("declined"):
 			return effect.Declined
 		case status == http.StatusNotFound:
 			return effect.NotFound
@@ -88,12 +88,16 @@ func (p *ProviderClient) Lookup(ctx context.Context, key string) effect.Answer {
 	})
 }
 
-// answer holds the members of a provider answer that classify it.
+// answer holds the members of a provider answer that classify it. Status
+// is raw: a lookup's is a string ("executed"), a problem's the number.
 type answer struct {
-	ID     string `json:"id"`
-	Status string `json:"status"`
-	Code   string `json:"code"`
+	ID     string          `json:"id"`
+	Status json.RawMessage `json:"status"`
+	Code   string          `json:"code"`
 }
+
+// is reports whether the answer's status member is the string s.
+func (v answer) is(s string) bool { return string(v.Status) == `"`+s+`"` }
 
 // do sends req and classifies the answer with classify; the body is kept
 // for an answer that is evidence.
