@@ -26,6 +26,7 @@
 package recovery
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -116,11 +117,11 @@ type backoff struct {
 	wait time.Duration
 }
 
-func (w *Worker) lease() time.Duration     { return cmpDuration(w.Lease, registry.DefaultLease) }
-func (w *Worker) batch() int               { return cmpInt(w.Batch, registry.DefaultRecoverBatch) }
-func (w *Worker) unknownBatch() int        { return cmpInt(w.UnknownBatch, DefaultUnknownBatch) }
-func (w *Worker) firstWait() time.Duration { return cmpDuration(w.Backoff, DefaultBackoff) }
-func (w *Worker) maxWait() time.Duration   { return cmpDuration(w.MaxBackoff, DefaultMaxBackoff) }
+func (w *Worker) lease() time.Duration     { return cmp.Or(w.Lease, registry.DefaultLease) }
+func (w *Worker) batch() int               { return cmp.Or(w.Batch, registry.DefaultRecoverBatch) }
+func (w *Worker) unknownBatch() int        { return cmp.Or(w.UnknownBatch, DefaultUnknownBatch) }
+func (w *Worker) firstWait() time.Duration { return cmp.Or(w.Backoff, DefaultBackoff) }
+func (w *Worker) maxWait() time.Duration   { return cmp.Or(w.MaxBackoff, DefaultMaxBackoff) }
 
 func (w *Worker) log() *slog.Logger {
 	if w.Logger == nil {
@@ -173,7 +174,7 @@ func (w *Worker) expired(ctx context.Context) (Report, []error) {
 // when interval <= 0) until ctx ends, logging what each round did and its
 // error, carrying on either way.
 func (w *Worker) Run(ctx context.Context, interval time.Duration) {
-	tick := time.NewTicker(cmpDuration(interval, DefaultInterval))
+	tick := time.NewTicker(cmp.Or(interval, DefaultInterval))
 	defer tick.Stop()
 	for {
 		rep, err := w.RunOnce(ctx)
@@ -332,18 +333,4 @@ func (w *Worker) forget(listed []registry.Record) {
 			delete(w.retry, id)
 		}
 	}
-}
-
-func cmpDuration(d, def time.Duration) time.Duration {
-	if d <= 0 {
-		return def
-	}
-	return d
-}
-
-func cmpInt(n, def int) int {
-	if n <= 0 {
-		return def
-	}
-	return n
 }
