@@ -365,9 +365,6 @@ func (m *Middleware) refuseRetired(w http.ResponseWriter, rec registry.Record) {
 
 func (m *Middleware) refuse(w http.ResponseWriter, code idem.Code, detail, operationID string) {
 	m.Metrics.outcome(m.Operation.Name, outcomeLabel(code))
-	if code == idem.CodeStoreUnavailable && w.Header().Get("Retry-After") == "" {
-		w.Header().Set("Retry-After", "1")
-	}
 	if operationID != "" {
 		w.Header().Set(HeaderOperation, operationID)
 	}

@@ -226,8 +226,9 @@ func TestStoreDownFailsClosed(t *testing.T) {
 		f := newFixture(t, store, idemhttp.Enforce)
 		store.Close()
 		r := f.post("k", `{}`)
-		if r.status != http.StatusServiceUnavailable || code(r) != "STORE_UNAVAILABLE" || f.app.calls.Load() != 0 {
-			t.Errorf("closed store: %+v, handler calls %d", r, f.app.calls.Load())
+		if r.status != http.StatusServiceUnavailable || code(r) != "STORE_UNAVAILABLE" || f.app.calls.Load() != 0 ||
+			r.header.Get("Retry-After") == "" {
+			t.Errorf("closed store: %+v, handler calls %d; want 503 STORE_UNAVAILABLE with Retry-After", r, f.app.calls.Load())
 		}
 	})
 }

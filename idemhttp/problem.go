@@ -30,12 +30,16 @@ func WriteProblem(w http.ResponseWriter, code idem.Code, detail string) {
 }
 
 // Write writes p as an application/problem+json response, not to be
-// cached. A zero Status is the one the contract assigns p.Code (for codes
+// cached; a STORE_UNAVAILABLE refusal carries Retry-After: 1 unless one is
+// set. A zero Status is the one the contract assigns p.Code (for codes
 // of a service's own, set it); Type is always "about:blank", since the
 // code member carries the meaning; an empty Title is the status text.
 func (p Problem) Write(w http.ResponseWriter) {
 	status, body := p.Marshal()
 	h := w.Header()
+	if p.Code == idem.CodeStoreUnavailable && h.Get("Retry-After") == "" {
+		h.Set("Retry-After", "1") // storage trouble: nothing is known, retry with the same key
+	}
 	h.Set("Content-Type", "application/problem+json")
 	h.Set("Content-Length", strconv.Itoa(len(body)))
 	h.Set("Cache-Control", "no-store")
