@@ -157,7 +157,11 @@ func (f opsFlags) parse(args []string, positional int) (words []string, ok bool)
 		return nil, false
 	}
 	if len(words) != positional {
-		fmt.Fprintf(f.Output(), "idem %s: want %d operation ID argument(s), got %q\n", f.Name(), positional, words)
+		what := "operation ID"
+		if f.Name() == "ops requeue" {
+			what = "message ID"
+		}
+		fmt.Fprintf(f.Output(), "idem %s: want %d %s argument(s), got %q\n", f.Name(), positional, what, words)
 		return nil, false
 	}
 	return words, true
