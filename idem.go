@@ -33,7 +33,6 @@ const (
 	CodeDraining             Code = "DRAINING"
 	CodeStoreUnavailable     Code = "STORE_UNAVAILABLE"
 	CodeUnauthenticated      Code = "UNAUTHENTICATED"
-	CodeAmountLimit          Code = "AMOUNT_LIMIT"
 )
 
 var codeStatus = map[Code]int{
@@ -53,7 +52,6 @@ var codeStatus = map[Code]int{
 	CodeDraining:             http.StatusServiceUnavailable,
 	CodeStoreUnavailable:     http.StatusServiceUnavailable,
 	CodeUnauthenticated:      http.StatusUnauthorized,
-	CodeAmountLimit:          http.StatusUnprocessableEntity,
 }
 
 // Codes returns every code of the contract, sorted.

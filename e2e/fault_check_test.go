@@ -9,7 +9,7 @@ import (
 	"strings"
 
 	"github.com/idemkit/idem"
-	"github.com/idemkit/idem/payments"
+	"github.com/idemkit/idem/example/payments"
 )
 
 // allow lists the answers a scenario may legitimately produce besides

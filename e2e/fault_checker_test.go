@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/idemkit/idem/payments"
+	"github.com/idemkit/idem/example/payments"
 )
 
 // TestCheckHistory: the checker of the fault suite finds each kind of

@@ -13,8 +13,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/idemkit/idem/example/payments"
 	"github.com/idemkit/idem/internal/pgtest"
-	"github.com/idemkit/idem/payments"
 )
 
 // TestFaultDeadlock (V1: transaction deadlock).

@@ -12,7 +12,7 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/canon"
-	"github.com/idemkit/idem/payments"
+	"github.com/idemkit/idem/example/payments"
 )
 
 // exchange is one request and its answer as recorded in a history.
@@ -53,7 +53,7 @@ func (e exchange) idempotent() bool { return e.Method == http.MethodPost && e.Sc
 // outcome (executed or replayed): a 2xx, or a stored deterministic
 // refusal (AMOUNT_LIMIT, TRANSFER_DECLINED).
 func (e exchange) terminal() bool {
-	return e.Err == "" && e.op() != "" && (e.Status/100 == 2 || e.Code == string(idem.CodeAmountLimit) ||
+	return e.Err == "" && e.op() != "" && (e.Status/100 == 2 || e.Code == string(payments.CodeAmountLimit) ||
 		e.Code == string(payments.CodeTransferDeclined))
 }
 

@@ -10,8 +10,8 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/canon"
-	"github.com/idemkit/idem/drivers"
-	"github.com/idemkit/idem/payments"
+	"github.com/idemkit/idem/example/payments"
+	"github.com/idemkit/idem/idemstore"
 	"github.com/idemkit/idem/registry"
 )
 
@@ -43,7 +43,7 @@ func reserveElsewhere(t *testing.T, dsn, key, body string) (registry.Store, regi
 	if err != nil {
 		t.Fatal(err)
 	}
-	store, err := drivers.Open(ctx, dsn, drivers.Options{})
+	store, err := idemstore.Open(ctx, dsn, idemstore.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,10 +24,10 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/canon"
-	"github.com/idemkit/idem/drivers"
+	"github.com/idemkit/idem/example/payments"
 	"github.com/idemkit/idem/idemhttp"
+	"github.com/idemkit/idem/idemstore"
 	"github.com/idemkit/idem/internal/pgtest"
-	"github.com/idemkit/idem/payments"
 	"github.com/idemkit/idem/registry"
 )
 
@@ -93,7 +93,7 @@ func benchMWOpen(b *testing.B, db string) registry.Store {
 	if db == "postgres" {
 		dsn = pgtest.DSN(b) + "&pool_max_conns=16"
 	}
-	store, err := drivers.Open(b.Context(), dsn, drivers.Options{})
+	store, err := idemstore.Open(b.Context(), dsn, idemstore.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}

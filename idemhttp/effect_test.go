@@ -18,11 +18,11 @@ import (
 	"time"
 
 	"github.com/idemkit/idem"
-	"github.com/idemkit/idem/drivers"
 	"github.com/idemkit/idem/effect"
+	"github.com/idemkit/idem/example/payments"
 	"github.com/idemkit/idem/idemhttp"
+	"github.com/idemkit/idem/idemstore"
 	"github.com/idemkit/idem/internal/pgtest"
-	"github.com/idemkit/idem/payments"
 	"github.com/idemkit/idem/registry"
 )
 
@@ -203,7 +203,7 @@ type effBench struct {
 func newEffBench(t *testing.T, dsn string) *effBench {
 	t.Helper()
 	b := &effBench{results: make(chan string, 100), started: make(chan string, 10), release: make(chan struct{})}
-	store, err := drivers.Open(t.Context(), dsn, drivers.Options{Now: func() time.Time {
+	store, err := idemstore.Open(t.Context(), dsn, idemstore.Options{Now: func() time.Time {
 		return time.Now().Add(time.Duration(b.offset.Load()))
 	}})
 	if err != nil {

@@ -16,8 +16,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/idemkit/idem"
-	"github.com/idemkit/idem/drivers"
 	"github.com/idemkit/idem/idemhttp"
+	"github.com/idemkit/idem/idemstore"
 	"github.com/idemkit/idem/internal/pgtest"
 	"github.com/idemkit/idem/registry"
 )
@@ -33,7 +33,7 @@ func stores(t *testing.T, fn func(t *testing.T, store registry.Store)) {
 			if name == "postgres" {
 				dsn = pgtest.DSN(t)
 			}
-			store, err := drivers.Open(t.Context(), dsn, drivers.Options{})
+			store, err := idemstore.Open(t.Context(), dsn, idemstore.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -75,7 +75,7 @@ func (a *app) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			http.Error(w, err.Error(), 500)
 			return
 		}
-		idemhttp.WriteProblem(w, idem.CodeAmountLimit, "too much")
+		idemhttp.Problem{Status: 422, Code: "AMOUNT_LIMIT", Detail: "too much"}.Write(w)
 		return
 	}
 	if _, err := tx.Exec(ctx, `INSERT INTO mw_effects (operation_id, note) VALUES ($1, $2)`, idemhttp.OperationID(ctx), string(idemhttp.Payload(ctx))); err != nil {
@@ -88,7 +88,7 @@ func (a *app) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	switch r.Header.Get("X-Test") {
 	case "final":
-		idemhttp.WriteProblem(w, idem.CodeAmountLimit, "too much")
+		idemhttp.Problem{Status: 422, Code: "AMOUNT_LIMIT", Detail: "too much"}.Write(w)
 		return
 	case "fail":
 		http.Error(w, "boom", 500)

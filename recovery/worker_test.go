@@ -20,11 +20,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/idemkit/idem"
-	"github.com/idemkit/idem/drivers"
 	"github.com/idemkit/idem/effect"
+	"github.com/idemkit/idem/example/payments"
+	"github.com/idemkit/idem/example/provider"
+	"github.com/idemkit/idem/idemstore"
 	"github.com/idemkit/idem/internal/pgtest"
-	"github.com/idemkit/idem/payments"
-	"github.com/idemkit/idem/provider"
 	"github.com/idemkit/idem/registry"
 )
 
@@ -88,7 +88,7 @@ func stores(t *testing.T, fn func(t *testing.T, e *env)) {
 			}
 			e := &env{t: t, ctx: t.Context(), prov: provider.New()}
 			e.setNow(base)
-			st, err := drivers.Open(t.Context(), dsn, drivers.Options{Now: func() time.Time { return *e.now.Load() }})
+			st, err := idemstore.Open(t.Context(), dsn, idemstore.Options{Now: func() time.Time { return *e.now.Load() }})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/idemkit/idem/bench"
+	"github.com/idemkit/idem/harness/bench"
 )
 
 // runBench implements "idem bench --db DSN": one side-by-side run of the

@@ -7,7 +7,7 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/idemkit/idem/check"
+	"github.com/idemkit/idem/harness/check"
 )
 
 // checkHeaders is a repeatable "Name: value" flag of "idem check",

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/idemkit/idem/drivers"
+	"github.com/idemkit/idem/idemstore"
 	"github.com/idemkit/idem/registry"
 )
 
@@ -104,7 +104,7 @@ func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
 // as every command with --db does), runs fn and closes it. Errors are
 // reported on std.err as "idem NAME: …" with exit code exitRefused.
 func withControl(ctx context.Context, name, dsn string, std stdio, fn func(registry.Store) error) int {
-	store, err := drivers.Open(ctx, dsn, drivers.Options{})
+	store, err := idemstore.Open(ctx, dsn, idemstore.Options{})
 	if err != nil {
 		fmt.Fprintf(std.err, "idem %s: %v\n", name, err)
 		return exitRefused

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/idemkit/idem/gate"
+	"github.com/idemkit/idem/harness/gate"
 )
 
 // runGate implements "idem gate" (SPEC V2), the launch gate: it starts

@@ -5,7 +5,7 @@ import (
 	"flag"
 	"fmt"
 
-	"github.com/idemkit/idem/drivers"
+	"github.com/idemkit/idem/idemstore"
 )
 
 // runMigrate implements "idem migrate --db DSN": it applies the embedded
@@ -18,12 +18,12 @@ func runMigrate(ctx context.Context, args []string, std stdio) int {
 	if err := fs.Parse(args); err != nil || fs.NArg() != 0 {
 		return exitUsage
 	}
-	store, err := drivers.Open(ctx, *dsn, drivers.Options{})
+	store, err := idemstore.Open(ctx, *dsn, idemstore.Options{})
 	if err != nil {
 		fmt.Fprintln(std.err, "idem migrate:", err)
 		return exitRefused
 	}
 	store.Close()
-	fmt.Fprintf(std.out, "migrated %s database\n", drivers.Kind(*dsn))
+	fmt.Fprintf(std.out, "migrated %s database\n", idemstore.Kind(*dsn))
 	return exitOK
 }

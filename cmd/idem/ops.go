@@ -12,7 +12,7 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/effect"
-	"github.com/idemkit/idem/payments"
+	"github.com/idemkit/idem/example/payments"
 	"github.com/idemkit/idem/registry"
 )
 

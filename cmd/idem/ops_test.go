@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/idemkit/idem"
-	"github.com/idemkit/idem/drivers"
-	"github.com/idemkit/idem/payments"
+	"github.com/idemkit/idem/example/payments"
+	"github.com/idemkit/idem/idemstore"
 	"github.com/idemkit/idem/registry"
 )
 
@@ -28,7 +28,7 @@ type opsStore struct {
 func openOpsStore(t *testing.T, dsn string) *opsStore {
 	t.Helper()
 	s := &opsStore{t: t}
-	st, err := drivers.Open(t.Context(), dsn, drivers.Options{Now: func() time.Time {
+	st, err := idemstore.Open(t.Context(), dsn, idemstore.Options{Now: func() time.Time {
 		if p := s.now.Load(); p != nil {
 			return *p
 		}

@@ -7,7 +7,7 @@ import (
 	"net"
 	"net/http"
 
-	"github.com/idemkit/idem/provider"
+	"github.com/idemkit/idem/example/provider"
 )
 
 // runProvider implements "idem provider": the stand-alone downstream

@@ -8,7 +8,7 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/idemkit/idem/drivers"
+	"github.com/idemkit/idem/idemstore"
 	"github.com/idemkit/idem/registry"
 )
 
@@ -41,7 +41,7 @@ func runPrune(ctx context.Context, args []string, std stdio) int {
 		fmt.Fprintln(std.err, "usage: idem prune [--db DSN] [--batch N] [--once] [--json]; N must be positive")
 		return exitUsage
 	}
-	store, err := drivers.Open(ctx, *dsn, drivers.Options{})
+	store, err := idemstore.Open(ctx, *dsn, idemstore.Options{})
 	if err != nil {
 		fmt.Fprintln(std.err, "idem prune:", err)
 		return exitRefused

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idem"
-	"github.com/idemkit/idem/drivers"
+	"github.com/idemkit/idem/idemstore"
 	"github.com/idemkit/idem/registry"
 )
 
@@ -54,7 +54,7 @@ func pruneJSON(t *testing.T, args ...string) registry.PruneResult {
 func TestPrune(t *testing.T) {
 	t.Parallel()
 	registries(t, func(t *testing.T, dsn string) {
-		store, err := drivers.Open(t.Context(), dsn, drivers.Options{})
+		store, err := idemstore.Open(t.Context(), dsn, idemstore.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -133,7 +133,7 @@ func TestPruneUsage(t *testing.T) {
 // interval, logs what it did, and keeps going after errors.
 func TestStartPruning(t *testing.T) {
 	t.Parallel()
-	store, err := drivers.Open(t.Context(), "sqlite:"+filepath.Join(t.TempDir(), "loop.db"), drivers.Options{})
+	store, err := idemstore.Open(t.Context(), "sqlite:"+filepath.Join(t.TempDir(), "loop.db"), idemstore.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,9 +8,9 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/idemkit/idem/drivers"
 	"github.com/idemkit/idem/effect"
-	"github.com/idemkit/idem/payments"
+	"github.com/idemkit/idem/example/payments"
+	"github.com/idemkit/idem/idemstore"
 	"github.com/idemkit/idem/recovery"
 	"github.com/idemkit/idem/registry"
 )
@@ -71,7 +71,7 @@ func runRecover(ctx context.Context, args []string, std stdio) int {
 		fmt.Fprintln(std.err, "usage: idem recover [--db DSN] [--provider URL] [--provider-timeout D] [--once] [--json] [--batch N] [--interval D] [--lease D]; N, D positive")
 		return exitUsage
 	}
-	store, err := drivers.Open(ctx, *dsn, drivers.Options{})
+	store, err := idemstore.Open(ctx, *dsn, idemstore.Options{})
 	if err != nil {
 		fmt.Fprintln(std.err, "idem recover:", err)
 		return exitRefused

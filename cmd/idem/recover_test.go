@@ -13,10 +13,10 @@ import (
 	"time"
 
 	"github.com/idemkit/idem"
-	"github.com/idemkit/idem/drivers"
 	"github.com/idemkit/idem/effect"
-	"github.com/idemkit/idem/payments"
-	"github.com/idemkit/idem/provider"
+	"github.com/idemkit/idem/example/payments"
+	"github.com/idemkit/idem/example/provider"
+	"github.com/idemkit/idem/idemstore"
 	"github.com/idemkit/idem/recovery"
 	"github.com/idemkit/idem/registry"
 )
@@ -33,7 +33,7 @@ func transferRequest(rec registry.Record) []byte {
 // downstream key (and was executed there).
 func abandoned(t *testing.T, dsn string, prov string, begun, sent bool) registry.Record {
 	t.Helper()
-	store, err := drivers.Open(t.Context(), dsn, drivers.Options{Now: func() time.Time { return time.Now().Add(-time.Hour) }})
+	store, err := idemstore.Open(t.Context(), dsn, idemstore.Options{Now: func() time.Time { return time.Now().Add(-time.Hour) }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +64,7 @@ func abandoned(t *testing.T, dsn string, prov string, begun, sent bool) registry
 // openStore opens the registry at dsn for the test's checks.
 func openStore(t *testing.T, dsn string) registry.Store {
 	t.Helper()
-	store, err := drivers.Open(t.Context(), dsn, drivers.Options{})
+	store, err := idemstore.Open(t.Context(), dsn, idemstore.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

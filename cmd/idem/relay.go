@@ -15,7 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/idemkit/idem/drivers"
+	"github.com/idemkit/idem/idemstore"
 	"github.com/idemkit/idem/outbox"
 	"github.com/idemkit/idem/registry"
 )
@@ -48,7 +48,7 @@ func runRelay(ctx context.Context, args []string, std stdio) int {
 		return exitUsage
 	}
 	log := slog.New(slog.NewTextHandler(std.err, nil))
-	store, err := drivers.Open(ctx, *dsn, drivers.Options{})
+	store, err := idemstore.Open(ctx, *dsn, idemstore.Options{})
 	if err != nil {
 		log.Error("idem relay: cannot open the database", "err", err)
 		return exitRefused
@@ -75,7 +75,7 @@ func runRelay(ctx context.Context, args []string, std stdio) int {
 	}
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	return serveUntilDone(ctx, log, "idem relay", ln, &http.Server{Handler: mux}, "db", drivers.Kind(*dsn))
+	return serveUntilDone(ctx, log, "idem relay", ln, &http.Server{Handler: mux}, "db", idemstore.Kind(*dsn))
 }
 
 // webhookFlags are the outbox delivery flags of "idem serve" and "idem

@@ -12,8 +12,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
-	"github.com/idemkit/idem/drivers"
-	"github.com/idemkit/idem/payments"
+	"github.com/idemkit/idem/example/payments"
+	"github.com/idemkit/idem/idemstore"
 	"github.com/idemkit/idem/recovery"
 	"github.com/idemkit/idem/registry"
 )
@@ -113,7 +113,7 @@ func runServe(ctx context.Context, args []string, std stdio) int {
 		log.Warn(`no --auth file: accepting the demo token "demo" (tenant demo, principal demo)`)
 	}
 
-	store, err := drivers.Open(ctx, *dsn, drivers.Options{})
+	store, err := idemstore.Open(ctx, *dsn, idemstore.Options{})
 	if err != nil {
 		log.Error("idem serve: cannot open the database", "err", err)
 		return exitRefused
@@ -159,5 +159,5 @@ func runServe(ctx context.Context, args []string, std stdio) int {
 		return exitRefused
 	}
 	return serveUntilDone(ctx, log, "idem serve", ln, &http.Server{Handler: svc.Handler()},
-		"db", drivers.Kind(*dsn), "writer_epoch", svc.WriterEpoch())
+		"db", idemstore.Kind(*dsn), "writer_epoch", svc.WriterEpoch())
 }

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idem"
-	"github.com/idemkit/idem/drivers"
+	"github.com/idemkit/idem/idemstore"
 	"github.com/idemkit/idem/internal/pgtest"
 	"github.com/idemkit/idem/registry"
 )
@@ -38,7 +38,7 @@ func TestStoreTimeout(t *testing.T) {
 		t.Parallel()
 		path := filepath.Join(t.TempDir(), "t.db")
 		ctx := context.Background()
-		store, err := drivers.Open(ctx, "sqlite:"+path, drivers.Options{})
+		store, err := idemstore.Open(ctx, "sqlite:"+path, idemstore.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -78,7 +78,7 @@ func TestStoreTimeout(t *testing.T) {
 	t.Run("postgres", func(t *testing.T) {
 		t.Parallel()
 		ctx := context.Background()
-		store, err := drivers.Open(ctx, pgtest.DSN(t)+"&pool_max_conns=1", drivers.Options{})
+		store, err := idemstore.Open(ctx, pgtest.DSN(t)+"&pool_max_conns=1", idemstore.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,0 +1,238 @@
+package payments
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/idemstore"
+	"github.com/idemkit/idem/internal/pgtest"
+	"github.com/idemkit/idem/registry"
+)
+
+// testBundle is a service on a fresh database behind a test server.
+type testBundle struct {
+	store registry.Store
+	srv   *httptest.Server
+}
+
+// Test identities: bob shares alice's tenant; eve has alice's principal
+// name in another tenant.
+var testTokens = Tokens{
+	"tok-alice": {Tenant: "acme", Principal: "alice"},
+	"tok-bob":   {Tenant: "acme", Principal: "bob"},
+	"tok-eve":   {Tenant: "other", Principal: "alice"},
+}
+
+// setup opens the store dsn names, creates the service on it and serves
+// it from a test server.
+func setup(t *testing.T, dsn string) *testBundle {
+	t.Helper()
+	return setupConfig(t, dsn, Config{})
+}
+
+// setupConfig is setup with a configuration; its Store, Auth and Logger
+// are set here.
+func setupConfig(t *testing.T, dsn string, cfg Config) *testBundle {
+	t.Helper()
+	ctx := context.Background()
+	store, err := idemstore.Open(ctx, dsn, idemstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(store.Close)
+	cfg.Store, cfg.Auth, cfg.Logger = store, testTokens, slog.New(slog.DiscardHandler)
+	svc, err := New(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(svc.Handler())
+	t.Cleanup(srv.Close) // runs before store.Close
+	return &testBundle{store: store, srv: srv}
+}
+
+// serviceTests run against the service on every driver, each on a fresh
+// database.
+var serviceTests = []struct {
+	name string
+	fn   func(*testing.T, *testBundle)
+}{
+	{"Create", testCreate},
+	{"MemoAbsent", testMemoAbsent},
+	{"Replay", testReplay},
+	{"Conflict", testConflict},
+	{"RefusedPayloads", testRefusedPayloads},
+	{"AmountLimit", testAmountLimit},
+	{"Unauthenticated", testUnauthenticated},
+	{"Ownership", testOwnership},
+	{"List", testList},
+	{"HealthAndMetrics", testHealthAndMetrics},
+	{"ConcurrentCreate", testConcurrentCreate},
+	{"Refund", testRefund},
+	{"RefundReplay", testRefundReplay},
+	{"RefundCap", testRefundCap},
+	{"RefundOwnership", testRefundOwnership},
+	{"ConcurrentRefunds", testConcurrentRefunds},
+}
+
+func runServiceTests(t *testing.T, dsn func(*testing.T) string) {
+	for _, tc := range serviceTests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			tc.fn(t, setup(t, dsn(t)))
+		})
+	}
+}
+
+func TestServiceSQLite(t *testing.T) {
+	t.Parallel()
+	runServiceTests(t, func(t *testing.T) string { return "sqlite:" + filepath.Join(t.TempDir(), "x.db") })
+}
+
+func TestServicePostgres(t *testing.T) {
+	t.Parallel()
+	runServiceTests(t, func(t *testing.T) string { return pgtest.DSN(t) })
+}
+
+// TestNewConcurrent starts several services on one fresh PostgreSQL
+// database at once, as several instances of "idem serve" do: the table
+// creation must not fail any of them.
+func TestNewConcurrent(t *testing.T) {
+	t.Parallel()
+	dsn := pgtest.DSN(t)
+	ctx := context.Background()
+	errs := make(chan error, 8)
+	for range cap(errs) {
+		go func() {
+			store, err := idemstore.Open(ctx, dsn, idemstore.Options{})
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer store.Close()
+			_, err = New(ctx, Config{Store: store, Auth: testTokens, Logger: slog.New(slog.DiscardHandler)})
+			errs <- err
+		}()
+	}
+	for range cap(errs) {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// response is what a test request got.
+type response struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+func (r response) String() string { return http.StatusText(r.status) + " " + string(r.body) }
+
+// code returns the problem code of the response ("" if it is not a
+// problem).
+func (r response) code() idem.Code {
+	if r.header.Get("Content-Type") != "application/problem+json" {
+		return ""
+	}
+	var p struct{ Code idem.Code }
+	json.Unmarshal(r.body, &p)
+	return p.Code
+}
+
+// do sends a request; token and key are left out when empty.
+func (b *testBundle) do(t *testing.T, method, path, token, key, body string) response {
+	t.Helper()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, err := http.NewRequest(method, b.srv.URL+path, rd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	if key != "" {
+		req.Header.Set("Idempotency-Key", key)
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := b.srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	rb, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return response{resp.StatusCode, resp.Header, rb}
+}
+
+func (b *testBundle) post(t *testing.T, token, key, body string) response {
+	t.Helper()
+	return b.do(t, http.MethodPost, "/v1/payments", token, key, body)
+}
+
+// mustCreate posts body and requires a first execution's 201.
+func (b *testBundle) mustCreate(t *testing.T, token, key, body string) (response, Payment) {
+	t.Helper()
+	r := b.post(t, token, key, body)
+	if r.status != http.StatusCreated || r.header.Get("Idempotent-Replayed") != "" {
+		t.Fatalf("create: %v, replayed %q", r, r.header.Get("Idempotent-Replayed"))
+	}
+	var p Payment
+	if err := json.Unmarshal(r.body, &p); err != nil {
+		t.Fatal(err)
+	}
+	return r, p
+}
+
+// requireReplay checks that got replays first.
+func requireReplay(t *testing.T, first, got response) {
+	t.Helper()
+	if got.status != first.status || !bytes.Equal(got.body, first.body) {
+		t.Fatalf("replay: %v, want %v", got, first)
+	}
+	for _, h := range []string{"Idempotency-Operation", "Location", "Content-Type", "Idempotency-Contract"} {
+		if got.header.Get(h) != first.header.Get(h) {
+			t.Errorf("replay %s = %q, first %q", h, got.header.Get(h), first.header.Get(h))
+		}
+	}
+	if got.header.Get("Idempotent-Replayed") != "true" {
+		t.Errorf("replay without Idempotent-Replayed: true (headers %v)", got.header)
+	}
+}
+
+func requireProblem(t *testing.T, r response, status int, code idem.Code) {
+	t.Helper()
+	if r.status != status || r.code() != code {
+		t.Fatalf("got %v (Content-Type %q), want %d %s", r, r.header.Get("Content-Type"), status, code)
+	}
+}
+
+func countPayments(t *testing.T, store registry.Store) int {
+	t.Helper()
+	var n int
+	err := store.InTx(context.Background(), func(ctx context.Context, tx registry.Tx) error {
+		return tx.QueryRow(ctx, "SELECT count(*) FROM payments").Scan(&n)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}

@@ -1,0 +1,353 @@
+// Package payments is the reference service behind "idem serve": a small
+// payments API whose POST /v1/payments is made idempotent by idemhttp,
+// following http.idempotency.v1 (SPEC R).
+//
+// Routes (Service.Handler):
+//
+//	POST /v1/payments                 create a payment (idempotent, schema payments.v1)
+//	POST /v1/transfers                a transfer through the provider (idempotent, effects;
+//	                                  only with Config.Provider, see transfers.go)
+//	GET  /v1/payments                 the caller's payments, newest first
+//	GET  /v1/payments/{id}            one of the caller's payments
+//	POST /v1/payments/{id}/refunds    refund (part of) a payment (idempotent, schema
+//	                                  refunds.v1; see refunds.go)
+//	GET  /v1/payments/{id}/refunds    the payment's refunds and refunded total
+//	GET  /v1/payments/{id}/refunds/{refundID}
+//	                                  one refund of the payment
+//	GET  /v1/operations/{operationID} an operation's state, to its owner only
+//	GET  /metrics                     Prometheus text format
+//	GET  /healthz                     200 when the store answers, else 503
+//
+// Every route but /metrics and /healthz needs "Authorization: Bearer
+// TOKEN" with a token of Config.Auth; without one it answers 401
+// UNAUTHENTICATED. Errors are application/problem+json with a code member:
+// the contract's codes, plus NOT_FOUND (404) for an unknown resource or
+// one owned by another principal — the two are indistinguishable — and
+// INTERNAL (500) for defects.
+//
+// A payment's id is "pay_" followed by the suffix of the operation ID that
+// created it, never anything derived from the client's key. The payment
+// row, the "payment.created" outbox message and the operation's outcome
+// commit in one transaction.
+//
+// A committed payment is never cancelled by its key (SPEC A8): it is
+// compensated by refunds, each an idempotent operation with a key of its
+// own, whose sum never exceeds the payment's amount (refunds.go,
+// docs/contract.md §10).
+//
+// Rollout controls (SPEC E6): the idempotent routes (POST /v1/payments,
+// its refunds and transfers) refuse new operations with 503 DRAINING while
+// the registry is draining and with 503 WRITER_FENCED once the registry's
+// writer epoch is above the service's (Config.WriterEpoch); replays of
+// finished operations are always served.
+// See docs/operations.md.
+package payments
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"database/sql"
+	"embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/canon"
+	"github.com/idemkit/idem/effect"
+	"github.com/idemkit/idem/idemhttp"
+	"github.com/idemkit/idem/internal/sqlfile"
+	"github.com/idemkit/idem/registry"
+)
+
+//go:embed payments.sql
+var sqlFiles embed.FS
+
+var queries = sqlfile.MustLoad(sqlFiles, "payments.sql")
+
+// Names of the operation and the outbox topic.
+const (
+	// OperationCreate is the idempotent operation of POST /v1/payments.
+	OperationCreate = "payments.create"
+	// APIRevision is the API major revision bound into every scope, unless
+	// Config.APIRevision says otherwise.
+	APIRevision = "v1"
+	// TopicCreated is the outbox topic of a new payment; the message
+	// payload is the payment as JSON, as in the 201 response.
+	TopicCreated = "payment.created"
+)
+
+// Codes this service answers with besides the contract's.
+const (
+	// CodeNotFound (404): no such resource visible to the caller.
+	CodeNotFound idem.Code = "NOT_FOUND"
+	// CodeInternal (500): a defect of the service; nothing was stored.
+	CodeInternal idem.Code = "INTERNAL"
+)
+
+// Config configures a Service. Store and Auth are required.
+type Config struct {
+	// Store holds the registry and the business tables.
+	Store registry.Store
+	// Auth maps bearer tokens to identities.
+	Auth Tokens
+	// Lease and Retention of POST /v1/payments operations; 0 means
+	// registry.DefaultLease and registry.DefaultRetention.
+	Lease, Retention time.Duration
+	// Logger receives the service's logs; nil means slog.Default().
+	Logger *slog.Logger
+	// Registry receives the middleware's metrics and is what GET /metrics
+	// serves; nil means a new, otherwise empty registry. New registers
+	// the metrics with it (and panics if they are already registered), so
+	// two Services need two registries.
+	Registry *prometheus.Registry
+	// Provider is the downstream provider's base URL for transfers
+	// ("http://127.0.0.1:9090"); "" leaves POST /v1/transfers unregistered
+	// (404).
+	Provider string
+	// ProviderTimeout bounds one provider call; 0 means
+	// DefaultProviderTimeout. A call that times out leaves its transfer
+	// UNKNOWN.
+	ProviderTimeout time.Duration
+	// WriterEpoch is the writer epoch the service accepts and commits
+	// operations at (SPEC E6); negative means the registry's epoch when New
+	// runs, which is what "idem serve" uses: a later "idem epoch bump"
+	// fences this service. 0, the registry's initial epoch, stays valid
+	// until the first bump.
+	WriterEpoch int64
+	// APIRevision is the API major revision bound into the scope of every
+	// operation; "" means APIRevision ("v1"). The routes and payloads do
+	// not change with it: it exists so that tests (and "idem serve
+	// --api-revision") can run a server whose operations live in another
+	// revision's scopes, which never hit the records of the first (SPEC C2).
+	APIRevision string
+	// OneTransaction makes POST /v1/payments run in one database
+	// transaction (idemhttp.Operation.OneTransaction): the payment, its
+	// outbox message and the operation record commit together and
+	// nothing is reserved beforehand. false (the default) is the
+	// two-phase style, where a duplicate sent while the first request
+	// runs gets 409 IN_PROGRESS. Transfers and refunds are always
+	// two-phase.
+	OneTransaction bool
+	// AdmitRefresh is how often the service reads the registry's control
+	// row to follow drain and epoch changes; 0 means
+	// idemhttp.DefaultAdmitRefresh.
+	AdmitRefresh time.Duration
+}
+
+// Service is the reference payments service. Create it with New; it is
+// safe for concurrent use.
+type Service struct {
+	store registry.Store
+	auth  Tokens
+	log   *slog.Logger
+	mux   *http.ServeMux
+	epoch int64 // the writer epoch of every claim
+	// effects of the operations that have any (Effects), by name.
+	effects effect.Set
+}
+
+// New creates the business tables if they do not exist (the registry's own
+// tables are the driver's business: idemstore.Open migrates them) and
+// returns the service. ctx governs the table creation only.
+func New(ctx context.Context, cfg Config) (*Service, error) {
+	if cfg.Store == nil {
+		return nil, errors.New("payments: Config.Store is required")
+	}
+	if len(cfg.Auth) == 0 {
+		return nil, errors.New("payments: Config.Auth holds no tokens")
+	}
+	if err := createTables(ctx, cfg.Store); err != nil {
+		return nil, err
+	}
+	s := &Service{store: cfg.Store, auth: cfg.Auth, log: cfg.Logger, mux: http.NewServeMux(), epoch: cfg.WriterEpoch}
+	if s.log == nil {
+		s.log = slog.Default()
+	}
+	if s.epoch < 0 {
+		ctl, err := cfg.Store.Control(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("payments: reading the writer epoch: %w", err)
+		}
+		s.epoch = ctl.WriterEpoch
+	}
+	admit := &idemhttp.ControlAdmitter{Controller: cfg.Store, WriterEpoch: s.epoch, Refresh: cfg.AdmitRefresh}
+	reg := cfg.Registry
+	if reg == nil {
+		reg = prometheus.NewRegistry()
+	}
+	create := &idemhttp.Middleware{
+		Store: cfg.Store,
+		Operation: idemhttp.Operation{
+			Name:        OperationCreate,
+			APIRevision: cmp.Or(cfg.APIRevision, APIRevision),
+			Binding: idem.Binding{
+				Canon: canon.Options{Mode: canon.ModeSchema, Schema: Schema()},
+			},
+			FinalStatuses:  []int{http.StatusUnprocessableEntity}, // AMOUNT_LIMIT
+			Lease:          cfg.Lease,
+			Retention:      cfg.Retention,
+			OneTransaction: cfg.OneTransaction,
+		},
+		Identity:    s.auth.Identity,
+		Challenge:   "Bearer",
+		Admit:       admit.Admit,
+		WriterEpoch: s.epoch,
+		Metrics:     idemhttp.NewMetrics(reg),
+		Logger:      s.log,
+	}
+	reg.MustRegister(idemhttp.NewUnknownCollector(cfg.Store))
+	s.mux.Handle("POST /v1/payments", create.Handler(http.HandlerFunc(s.create)))
+	if cfg.Provider != "" {
+		transfer := *create // same store, identity, admission, epoch and metrics
+		transfer.Operation.Name = OperationTransfer
+		transfer.Operation.Effects = TransferEffects(cfg.Provider, cfg.ProviderTimeout)
+		transfer.Operation.OneTransaction = false // effects need the reservation first
+		s.effects = effect.Set{OperationTransfer: transfer.Operation.Effects}
+		s.mux.Handle("POST /v1/transfers", transfer.Handler(http.HandlerFunc(s.createTransfer)))
+	}
+	refund := *create // same store, identity, admission, epoch and metrics
+	refund.Operation.Name = OperationRefund
+	refund.Operation.Binding = idem.Binding{Canon: canon.Options{Mode: canon.ModeSchema, Schema: RefundSchema()}}
+	refund.Operation.FinalStatuses = []int{
+		http.StatusNotFound,            // NOT_FOUND: no such payment of the caller's
+		http.StatusUnprocessableEntity, // REFUND_EXCEEDS_PAYMENT, AMOUNT_LIMIT
+	}
+	refund.Operation.OneTransaction = false // two-phase, whatever Config.OneTransaction says
+	s.mux.Handle("POST /v1/payments/{id}/refunds", refund.Handler(http.HandlerFunc(s.refund)))
+	s.mux.HandleFunc("GET /v1/payments", s.authenticated(s.list))
+	s.mux.HandleFunc("GET /v1/payments/{id}", s.authenticated(s.get))
+	s.mux.HandleFunc("GET /v1/payments/{id}/refunds", s.authenticated(s.listRefunds))
+	s.mux.HandleFunc("GET /v1/payments/{id}/refunds/{refundID}", s.authenticated(s.getRefund))
+	s.mux.HandleFunc("GET /v1/transfers/{id}", s.authenticated(s.getTransfer))
+	s.mux.HandleFunc("GET /v1/operations/{operationID}", s.authenticated(s.operation))
+	s.mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	s.mux.HandleFunc("GET /healthz", s.healthz)
+	return s, nil
+}
+
+// Handler returns the service's routes.
+func (s *Service) Handler() http.Handler { return s.mux }
+
+// WriterEpoch returns the writer epoch the service writes at.
+func (s *Service) WriterEpoch() int64 { return s.epoch }
+
+// createTables runs the DDL of payments.sql in one transaction, adding
+// the refunded total to a payments table created before refunds existed.
+// Several instances may start at once: on PostgreSQL two concurrent CREATE
+// TABLE IF NOT EXISTS can still collide in the catalog, and the loser
+// fails only after the winner committed, so a retry finds the table.
+func createTables(ctx context.Context, store registry.Store) error {
+	var err error
+	for range 3 {
+		err = store.InTx(ctx, func(ctx context.Context, tx registry.Tx) error {
+			for _, q := range []string{"create_payments", "create_payments_owner_index"} {
+				if _, err := tx.Exec(ctx, queries.Get(q)); err != nil {
+					return err
+				}
+			}
+			if err := addRefundedColumn(ctx, tx); err != nil {
+				return err
+			}
+			for _, q := range []string{"create_refunds", "create_refunds_payment_index"} {
+				if _, err := tx.Exec(ctx, queries.Get(q)); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err == nil || ctx.Err() != nil {
+			break
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("payments: creating tables: %w", err)
+	}
+	return nil
+}
+
+// addRefundedColumn adds payments.refunded_minor where it is missing (a
+// table created before refunds existed). The statements differ between
+// the databases: the SQLite driver's transactions are *sql.Tx,
+// PostgreSQL's pgx transactions.
+func addRefundedColumn(ctx context.Context, tx registry.Tx) error {
+	db := "_postgres"
+	if _, ok := tx.Native().(*sql.Tx); ok {
+		db = "_sqlite"
+	}
+	var n int
+	if err := tx.QueryRow(ctx, queries.Get("payments_has_refunded"+db)).Scan(&n); err != nil || n > 0 {
+		return err
+	}
+	_, err := tx.Exec(ctx, queries.Get("add_payments_refunded"+db))
+	return err
+}
+
+// authenticated wraps a handler of a non-idempotent route: it answers 401
+// UNAUTHENTICATED itself when the request carries no known bearer token.
+func (s *Service) authenticated(h func(http.ResponseWriter, *http.Request, idem.Identity)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		id, err := s.auth.Identity(r)
+		if err != nil {
+			w.Header().Set("WWW-Authenticate", "Bearer")
+			idemhttp.WriteProblem(w, idem.CodeUnauthenticated, "authentication required")
+			return
+		}
+		h(w, r, id)
+	}
+}
+
+// marshal encodes v as JSON like json.Marshal, but without escaping <, >
+// and &: the API's bodies are not meant to be embedded in HTML.
+func marshal(v any) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
+}
+
+// writeJSON writes an application/json response of v.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	body, err := marshal(v)
+	if err != nil {
+		writeProblem(w, http.StatusInternalServerError, CodeInternal, "")
+		return
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	h.Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	w.Write(body)
+}
+
+// writeProblem writes a problem+json response with a status of its own,
+// for codes the contract does not know (idemhttp.WriteProblem takes the
+// status from the contract).
+func writeProblem(w http.ResponseWriter, status int, code idem.Code, detail string) {
+	idemhttp.Problem{Status: status, Code: code, Detail: detail}.Write(w)
+}
+
+// storeFailed logs a storage error and answers 503 STORE_UNAVAILABLE:
+// nothing is known, so the client may retry.
+func (s *Service) storeFailed(w http.ResponseWriter, r *http.Request, what string, err error) {
+	s.log.ErrorContext(r.Context(), "payments: "+what, "err", err)
+	idemhttp.WriteProblem(w, idem.CodeStoreUnavailable, "the store did not answer; retry later")
+}
+
+// internal logs a defect and answers 500 INTERNAL.
+func (s *Service) internal(w http.ResponseWriter, r *http.Request, what string, err error) {
+	s.log.ErrorContext(r.Context(), "payments: "+what, "err", err)
+	writeProblem(w, http.StatusInternalServerError, CodeInternal, "internal error")
+}

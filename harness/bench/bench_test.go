@@ -1,0 +1,357 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"math"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/idemstore"
+	"github.com/idemkit/idem/internal/pgtest"
+	"github.com/idemkit/idem/registry"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// tinyConfig is a run short enough for tests: two client counts, two
+// rounds, cells of 150 ms.
+func tinyConfig(dsn string) Config {
+	return Config{DSN: dsn, Clients: []int{1, 4}, Duration: 150 * time.Millisecond,
+		Warmup: 20 * time.Millisecond, Rounds: 2, ReplayKeys: 24}
+}
+
+func TestRunSQLite(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "bench.db")
+	cfg := tinyConfig("sqlite:" + path)
+	cfg.Keep = true
+	runAndCheck(t, cfg, "sqlite")
+	checkRows(t, "sqlite:"+path, cfg.ReplayKeys)
+
+	// Without Keep, the file is gone afterwards.
+	path2 := filepath.Join(t.TempDir(), "bench2.db")
+	cfg2 := tinyConfig("sqlite:" + path2)
+	cfg2.Clients, cfg2.Rounds = []int{2}, 1
+	runAndCheck(t, cfg2, "sqlite")
+	for _, p := range []string{path2, path2 + "-wal", path2 + "-shm"} {
+		if _, err := os.Stat(p); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s left behind (%v)", p, err)
+		}
+	}
+}
+
+func TestRunPostgres(t *testing.T) {
+	t.Parallel()
+	dsn := pgtest.DSN(t)
+	cfg := tinyConfig(dsn + "&pool_max_conns=8") // pool settings reach the pool only
+	runAndCheck(t, cfg, "postgres")
+
+	// The run worked in its own schema and dropped it: nothing is left,
+	// in it or in public.
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var schemas, tables int
+	if err := conn.QueryRow(ctx, `SELECT count(*) FROM information_schema.schemata WHERE schema_name LIKE 'idem_bench_%'`).Scan(&schemas); err != nil {
+		t.Fatal(err)
+	}
+	if err := conn.QueryRow(ctx, `SELECT count(*) FROM information_schema.tables WHERE table_schema = 'public'`).Scan(&tables); err != nil {
+		t.Fatal(err)
+	}
+	if schemas != 0 || tables != 0 {
+		t.Errorf("%d bench schemas and %d public tables left", schemas, tables)
+	}
+}
+
+func TestRunPostgresKeep(t *testing.T) {
+	t.Parallel()
+	dsn := pgtest.DSN(t)
+	cfg := tinyConfig(dsn)
+	cfg.Clients, cfg.Rounds, cfg.Keep = []int{3}, 1, true
+	var progress bytes.Buffer
+	cfg.Progress = &progress
+	runAndCheck(t, cfg, "postgres")
+	// The progress names the kept schema; open the store in it.
+	_, rest, ok := strings.Cut(progress.String(), "working in schema ")
+	schema, _, _ := strings.Cut(rest, " ")
+	if !ok || !strings.HasPrefix(schema, "idem_bench_") {
+		t.Fatalf("progress does not name the schema:\n%s", progress.String())
+	}
+	if n := strings.Count(progress.String(), "\nround "); n != len(variants) {
+		t.Errorf("%d progress lines for cells, want %d:\n%s", n, len(variants), progress.String())
+	}
+	checkRows(t, dsn+"&search_path="+schema, cfg.ReplayKeys)
+}
+
+// runAndCheck runs cfg and checks the report's shape and consistency,
+// through its JSON form.
+func runAndCheck(t *testing.T, cfg Config, kind string) *Report {
+	t.Helper()
+	rep, err := Run(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := json.Marshal(rep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got struct {
+		DB      string             `json:"db"`
+		Rounds  int                `json:"rounds"`
+		Targets map[string]float64 `json:"targets"`
+		Results []map[string]json.RawMessage
+	}
+	if err := json.Unmarshal(b, &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.DB != kind || got.Rounds != cfg.Rounds || got.Targets["first_ratio"] != 0.8 ||
+		got.Targets["replay_ratio"] != 1 || got.Targets["reservation_p99_ms"] != 10 {
+		t.Errorf("report header: %s", b)
+	}
+	if len(got.Results) != len(cfg.Clients) {
+		t.Fatalf("%d results for %d client counts: %s", len(got.Results), len(cfg.Clients), b)
+	}
+	for i, raw := range got.Results {
+		num := func(name string) float64 {
+			var v float64
+			if err := json.Unmarshal(raw[name], &v); err != nil {
+				t.Fatalf("result %d: %s: %v (%s)", i, name, err, b)
+			}
+			return v
+		}
+		if c := num("clients"); c != float64(cfg.Clients[i]) {
+			t.Errorf("result %d: clients %v, want %d", i, c, cfg.Clients[i])
+		}
+		for _, f := range []string{"plain_rps", "idem_first_rps", "idem_first_one_tx_rps", "idem_replay_rps", "db_insert_rps",
+			"first_ratio", "first_one_tx_ratio", "replay_ratio", "reservation_p99_ms", "reservation_p50_ms", "replay_reservation_p99_ms",
+			"reservations", "one_tx_acceptance_p99_ms", "one_tx_acceptance_p50_ms", "one_tx_acceptances"} {
+			if v := num(f); !(v > 0) || math.IsInf(v, 0) {
+				t.Errorf("result %d: %s = %v, want a positive number", i, f, v)
+			}
+		}
+		near := func(a, b float64) bool { return math.Abs(a-b) <= 1e-9*math.Max(1, math.Abs(b)) }
+		if !near(num("first_ratio"), num("idem_first_rps")/num("plain_rps")) ||
+			!near(num("first_one_tx_ratio"), num("idem_first_one_tx_rps")/num("plain_rps")) ||
+			!near(num("replay_ratio"), num("idem_replay_rps")/num("plain_rps")) {
+			t.Errorf("result %d: ratios are not idem ÷ plain: %s", i, b)
+		}
+		if num("reservation_p50_ms") > num("reservation_p99_ms") || num("one_tx_acceptance_p50_ms") > num("one_tx_acceptance_p99_ms") {
+			t.Errorf("result %d: reservation p50 above p99: %s", i, b)
+		}
+		var rounds map[string][]float64
+		if err := json.Unmarshal(raw["rounds_rps"], &rounds); err != nil {
+			t.Fatal(err)
+		}
+		for v, med := range map[string]string{"plain": "plain_rps", "idem_first": "idem_first_rps", "idem_first_one_tx": "idem_first_one_tx_rps",
+			"idem_replay": "idem_replay_rps", "db_insert": "db_insert_rps"} {
+			if len(rounds[v]) != cfg.Rounds || !near(median(rounds[v]), num(med)) {
+				t.Errorf("result %d: %s rounds %v, median %v", i, v, rounds[v], num(med))
+			}
+		}
+		var pass map[string]bool
+		if err := json.Unmarshal(raw["pass"], &pass); err != nil {
+			t.Fatal(err)
+		}
+		if pass["first"] != (num("first_ratio") >= 0.8) || pass["replay"] != (num("replay_ratio") >= 1) ||
+			pass["reservation"] != (num("reservation_p99_ms") <= 10) ||
+			pass["first_one_tx"] != (num("first_one_tx_ratio") >= 0.8) ||
+			pass["acceptance_one_tx"] != (num("one_tx_acceptance_p99_ms") <= 10) || len(pass) != 5 {
+			t.Errorf("result %d: pass %v inconsistent with %s", i, pass, b)
+		}
+	}
+	var table bytes.Buffer
+	if err := rep.WriteTable(&table); err != nil {
+		t.Fatal(err)
+	}
+	want := len(cfg.Clients) + 6
+	if _, err := os.Stat("/proc/loadavg"); err == nil {
+		if rep.Load == nil || rep.Load.Start <= 0 && rep.Load.End <= 0 {
+			t.Errorf("no load average in %s", b)
+		}
+		want++
+	}
+	if lines := strings.Count(table.String(), "\n"); lines != want || !strings.Contains(table.String(), "targets (set for PostgreSQL)") {
+		t.Errorf("table (%d lines):\n%s", lines, table.String())
+	}
+	return rep
+}
+
+// checkRows opens a kept run's database and checks what the run wrote:
+// every payment has exactly one outbox message, and every operation
+// succeeded and created one payment.
+func checkRows(t *testing.T, dsn string, replayKeys int) {
+	t.Helper()
+	ctx := context.Background()
+	store, err := idemstore.Open(ctx, dsn, idemstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	var pays, msgs, orphans, ops, succeeded, withPayment int
+	err = store.InTx(ctx, func(ctx context.Context, tx registry.Tx) error {
+		for q, dst := range map[string]*int{
+			`SELECT count(*) FROM payments`:    &pays,
+			`SELECT count(*) FROM idem_outbox`: &msgs,
+			`SELECT count(*) FROM payments p WHERE (SELECT count(*) FROM idem_outbox o WHERE o.operation_id = p.operation_id AND o.topic = 'payment.created') <> 1`: &orphans,
+			`SELECT count(*) FROM idem_operations`:                                                      &ops,
+			`SELECT count(*) FROM idem_operations WHERE state = '` + string(idem.StateSucceeded) + `'`:  &succeeded,
+			`SELECT count(*) FROM idem_operations o JOIN payments p ON p.operation_id = o.operation_id`: &withPayment,
+		} {
+			if err := tx.QueryRow(ctx, q).Scan(dst); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pays == 0 || msgs != pays || orphans != 0 {
+		t.Errorf("%d payments, %d outbox messages, %d payments without exactly one message", pays, msgs, orphans)
+	}
+	if ops < replayKeys || succeeded != ops || withPayment != ops || ops >= pays {
+		t.Errorf("%d operations (%d succeeded, %d with a payment) for %d payments and %d replay keys",
+			ops, succeeded, withPayment, pays, replayKeys)
+	}
+}
+
+func TestRunRefuses(t *testing.T) {
+	t.Parallel()
+	existing := filepath.Join(t.TempDir(), "x.db")
+	if err := os.WriteFile(existing, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for name, cfg := range map[string]Config{
+		"existing file": {DSN: "sqlite:" + existing},
+		"unknown DSN":   {DSN: "mysql://x"},
+		"zero clients":  {DSN: "sqlite:" + existing + "2", Clients: []int{1, 0}},
+		"negative":      {DSN: "sqlite:" + existing + "3", Duration: -time.Second},
+	} {
+		if _, err := Run(context.Background(), cfg); err == nil {
+			t.Errorf("%s: no error", name)
+		}
+	}
+}
+
+func TestDrive(t *testing.T) {
+	t.Parallel()
+	var seq atomic.Int64
+	var calls atomic.Int64
+	w, err := drive(context.Background(), 3, 30*time.Millisecond, &seq, func(ctx context.Context, n int64) error {
+		calls.Add(1)
+		return nil
+	})
+	if err != nil || w.requests != calls.Load() || w.requests < 3 || seq.Load() != w.requests ||
+		w.elapsed < 30*time.Millisecond || w.rps() <= 0 {
+		t.Fatalf("window %+v, calls %d, seq %d, err %v", w, calls.Load(), seq.Load(), err)
+	}
+	boom := errors.New("boom")
+	_, err = drive(context.Background(), 4, time.Hour, &seq, func(ctx context.Context, n int64) error {
+		if n%5 == 0 {
+			return boom
+		}
+		return nil
+	})
+	if !errors.Is(err, boom) {
+		t.Fatalf("err %v, want boom", err)
+	}
+}
+
+func TestMedianAndP99(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		in   []float64
+		want float64
+	}{{nil, 0}, {[]float64{3}, 3}, {[]float64{5, 1, 3}, 3}, {[]float64{4, 1, 3, 2}, 2.5}} {
+		if got := median(c.in); got != c.want {
+			t.Errorf("median(%v) = %v, want %v", c.in, got, c.want)
+		}
+	}
+	var s samples
+	if ms, n := s.quantile(0.99); ms != 0 || n != 0 {
+		t.Errorf("empty p99 %v, %d", ms, n)
+	}
+	for i := 1; i <= 200; i++ {
+		s.add(time.Duration(201-i) * time.Millisecond)
+	}
+	for q, want := range map[float64]float64{0.99: 198, 0.5: 100, 1: 200, 0.001: 1} {
+		if ms, n := s.quantile(q); ms != want || n != 200 {
+			t.Errorf("quantile %v of 1..200 ms = %v (n %d), want %v", q, ms, n, want)
+		}
+	}
+}
+
+// TestParsedBody checks that the db_insert variant writes the payment the
+// HTTP variants' body describes.
+func TestParsedBody(t *testing.T) {
+	t.Parallel()
+	got := parsedBody
+	got.Memo = nil
+	if err := json.Unmarshal([]byte(requestBody), &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Amount != parsedBody.Amount || got.Currency != parsedBody.Currency || got.Payee != parsedBody.Payee ||
+		got.Memo == nil || *got.Memo != *parsedBody.Memo {
+		t.Errorf("requestBody reads as %+v, parsedBody is %+v", got, parsedBody)
+	}
+}
+
+// TestMetOneStyle: the targets are met when replay is, and one style's
+// first execution and acceptance are, at every client count.
+func TestMetOneStyle(t *testing.T) {
+	t.Parallel()
+	twoPhase := Pass{First: true, Reservation: true, Replay: true}
+	oneTx := Pass{FirstOneTx: true, AcceptanceOneTx: true, Replay: true}
+	mixed := Pass{First: true, AcceptanceOneTx: true, Replay: true} // neither style whole
+	noReplay := Pass{First: true, Reservation: true, FirstOneTx: true, AcceptanceOneTx: true}
+	for _, c := range []struct {
+		name  string
+		cells []Pass
+		want  bool
+	}{
+		{"two-phase everywhere", []Pass{twoPhase, twoPhase}, true},
+		{"one-transaction everywhere", []Pass{oneTx, oneTx}, true},
+		{"a style per client count", []Pass{twoPhase, oneTx}, true},
+		{"halves of two styles", []Pass{twoPhase, mixed}, false},
+		{"replay missed", []Pass{noReplay}, false},
+	} {
+		rep := &Report{}
+		for _, p := range c.cells {
+			rep.Results = append(rep.Results, Result{Pass: p})
+		}
+		if got := rep.Met(); got != c.want {
+			t.Errorf("%s: Met() = %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
+// BenchmarkSamplesAdd is what recording costs a timed request of the
+// idempotent variants (timedStore, timeAcceptance): one mutex-guarded
+// append, here from 64 goroutines at once, far denser than the requests
+// of a run arrive.
+func BenchmarkSamplesAdd(b *testing.B) {
+	var s samples
+	b.SetParallelism(max(1, 64/runtime.GOMAXPROCS(0)))
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			s.add(time.Millisecond)
+		}
+	})
+	if _, n := s.quantile(1); n != b.N {
+		b.Fatalf("%d samples, want %d", n, b.N)
+	}
+}

@@ -1,0 +1,224 @@
+package gate
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/idemkit/idem/idemstore"
+)
+
+// Defaults of Config fields left at zero.
+const (
+	DefaultRequests        = 100_000
+	DefaultRetries         = 10
+	DefaultInstances       = 2
+	DefaultConcurrency     = 10
+	DefaultPrincipals      = 4
+	DefaultLatencyBudget   = 200 * time.Millisecond
+	DefaultReservationPart = 0.05 // of the latency budget
+	DefaultRecoverySLO     = time.Minute
+	DefaultWait            = 5 * time.Second
+	DefaultKeyTimeout      = 2 * time.Minute
+	DefaultLease           = 5 * time.Second
+	DefaultRecoverInterval = time.Second
+	// DefaultConflictRate is the share of keys that also get one request
+	// with a different payload, sent after the key's retries were
+	// answered; the contract must refuse it with 422 PAYLOAD_CONFLICT.
+	DefaultConflictRate = 0.05
+	// DefaultRefusalRate is the share of keys whose amount is above the
+	// service's limit: a deterministic 422 AMOUNT_LIMIT, stored as
+	// REJECTED and replayed, with no payment.
+	DefaultRefusalRate = 0.01
+	// DefaultUnknownSLO is how long a key of the transfers workload may go
+	// without a definite answer after its first request.
+	DefaultUnknownSLO = 30 * time.Second
+	// DefaultProviderTimeout is the --provider-timeout the transfers
+	// workload passes to every instance (when "idem serve" has the flag).
+	DefaultProviderTimeout = time.Second
+	// DefaultFaultInterval is how long each phase of the transfers
+	// workload's fault schedule lasts (a hang phase lasts at least the
+	// provider timeout and a half, so that held calls time out).
+	DefaultFaultInterval = 500 * time.Millisecond
+	// DefaultFaultKeys is how many requests with a new key each fault
+	// phase of the transfers workload hits at most.
+	DefaultFaultKeys = 2
+)
+
+// The workloads.
+const (
+	// WorkloadPayments drives POST /v1/payments: effects in the database.
+	WorkloadPayments = "payments"
+	// WorkloadTransfers drives POST /v1/transfers through an "idem
+	// provider" the gate starts and injects faults into: effects outside
+	// the database, unknown outcomes and their settlement.
+	WorkloadTransfers = "transfers"
+)
+
+// MaxUnknownRatio is the gate on UNKNOWN operations past the recovery SLO:
+// strictly below 0.01 % of the operations.
+const MaxUnknownRatio = 0.0001
+
+// Config configures a gate run. DSN is required; every other zero value
+// means the default documented on the field.
+type Config struct {
+	// DSN is the database every instance serves from: postgres://… or
+	// sqlite:PATH. The gate also opens it to verify.
+	DSN string
+	// Bin is the idem binary to start instances from. Required by Run.
+	Bin string
+	// Instances is the number of "idem serve" processes; 0 means
+	// DefaultInstances.
+	Instances int
+	// Requests is the number of planned requests: Requests / Retries keys,
+	// each sent Retries times at once. Re-sends after 409 IN_PROGRESS,
+	// 503 or a dropped connection and the conflicting requests come on top
+	// and are counted in Report.Requests. 0 means DefaultRequests.
+	Requests int
+	// Retries is R, the concurrent requests per key; 0 means
+	// DefaultRetries.
+	Retries int
+	// Concurrency bounds the requests in flight at once (rounded down to a
+	// multiple of Retries, at least Retries); 0 means DefaultConcurrency,
+	// one key's retries at a time. More keys at once raise the throughput
+	// until the machine is saturated; on a 2-core machine shared by the
+	// gate, the instances and the database that happens at about 40, and
+	// the reservation p99 then measures the CPU run queue (docs/gate.md).
+	Concurrency int
+	// Principals is the number of authenticated principals keys are spread
+	// over (two tenants); 0 means DefaultPrincipals.
+	Principals int
+	// ConflictRate and RefusalRate: see DefaultConflictRate and
+	// DefaultRefusalRate. Negative means 0.
+	ConflictRate, RefusalRate float64
+	// Workload is WorkloadPayments or WorkloadTransfers; "" means
+	// WorkloadPayments.
+	Workload string
+	// UnknownSLO (transfers) is how long a key may stay without a definite
+	// answer — UNKNOWN, or never answered — after its first request; the
+	// gate keeps re-sending a key until it settles or this passes. 0 means
+	// DefaultUnknownSLO.
+	UnknownSLO time.Duration
+	// ProviderTimeout (transfers) is passed to every instance as
+	// --provider-timeout, if "idem serve" has that flag (otherwise its own
+	// default applies and the report says so). 0 means
+	// DefaultProviderTimeout.
+	ProviderTimeout time.Duration
+	// FaultInterval (transfers) is the length of each phase of the fault
+	// schedule; 0 means DefaultFaultInterval.
+	FaultInterval time.Duration
+	// FaultKeys (transfers) bounds the requests with a new key one fault
+	// phase hits (the provider's counted modes); 0 means
+	// DefaultFaultKeys, negative no bound (the mode holds for the whole
+	// phase).
+	FaultKeys int
+	// Crash kills one instance with SIGKILL when half the planned requests
+	// were sent and starts it again; the other instances keep serving.
+	Crash bool
+	// LatencyBudget is the endpoint's latency budget; the reservation p99
+	// must stay within 5 % of it. 0 means DefaultLatencyBudget.
+	LatencyBudget time.Duration
+	// RecoverySLO is how long an operation may stay UNKNOWN; 0 means
+	// DefaultRecoverySLO.
+	RecoverySLO time.Duration
+	// Wait is the Prefer: wait each request asks for; 0 means DefaultWait,
+	// negative sends none (duplicates then get 409 IN_PROGRESS and are
+	// re-sent after Retry-After).
+	Wait time.Duration
+	// KeyTimeout bounds how long one request keeps being re-sent before
+	// its key counts as unanswered; 0 means DefaultKeyTimeout.
+	KeyTimeout time.Duration
+	// Lease and RecoverInterval are passed to every instance (--lease,
+	// --recover-interval): short, so that operations of a killed instance
+	// are recovered during the run. 0 means DefaultLease and
+	// DefaultRecoverInterval.
+	Lease, RecoverInterval time.Duration
+	// OneTransaction starts every instance with --one-transaction: POST
+	// /v1/payments then runs in one database transaction (the payment,
+	// its outbox message and the operation record commit together,
+	// nothing is reserved first), and a key's concurrent retries that
+	// find no record enter that transaction too and replay the winner's
+	// response once it committed (docs/gate.md); none gets 409
+	// IN_PROGRESS. The default (false) is the two-phase style: reserve,
+	// then execute.
+	OneTransaction bool
+	// Seed makes key order and payload variants reproducible; 0 means one
+	// derived from the clock (reported).
+	Seed int64
+	// Progress receives a line a second while the load runs and a line
+	// per phase; nil means io.Discard.
+	Progress io.Writer
+}
+
+// withDefaults returns c with its zero values replaced by the defaults.
+func (c Config) withDefaults() Config {
+	def := func(v *int, d int) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	defD := func(v *time.Duration, d time.Duration) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	def(&c.Instances, DefaultInstances)
+	def(&c.Requests, DefaultRequests)
+	def(&c.Retries, DefaultRetries)
+	def(&c.Concurrency, DefaultConcurrency)
+	def(&c.Principals, DefaultPrincipals)
+	defD(&c.LatencyBudget, DefaultLatencyBudget)
+	defD(&c.RecoverySLO, DefaultRecoverySLO)
+	defD(&c.Wait, DefaultWait)
+	defD(&c.KeyTimeout, DefaultKeyTimeout)
+	defD(&c.Lease, DefaultLease)
+	defD(&c.RecoverInterval, DefaultRecoverInterval)
+	defD(&c.UnknownSLO, DefaultUnknownSLO)
+	defD(&c.ProviderTimeout, DefaultProviderTimeout)
+	defD(&c.FaultInterval, DefaultFaultInterval)
+	def(&c.FaultKeys, DefaultFaultKeys)
+	if c.Workload == "" {
+		c.Workload = WorkloadPayments
+	}
+	c.ConflictRate = max(c.ConflictRate, 0)
+	c.RefusalRate = max(c.RefusalRate, 0)
+	if c.Seed == 0 {
+		c.Seed = time.Now().UnixNano()
+	}
+	if c.Progress == nil {
+		c.Progress = io.Discard
+	}
+	return c
+}
+
+// validate reports a configuration Run cannot use (after withDefaults).
+func (c Config) validate() error {
+	switch {
+	case idemstore.Kind(c.DSN) == "":
+		return errors.New("gate: the database must be postgres://… or sqlite:PATH")
+	case c.Instances < 1 || c.Retries < 1 || c.Requests < c.Retries || c.Concurrency < 1 || c.Principals < 1:
+		return fmt.Errorf("gate: instances, retries, concurrency and principals must be positive and requests at least retries")
+	case c.ConflictRate > 1 || c.RefusalRate > 1:
+		return errors.New("gate: conflict and refusal rates are fractions between 0 and 1")
+	case c.Workload != WorkloadPayments && c.Workload != WorkloadTransfers:
+		return fmt.Errorf("gate: unknown workload %q (want %s or %s)", c.Workload, WorkloadPayments, WorkloadTransfers)
+	case c.Workload == WorkloadTransfers && c.OneTransaction:
+		return errors.New("gate: the one-transaction style is for payments; transfers have an effect outside the database")
+	case c.LatencyBudget < 0 || c.RecoverySLO < 0 || c.KeyTimeout < 0 || c.Lease < 0 || c.RecoverInterval < 0 ||
+		c.UnknownSLO < 0 || c.ProviderTimeout < 0 || c.FaultInterval < 0:
+		return errors.New("gate: durations must not be negative")
+	case c.Crash && c.Instances < 2:
+		return errors.New("gate: crash injection needs at least 2 instances, so retries continue on the others")
+	}
+	return nil
+}
+
+// keys is the number of keys of the run.
+func (c Config) keys() int { return c.Requests / c.Retries }
+
+// transfers reports whether the run drives POST /v1/transfers.
+func (c Config) transfers() bool { return c.Workload == WorkloadTransfers }
+
+// keyWorkers is how many keys are in flight at once.
+func (c Config) keyWorkers() int { return max(1, c.Concurrency/c.Retries) }

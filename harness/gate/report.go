@@ -1,0 +1,342 @@
+package gate
+
+import (
+	"cmp"
+	"fmt"
+	"io"
+	"maps"
+	"math"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/example/payments"
+)
+
+// Gate is one condition of the launch gate.
+type Gate struct {
+	Name   string  `json:"name"`
+	Value  float64 `json:"value"`
+	Limit  string  `json:"limit"` // the condition, e.g. "= 0", "≤ 0.05"
+	Passed bool    `json:"passed"`
+}
+
+// Report is a gate run's result: the machine-readable report of
+// "idem gate --json" and the data of the text and HTML reports.
+type Report struct {
+	Passed bool   `json:"passed"`
+	DB     string `json:"db"` // "postgres" or "sqlite"
+	Run    string `json:"run"`
+	Seed   int64  `json:"seed"`
+
+	// Workload is "payments" or "transfers" (Config.Workload).
+	Workload  string `json:"workload"`
+	Instances int    `json:"instances"`
+	// OneTransaction: the instances ran POST /v1/payments in one
+	// database transaction (Config.OneTransaction).
+	OneTransaction bool `json:"one_transaction"`
+	// ServeFlags are the arguments every instance got after "idem serve"
+	// (the --db and --auth values shown as "…"); set by Run.
+	ServeFlags  []string `json:"serve_flags,omitempty"`
+	Crash       bool     `json:"crash"`
+	Crashes     int      `json:"crashes"` // instances killed and restarted
+	Keys        int      `json:"keys"`
+	Retries     int      `json:"retries"`
+	Concurrency int      `json:"concurrency"`
+	// Planned is keys × retries; Requests every request sent.
+	Planned  int              `json:"planned_requests"`
+	Requests int64            `json:"requests"`
+	Resends  map[string]int64 `json:"resends"`
+
+	DuplicateEffects        int     `json:"duplicate_effects"`
+	FalseConflicts          int     `json:"false_conflicts"`
+	ReplayDigestMismatches  int     `json:"replay_digest_mismatches"`
+	ReplayDigestConsistency float64 `json:"replay_digest_consistency"`
+	UnknownPastSLORatio     float64 `json:"unknown_past_slo_ratio"`
+	RecoverySLOSeconds      float64 `json:"recovery_slo_seconds"`
+	ReservationP99Ms        float64 `json:"reservation_p99_ms"`
+	// Stored5xx (transfers) counts the run's operation records whose
+	// stored response status is 5xx; it must be 0.
+	Stored5xx int `json:"stored_5xx"`
+	// UnknownSLOSeconds (transfers) is Config.UnknownSLO, the bound of
+	// unknown_past_slo_ratio there; ProviderTimeoutSeconds the servers'
+	// provider timeout (their default when "idem serve" has no
+	// --provider-timeout; set by Run); Faults the phases of each provider
+	// mode the fault schedule ran, FaultRequests the requests with a new
+	// key each mode decided in them (counted phases only; set by Run).
+	UnknownSLOSeconds      float64        `json:"unknown_slo_seconds,omitempty"`
+	ProviderTimeoutSeconds float64        `json:"provider_timeout_seconds,omitempty"`
+	Faults                 map[string]int `json:"faults,omitempty"`
+	FaultRequests          map[string]int `json:"fault_requests,omitempty"`
+	// InstanceProblems counts what went wrong with the instances
+	// themselves: a histogram that could not be scraped (the latency gate
+	// would judge part of the run), an instance that exited on its own or
+	// did not stop cleanly, or a crash asked for (Config.Crash) that did
+	// not happen. Set by Run; any fails the run.
+	InstanceProblems       int     `json:"instance_problems"`
+	Reservations           uint64  `json:"reservations"`
+	LatencyBudgetMs        float64 `json:"latency_budget_ms"`
+	ReservationBudgetRatio float64 `json:"reservation_budget_ratio"`
+	ThroughputRPS          float64 `json:"throughput_rps"`
+	LoadSeconds            float64 `json:"load_seconds"`
+	ClientP50Ms            float64 `json:"client_p50_ms"`
+	ClientP99Ms            float64 `json:"client_p99_ms"`
+
+	// Outcome counts.
+	Succeeded          int `json:"succeeded_keys"` // keys answered 201 (transfers: 2xx)
+	Refused            int `json:"refused_keys"`   // keys answered 422 AMOUNT_LIMIT
+	Declined           int `json:"declined_keys"`  // (transfers) keys answered another stored 422: the provider declined
+	Replays            int `json:"replays"`        // terminal answers marked Idempotent-Replayed
+	ConflictsSent      int `json:"conflicts_sent"`
+	ConflictsRefused   int `json:"conflicts_refused"` // of those, 422 PAYLOAD_CONFLICT
+	UnknownAnswers     int `json:"unknown_answers"`
+	UnansweredRequests int `json:"unanswered_requests"`
+	UnexpectedAnswers  int `json:"unexpected_answers"`
+
+	// LoadAverage is the machine's 1-minute load average when the load
+	// phase started and when it ended (-1: unknown); with more than about
+	// the number of cores, other jobs share the CPU and the latencies show it.
+	LoadAverage [2]float64 `json:"load_average"`
+
+	Verification Verification `json:"verification"`
+	Gates        []Gate       `json:"gates"`
+	// Problems lists the first 20 failures: the clients' answers, then
+	// the verification's, then the instances'.
+	Problems []string `json:"problems,omitempty"`
+
+	ReservationHistogram Histogram `json:"reservation_histogram"`
+	ClientHistogram      Histogram `json:"client_histogram"`
+}
+
+// NewReport combines the load, the verification and the merged
+// reservation histogram into a report and decides the gates.
+func NewReport(cfg Config, plan Plan, res LoadResult, v Verification, reservations Histogram) *Report {
+	cfg = cfg.withDefaults()
+	r := &Report{
+		Run: plan.Run, Seed: cfg.Seed, Workload: cfg.Workload, Instances: cfg.Instances, Crash: cfg.Crash, OneTransaction: cfg.OneTransaction,
+		Keys: len(plan.Keys), Retries: plan.Retries, Concurrency: cfg.keyWorkers() * plan.Retries,
+		Planned: len(plan.Keys) * plan.Retries, Requests: res.Requests, Resends: res.Resends,
+		Verification: v, ReservationHistogram: reservations, ClientHistogram: res.Latency,
+		RecoverySLOSeconds: cfg.RecoverySLO.Seconds(),
+		LatencyBudgetMs:    ms(cfg.LatencyBudget),
+		LoadSeconds:        res.Elapsed.Seconds(),
+	}
+	if res.Elapsed > 0 {
+		r.ThroughputRPS = float64(res.Requests) / res.Elapsed.Seconds()
+	}
+	for i, kr := range res.Keys {
+		if !kr.Done {
+			r.UnansweredRequests += plan.Retries
+			r.problem(fmt.Sprintf("key %d: never sent (the load was interrupted)", i))
+			continue
+		}
+		if len(kr.Answers) > 0 {
+			switch a := kr.Answers[0]; {
+			case a.succeeded():
+				r.Succeeded++
+			case a.Code == payments.CodeAmountLimit:
+				r.Refused++
+			default:
+				r.Declined++
+			}
+		}
+		for _, a := range kr.Answers {
+			if a.Replayed {
+				r.Replays++
+			}
+		}
+		r.FalseConflicts += kr.FalseConflicts
+		r.UnknownAnswers += kr.Unknown
+		r.UnansweredRequests += kr.Unanswered
+		r.UnexpectedAnswers += len(kr.Unexpected)
+		if kr.ConflictSent {
+			r.ConflictsSent++
+			if kr.ConflictCode == idem.CodePayloadConflict {
+				r.ConflictsRefused++
+			} else if kr.ConflictCode != "" {
+				r.UnexpectedAnswers++
+				r.problem(fmt.Sprintf("key %d: a different payload got %s, want %s", i, kr.ConflictCode, idem.CodePayloadConflict))
+			}
+		}
+		for j, u := range kr.Unexpected {
+			if j > 0 && u == kr.Unexpected[j-1] {
+				continue // one line for a key's retries that got the same answer
+			}
+			r.problem(fmt.Sprintf("key %d: unexpected answer %s", i, u))
+		}
+		if kr.FalseConflicts > 0 {
+			r.problem(fmt.Sprintf("key %d: %d false PAYLOAD_CONFLICT for an identical payload", i, kr.FalseConflicts))
+		}
+		if kr.Unanswered > 0 {
+			r.problem(fmt.Sprintf("key %d: %d requests without a terminal answer", i, kr.Unanswered))
+		}
+	}
+	for _, p := range v.Problems {
+		r.problem(p)
+	}
+	r.DuplicateEffects = v.DuplicatePayments + v.DuplicateOutbox
+	if cfg.transfers() {
+		r.DuplicateEffects = v.DuplicateTransfers
+		r.Stored5xx = v.Stored5xx
+		r.UnknownSLOSeconds = cfg.UnknownSLO.Seconds()
+	}
+	r.ReplayDigestMismatches = v.DigestMismatches
+	r.ReplayDigestConsistency = 1
+	if v.AnsweredKeys > 0 {
+		r.ReplayDigestConsistency = float64(v.ConsistentKeys) / float64(v.AnsweredKeys)
+	}
+	switch {
+	case cfg.transfers() && len(plan.Keys) > 0:
+		// Per key: one never sent or never settled counts too.
+		r.UnknownPastSLORatio = float64(v.UnknownPastSLO) / float64(len(plan.Keys))
+	case v.Operations > 0:
+		r.UnknownPastSLORatio = float64(v.UnknownPastSLO) / float64(v.Operations)
+	}
+	r.Reservations = reservations.Count()
+	r.ReservationP99Ms = finite(reservations.Quantile(0.99) * 1000) // 0 without reservations: the gate fails
+	if r.LatencyBudgetMs > 0 {
+		r.ReservationBudgetRatio = r.ReservationP99Ms / r.LatencyBudgetMs
+	}
+	r.ClientP50Ms = finite(res.Latency.Quantile(0.5) * 1000)
+	r.ClientP99Ms = finite(res.Latency.Quantile(0.99) * 1000)
+	r.decide()
+	return r
+}
+
+func (r *Report) problem(p string) {
+	if len(r.Problems) < maxProblems {
+		r.Problems = append(r.Problems, p)
+	}
+}
+
+// decide evaluates the gates of SPEC V2 and the run's own sanity checks.
+func (r *Report) decide() {
+	v := r.Verification
+	contract := r.UnansweredRequests + r.UnexpectedAnswers + v.MissingEffects + v.InFlight + (r.ConflictsSent - r.ConflictsRefused)
+	if r.Workload == WorkloadTransfers {
+		// A request without a definite answer is a key past the unknown
+		// SLO, judged there; a declined key must have no execution.
+		contract += v.DeclinedExecuted - r.UnansweredRequests
+	}
+	r.Gates = []Gate{
+		{Name: "duplicate_effects", Value: float64(r.DuplicateEffects), Limit: "= 0", Passed: r.DuplicateEffects == 0},
+		{Name: "false_conflicts", Value: float64(r.FalseConflicts), Limit: "= 0", Passed: r.FalseConflicts == 0},
+		{Name: "replay_digest_consistency", Value: r.ReplayDigestConsistency, Limit: "= 1", Passed: r.ReplayDigestConsistency == 1 && r.ReplayDigestMismatches == 0},
+		{Name: "unknown_past_slo_ratio", Value: r.UnknownPastSLORatio, Limit: fmt.Sprintf("< %g", MaxUnknownRatio), Passed: r.UnknownPastSLORatio < MaxUnknownRatio},
+		{Name: "stored_5xx", Value: float64(r.Stored5xx), Limit: "= 0", Passed: r.Stored5xx == 0},
+		{Name: "reservation_budget_ratio", Value: r.ReservationBudgetRatio, Limit: fmt.Sprintf("≤ %g", DefaultReservationPart),
+			Passed: r.Reservations > 0 && r.ReservationBudgetRatio <= DefaultReservationPart},
+		// Not a V2 number, but a run whose keys were not all answered,
+		// whose accepted payments are missing, or whose different payloads
+		// were not refused proves nothing.
+		{Name: "contract_violations", Value: float64(contract), Limit: "= 0", Passed: contract == 0},
+		// Nor is this: a server that crashed unasked, or whose reservation
+		// histogram is missing from the p99, fails the run it was part of.
+		{Name: "instance_problems", Value: float64(r.InstanceProblems), Limit: "= 0", Passed: r.InstanceProblems == 0},
+	}
+	if r.Workload != WorkloadTransfers {
+		// Payments store 201 and 422 only; the gate is the transfers'.
+		r.Gates = slices.DeleteFunc(r.Gates, func(g Gate) bool { return g.Name == "stored_5xx" })
+	}
+	r.Passed = true
+	for _, g := range r.Gates {
+		r.Passed = r.Passed && g.Passed
+	}
+	if r.Keys == 0 {
+		r.Passed = false
+	}
+}
+
+// WriteText writes the human-readable summary.
+func (r *Report) WriteText(w io.Writer) {
+	verdict := "PASSED"
+	if !r.Passed {
+		verdict = "FAILED"
+	}
+	fmt.Fprintf(w, "idem gate %s — run %s on %s, %d instance(s)%s%s%s\n", verdict, r.Run, r.DB, r.Instances, workloadText(r), styleText(r), crashText(r))
+	if len(r.ServeFlags) > 0 {
+		fmt.Fprintf(w, "  servers   idem serve %s\n", strings.Join(r.ServeFlags, " "))
+	}
+	fmt.Fprintf(w, "  load      %d keys × %d retries = %d planned, %d requests sent in %s (%.0f req/s), concurrency %d\n",
+		r.Keys, r.Retries, r.Planned, r.Requests, time.Duration(r.LoadSeconds*float64(time.Second)).Round(time.Millisecond), r.ThroughputRPS, r.Concurrency)
+	if r.Workload == WorkloadTransfers {
+		fmt.Fprintf(w, "  outcomes  %d succeeded, %d refused (AMOUNT_LIMIT), %d declined, %d replays, %d/%d different payloads refused\n",
+			r.Succeeded, r.Refused, r.Declined, r.Replays, r.ConflictsRefused, r.ConflictsSent)
+		var faults []string
+		for _, m := range slices.Sorted(maps.Keys(r.Faults)) {
+			faults = append(faults, fmt.Sprintf("%s %d (%d requests)", m, r.Faults[m], r.FaultRequests[m]))
+		}
+		fmt.Fprintf(w, "  provider  %d executions for the run's payees; provider timeout %s; fault phases: %s\n",
+			r.Verification.ProviderExecutions, time.Duration(r.ProviderTimeoutSeconds*float64(time.Second)), cmp.Or(strings.Join(faults, ", "), "none"))
+	} else {
+		fmt.Fprintf(w, "  outcomes  %d succeeded, %d refused (AMOUNT_LIMIT), %d replays, %d/%d different payloads refused\n",
+			r.Succeeded, r.Refused, r.Replays, r.ConflictsRefused, r.ConflictsSent)
+	}
+	if len(r.Resends) > 0 {
+		var parts []string
+		for _, k := range slices.Sorted(maps.Keys(r.Resends)) {
+			parts = append(parts, fmt.Sprintf("%s %d", k, r.Resends[k]))
+		}
+		fmt.Fprintf(w, "  re-sent   %s\n", strings.Join(parts, ", "))
+	}
+	if r.Workload == WorkloadTransfers {
+		fmt.Fprintf(w, "  database  %d operations, %d storing a 5xx response\n", r.Verification.Operations, r.Stored5xx)
+	} else {
+		fmt.Fprintf(w, "  database  %d operations, %d payment rows, %d outbox messages\n",
+			r.Verification.Operations, r.Verification.PaymentRows, r.Verification.OutboxRows)
+	}
+	fmt.Fprintf(w, "  latency   reservation p99 %.2f ms (%d reservations), client p50 %.1f ms, p99 %.1f ms\n",
+		r.ReservationP99Ms, r.Reservations, r.ClientP50Ms, r.ClientP99Ms)
+	if r.LoadAverage[0] >= 0 {
+		fmt.Fprintf(w, "  machine   load average %.1f at the start of the load, %.1f at its end\n", r.LoadAverage[0], r.LoadAverage[1])
+	}
+	for _, g := range r.Gates {
+		mark := "ok  "
+		if !g.Passed {
+			mark = "FAIL"
+		}
+		fmt.Fprintf(w, "  %s %-26s %-10s (want %s)\n", mark, g.Name, formatValue(g.Value), g.Limit)
+	}
+	for _, p := range r.Problems {
+		fmt.Fprintf(w, "  problem: %s\n", p)
+	}
+}
+
+func workloadText(r *Report) string {
+	if r.Workload != WorkloadTransfers {
+		return ""
+	}
+	return ", POST /v1/transfers through idem provider"
+}
+
+func styleText(r *Report) string {
+	if !r.OneTransaction {
+		return ""
+	}
+	return " in the one-transaction style"
+}
+
+func crashText(r *Report) string {
+	if !r.Crash {
+		return ""
+	}
+	return fmt.Sprintf(", %d killed with SIGKILL and restarted", r.Crashes)
+}
+
+func formatValue(v float64) string {
+	if v == math.Trunc(v) && math.Abs(v) < 1e15 {
+		return fmt.Sprintf("%.0f", v)
+	}
+	return fmt.Sprintf("%.4g", v)
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// finite returns x, or 0 for NaN and infinities (JSON has neither).
+func finite(x float64) float64 {
+	if math.IsNaN(x) || math.IsInf(x, 0) {
+		return 0
+	}
+	return x
+}

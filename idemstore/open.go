@@ -1,0 +1,53 @@
+// Package idemstore opens a registry store from a DSN, choosing the driver by
+// its scheme: "postgres://…" or "postgresql://…" for idempg, "sqlite:PATH"
+// for idemsqlite. It is the one place that knows every driver; libraries
+// that want a single driver import it directly instead.
+package idemstore
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/idemkit/idem/idempg"
+	"github.com/idemkit/idem/idemsqlite"
+	"github.com/idemkit/idem/registry"
+)
+
+// Options apply to whichever driver the DSN selects.
+type Options struct {
+	// Now replaces database time when set (tests); nil means database time.
+	Now func() time.Time
+}
+
+// Open opens the store named by dsn and applies its migrations. ctx
+// governs opening and migrating only.
+func Open(ctx context.Context, dsn string, opts Options) (registry.Store, error) {
+	switch Kind(dsn) {
+	case "postgres":
+		return idempg.Open(ctx, dsn, idempg.Options{Now: opts.Now})
+	case "sqlite":
+		return idemsqlite.Open(ctx, dsn, idemsqlite.Options{Now: opts.Now})
+	}
+	return nil, fmt.Errorf("idemstore: unknown database %q: want postgres://… or sqlite:PATH", redact(dsn))
+}
+
+// Kind returns "postgres", "sqlite" or "" for a DSN.
+func Kind(dsn string) string {
+	switch {
+	case strings.HasPrefix(dsn, "postgres://"), strings.HasPrefix(dsn, "postgresql://"):
+		return "postgres"
+	case strings.HasPrefix(dsn, "sqlite:"):
+		return "sqlite"
+	}
+	return ""
+}
+
+// redact cuts a DSN to its scheme so errors never print passwords.
+func redact(dsn string) string {
+	if i := strings.Index(dsn, ":"); i >= 0 {
+		return dsn[:i] + ":…"
+	}
+	return "…"
+}
