@@ -307,6 +307,6 @@ func (m *Middleware) markUnknown(ctx context.Context, w http.ResponseWriter, rec
 // refuseUnknown answers 409 OUTCOME_UNKNOWN for rec, as a retry would get.
 func (m *Middleware) refuseUnknown(w http.ResponseWriter, rec registry.Record) {
 	w.Header().Set("Retry-After", "1")
-	w.Header().Set("Link", "<"+m.monitor(rec.OperationID)+`>; rel="monitor"`)
+	m.setMonitorLink(w, rec.OperationID)
 	m.refuse(w, idem.CodeOutcomeUnknown, "the operation's outcome is unknown and awaits reconciliation", rec.OperationID)
 }

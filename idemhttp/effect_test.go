@@ -214,7 +214,8 @@ func newEffBench(t *testing.T, dsn string) *effBench {
 	var url string
 	b.bank, url = newBank(t)
 	mw := &idemhttp.Middleware{
-		Store: store,
+		Store:         store,
+		MonitorPrefix: "/v1/operations/",
 		Operation: idemhttp.Operation{Name: "things.send", APIRevision: "v1", FinalStatuses: []int{422},
 			Effects: &effect.Operation{
 				Downstreams: map[string]effect.Downstream{"send": &payments.ProviderClient{BaseURL: url}},

@@ -115,7 +115,7 @@ func (m *Middleware) serveEnforce(w http.ResponseWriter, r *http.Request, next h
 			return
 		}
 		w.Header().Set("Retry-After", "1")
-		w.Header().Set("Link", "<"+m.monitor(rec.OperationID)+`>; rel="monitor"`)
+		m.setMonitorLink(w, rec.OperationID)
 		detail := "the first request with this key is still executing"
 		if d.Code == idem.CodeOutcomeUnknown {
 			detail = "the operation's outcome is unknown and awaits reconciliation"

@@ -46,9 +46,13 @@ type Middleware struct {
 	// WaitCap caps Prefer: wait; 0 means DefaultWaitCap, negative
 	// disables waiting.
 	WaitCap time.Duration
-	// MonitorURL returns the status URL of an operation for the Link
-	// header; nil means "/v1/operations/" + id.
-	MonitorURL func(operationID string) string
+	// MonitorPrefix is the path prefix under which the application serves
+	// the operation monitor (MonitorHandler), for example
+	// "/v1/operations/": 409 answers for an operation in flight or UNKNOWN
+	// then carry Link: <{MonitorPrefix}{operation ID}>; rel="monitor".
+	// Empty, the default, sends no Link: a link the application does not
+	// serve would answer 404.
+	MonitorPrefix string
 	// Metrics, if set, receives counts and latencies.
 	Metrics *Metrics
 	// Logger receives structured logs; nil means slog.Default().
@@ -57,11 +61,12 @@ type Middleware struct {
 
 func (m *Middleware) log() *slog.Logger { return cmp.Or(m.Logger, slog.Default()) }
 
-func (m *Middleware) monitor(id string) string {
-	if m.MonitorURL != nil {
-		return m.MonitorURL(id)
+// setMonitorLink adds the Link to operation id's monitor to a refusal,
+// when the application serves one (MonitorPrefix).
+func (m *Middleware) setMonitorLink(w http.ResponseWriter, id string) {
+	if m.MonitorPrefix != "" {
+		w.Header().Set("Link", "<"+m.MonitorPrefix+id+`>; rel="monitor"`)
 	}
-	return "/v1/operations/" + id
 }
 
 func (m *Middleware) waitCap() time.Duration {

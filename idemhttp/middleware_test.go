@@ -131,7 +131,8 @@ func newFixture(t *testing.T, store registry.Store, mode idemhttp.Mode) *fixture
 func newFixtureWith(t *testing.T, store registry.Store, mode idemhttp.Mode, shape func(*idemhttp.Middleware)) *fixture {
 	f := &fixture{t: t, store: store, app: &app{release: make(chan struct{}), started: make(chan struct{}, 10)}, reg: prometheus.NewRegistry()}
 	mw := &idemhttp.Middleware{
-		Store: store,
+		Store:         store,
+		MonitorPrefix: "/v1/operations/",
 		Operation: idemhttp.Operation{Name: "things.create", APIRevision: "v1", FinalStatuses: []int{422},
 			Mode: mode, MaxResponseBody: 1024, MaxActiveKeys: 3},
 		Identity: func(r *http.Request) (idem.Identity, error) {
@@ -152,7 +153,12 @@ func newFixtureWith(t *testing.T, store registry.Store, mode idemhttp.Mode, shap
 	if shape != nil {
 		shape(mw)
 	}
-	f.srv = httptest.NewServer(mw.Handler(f.app))
+	mux := http.NewServeMux()
+	mux.Handle("/things", mw.Handler(f.app))
+	if mw.MonitorPrefix != "" {
+		mux.Handle("GET "+mw.MonitorPrefix, mw.MonitorHandler())
+	}
+	f.srv = httptest.NewServer(mux)
 	t.Cleanup(f.srv.Close)
 	return f
 }

@@ -120,6 +120,6 @@ func (m *Middleware) answerCurrent(w http.ResponseWriter, r *http.Request, rec r
 		code, detail = idem.CodeOutcomeUnknown, "the operation's outcome is unknown and awaits reconciliation"
 	}
 	w.Header().Set("Retry-After", "1")
-	w.Header().Set("Link", "<"+m.monitor(now.OperationID)+`>; rel="monitor"`)
+	m.setMonitorLink(w, now.OperationID)
 	m.refuse(w, code, detail, now.OperationID)
 }

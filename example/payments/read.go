@@ -116,56 +116,6 @@ func queryRows(ctx context.Context, tx registry.Tx, query string, args []any, ea
 	}
 }
 
-// operationView is the body of GET /v1/operations/{operationID}.
-type operationView struct {
-	OperationID string     `json:"operation_id"`
-	Operation   string     `json:"operation"`
-	State       idem.State `json:"state"`
-	// Status is the stored response's status, for terminal operations
-	// whose response is still kept.
-	Status    int            `json:"status,omitempty"`
-	CreatedAt time.Time      `json:"created_at"`
-	UpdatedAt time.Time      `json:"updated_at"`
-	Links     operationLinks `json:"links"`
-}
-
-type operationLinks struct {
-	Self string `json:"self"`
-	// Resource is the Location of the stored response, if it has one.
-	Resource string `json:"resource,omitempty"`
-}
-
-// operation handles GET /v1/operations/{operationID}: the record's state
-// and links, shown only to the principal that owns it; anyone else gets
-// the same 404 NOT_FOUND as for an unknown ID.
-func (s *Service) operation(w http.ResponseWriter, r *http.Request, id idem.Identity) {
-	rec, err := s.store.GetByID(r.Context(), r.PathValue("operationID"))
-	switch {
-	case errors.Is(err, registry.ErrNotFound) || err == nil && rec.Owner != registry.OwnerOf(id):
-		writeProblem(w, http.StatusNotFound, CodeNotFound, "no such operation")
-		return
-	case errors.Is(err, idem.ErrDigestMismatch):
-		s.internal(w, r, "get operation", err)
-		return
-	case err != nil:
-		s.storeFailed(w, r, "get operation", err)
-		return
-	}
-	v := operationView{
-		OperationID: rec.OperationID,
-		Operation:   rec.Operation,
-		State:       rec.State,
-		CreatedAt:   rec.CreatedAt.UTC(),
-		UpdatedAt:   rec.UpdatedAt.UTC(),
-		Links:       operationLinks{Self: "/v1/operations/" + rec.OperationID},
-	}
-	if rec.State.Terminal() && rec.Response != nil {
-		v.Status = rec.Response.Status
-		v.Links.Resource = rec.Response.Location
-	}
-	writeJSON(w, http.StatusOK, v)
-}
-
 // healthz handles GET /healthz: 200 {"status":"ok"} when a trivial
 // transaction on the store succeeds within healthTimeout, else 503
 // STORE_UNAVAILABLE.

@@ -197,12 +197,13 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 			Retention:      cfg.Retention,
 			OneTransaction: cfg.OneTransaction,
 		},
-		Identity:    s.auth.Identity,
-		Challenge:   "Bearer",
-		Admit:       admit.Admit,
-		WriterEpoch: s.epoch,
-		Metrics:     idemhttp.NewMetrics(reg),
-		Logger:      s.log,
+		Identity:      s.auth.Identity,
+		Challenge:     "Bearer",
+		MonitorPrefix: "/v1/operations/",
+		Admit:         admit.Admit,
+		WriterEpoch:   s.epoch,
+		Metrics:       idemhttp.NewMetrics(reg),
+		Logger:        s.log,
 	}
 	reg.MustRegister(idemhttp.NewUnknownCollector(cfg.Store))
 	s.mux.Handle("POST /v1/payments", create.Handler(http.HandlerFunc(s.create)))
@@ -228,7 +229,7 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 	s.mux.HandleFunc("GET /v1/payments/{id}/refunds", s.authenticated(s.listRefunds))
 	s.mux.HandleFunc("GET /v1/payments/{id}/refunds/{refundID}", s.authenticated(s.getRefund))
 	s.mux.HandleFunc("GET /v1/transfers/{id}", s.authenticated(s.getTransfer))
-	s.mux.HandleFunc("GET /v1/operations/{operationID}", s.authenticated(s.operation))
+	s.mux.Handle("GET /v1/operations/{operationID}", create.MonitorHandler())
 	s.mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	s.mux.HandleFunc("GET /healthz", s.healthz)
 	return s, nil
