@@ -51,7 +51,7 @@ import (
 // Every registry call made for a request is bounded by --store-timeout
 // (default 1m; 0: unbounded): a database that does not answer in time —
 // an exhausted pool, a lock held elsewhere — fails the request with 503
-// STORE_UNAVAILABLE instead of holding it (see boundedStore).
+// STORE_UNAVAILABLE instead of holding it (registry.WithTimeout).
 //
 // With --webhook URL (and --webhook-secret-file) it also delivers the
 // outbox: every message is POSTed to URL, signed, retried with backoff and
@@ -77,7 +77,7 @@ func runServe(ctx context.Context, args []string, std stdio) int {
 	retention := fs.Duration("retention", 24*time.Hour, "how long operation records are kept with their response; then they become tombstones (409 KEY_RETIRED)")
 	pruneEvery := fs.Duration("prune-interval", time.Minute, "how often to retire expired records and delete expired tombstones; 0 turns it off (run \"idem prune\" instead)")
 	apiRevision := fs.String("api-revision", payments.APIRevision, "API major `REVISION` bound into every operation's scope; for testing a revision change, the routes stay the same")
-	storeTimeout := fs.Duration("store-timeout", defaultStoreTimeout, "bound on each registry call made for a request; a call that takes longer fails the request with 503 STORE_UNAVAILABLE (0: unbounded)")
+	storeTimeout := fs.Duration("store-timeout", registry.DefaultCallTimeout, "bound on each registry call made for a request; a call that takes longer fails the request with 503 STORE_UNAVAILABLE (0: unbounded)")
 	oneTx := fs.Bool("one-transaction", false, "run POST /v1/payments in one database transaction: payment, outbox message and operation record commit together, nothing is reserved first (a duplicate sent meanwhile waits and replays instead of getting 409 IN_PROGRESS)")
 	webhook := addWebhookFlags(fs)
 	epoch := fs.Int64("writer-epoch", -1, "writer `EPOCH` to accept and commit operations at; -1: the registry's epoch at start, so a later \"idem epoch bump\" fences this server")
@@ -123,7 +123,7 @@ func runServe(ctx context.Context, args []string, std stdio) int {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	svc, err := payments.New(ctx, payments.Config{
-		Store:           withStoreTimeout(store, *storeTimeout),
+		Store:           registry.WithTimeout(store, *storeTimeout),
 		Auth:            tokens,
 		Lease:           *lease,
 		Retention:       *retention,

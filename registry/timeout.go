@@ -1,24 +1,24 @@
-package main
+package registry
 
 import (
 	"context"
 	"time"
 
 	"github.com/idemkit/idem"
-	"github.com/idemkit/idem/registry"
 )
 
-// defaultStoreTimeout is the default of "idem serve --store-timeout":
-// well above what SQLite's driver waits for its write lock (its queue,
-// then its busy timeout) and above what a loaded but working database
-// takes, so only a database that does not answer is cut off.
-const defaultStoreTimeout = time.Minute
+// DefaultCallTimeout is a good bound for WithTimeout (and the default of
+// "idem serve --store-timeout"): well above what SQLite's driver waits for
+// its write lock (its queue, then its busy timeout) and above what a
+// loaded but working database takes, so only a database that does not
+// answer is cut off.
+const DefaultCallTimeout = time.Minute
 
 // boundedStore gives every registry call made while serving a request a
 // deadline, so that a database that does not answer — an exhausted
 // connection pool, a lock held elsewhere, a server gone silent — fails
 // the request closed with 503 STORE_UNAVAILABLE (the drivers turn a
-// missed deadline into registry.ErrUnavailable) instead of holding it
+// missed deadline into ErrUnavailable) instead of holding it
 // until the client gives up. The methods the request path does not use
 // (recovery, pruning, the outbox relay, the control commands) pass
 // through unbounded: their callers bound them.
@@ -29,12 +29,16 @@ const defaultStoreTimeout = time.Minute
 // run, commit", hence this wrapper. Safe for concurrent use, like the
 // Store it wraps.
 type boundedStore struct {
-	registry.Store
+	Store
 	d time.Duration
 }
 
-// withStoreTimeout returns s bounded by d, or s itself when d is 0.
-func withStoreTimeout(s registry.Store, d time.Duration) registry.Store {
+// WithTimeout returns s with every call of the request path (Reserve,
+// Complete, ExecuteOnce, Release, Get, GetByID, Control, InTx, the effect
+// and lease calls) bounded by d, so that storage trouble fails a request
+// closed (ErrUnavailable, 503) instead of holding it; see boundedStore.
+// d <= 0 returns s itself. Use it for the Store of idemhttp.Middleware.
+func WithTimeout(s Store, d time.Duration) Store {
 	if d <= 0 {
 		return s
 	}
@@ -45,85 +49,85 @@ func (b boundedStore) bound(ctx context.Context) (context.Context, context.Cance
 	return context.WithTimeout(ctx, b.d)
 }
 
-func (b boundedStore) Reserve(ctx context.Context, c registry.Claim) (registry.Record, bool, error) {
+func (b boundedStore) Reserve(ctx context.Context, c Claim) (Record, bool, error) {
 	ctx, cancel := b.bound(ctx)
 	defer cancel()
 	return b.Store.Reserve(ctx, c)
 }
 
-func (b boundedStore) Complete(ctx context.Context, rec registry.Record, fn registry.BusinessFunc) (registry.Record, error) {
+func (b boundedStore) Complete(ctx context.Context, rec Record, fn BusinessFunc) (Record, error) {
 	ctx, cancel := b.bound(ctx)
 	defer cancel()
 	return b.Store.Complete(ctx, rec, fn)
 }
 
-func (b boundedStore) ExecuteOnce(ctx context.Context, c registry.Claim, fn registry.BusinessFunc) (registry.Result, error) {
+func (b boundedStore) ExecuteOnce(ctx context.Context, c Claim, fn BusinessFunc) (Result, error) {
 	ctx, cancel := b.bound(ctx)
 	defer cancel()
 	return b.Store.ExecuteOnce(ctx, c, fn)
 }
 
-func (b boundedStore) Release(ctx context.Context, rec registry.Record) error {
+func (b boundedStore) Release(ctx context.Context, rec Record) error {
 	ctx, cancel := b.bound(ctx)
 	defer cancel()
 	return b.Store.Release(ctx, rec)
 }
 
-func (b boundedStore) Get(ctx context.Context, scope idem.ScopeHash) (registry.Record, error) {
+func (b boundedStore) Get(ctx context.Context, scope idem.ScopeHash) (Record, error) {
 	ctx, cancel := b.bound(ctx)
 	defer cancel()
 	return b.Store.Get(ctx, scope)
 }
 
-func (b boundedStore) GetByID(ctx context.Context, operationID string) (registry.Record, error) {
+func (b boundedStore) GetByID(ctx context.Context, operationID string) (Record, error) {
 	ctx, cancel := b.bound(ctx)
 	defer cancel()
 	return b.Store.GetByID(ctx, operationID)
 }
 
-func (b boundedStore) Control(ctx context.Context) (registry.Control, error) {
+func (b boundedStore) Control(ctx context.Context) (Control, error) {
 	ctx, cancel := b.bound(ctx)
 	defer cancel()
 	return b.Store.Control(ctx)
 }
 
-func (b boundedStore) InTx(ctx context.Context, fn func(ctx context.Context, tx registry.Tx) error) error {
+func (b boundedStore) InTx(ctx context.Context, fn func(ctx context.Context, tx Tx) error) error {
 	ctx, cancel := b.bound(ctx)
 	defer cancel()
 	return b.Store.InTx(ctx, fn)
 }
 
-func (b boundedStore) BeginEffect(ctx context.Context, rec registry.Record, name string, request []byte) (registry.Effect, error) {
+func (b boundedStore) BeginEffect(ctx context.Context, rec Record, name string, request []byte) (Effect, error) {
 	ctx, cancel := b.bound(ctx)
 	defer cancel()
 	return b.Store.BeginEffect(ctx, rec, name, request)
 }
 
-func (b boundedStore) RecordEffect(ctx context.Context, rec registry.Record, name, handle, result string, answer []byte) error {
+func (b boundedStore) RecordEffect(ctx context.Context, rec Record, name, handle, result string, answer []byte) error {
 	ctx, cancel := b.bound(ctx)
 	defer cancel()
 	return b.Store.RecordEffect(ctx, rec, name, handle, result, answer)
 }
 
-func (b boundedStore) Effects(ctx context.Context, operationID string) ([]registry.Effect, error) {
+func (b boundedStore) Effects(ctx context.Context, operationID string) ([]Effect, error) {
 	ctx, cancel := b.bound(ctx)
 	defer cancel()
 	return b.Store.Effects(ctx, operationID)
 }
 
-func (b boundedStore) MarkUnknown(ctx context.Context, rec registry.Record) (registry.Record, error) {
+func (b boundedStore) MarkUnknown(ctx context.Context, rec Record) (Record, error) {
 	ctx, cancel := b.bound(ctx)
 	defer cancel()
 	return b.Store.MarkUnknown(ctx, rec)
 }
 
-func (b boundedStore) Reconcile(ctx context.Context, operationID string, r registry.Reconciliation) (registry.Record, error) {
+func (b boundedStore) Reconcile(ctx context.Context, operationID string, r Reconciliation) (Record, error) {
 	ctx, cancel := b.bound(ctx)
 	defer cancel()
 	return b.Store.Reconcile(ctx, operationID, r)
 }
 
-func (b boundedStore) ExtendLease(ctx context.Context, rec registry.Record, lease time.Duration) (time.Time, error) {
+func (b boundedStore) ExtendLease(ctx context.Context, rec Record, lease time.Duration) (time.Time, error) {
 	ctx, cancel := b.bound(ctx)
 	defer cancel()
 	return b.Store.ExtendLease(ctx, rec, lease)

@@ -1,4 +1,4 @@
-package main
+package registry_test
 
 import (
 	"context"
@@ -13,6 +13,8 @@ import (
 	"github.com/idemkit/idem/internal/pgtest"
 	"github.com/idemkit/idem/registry"
 )
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
 
 func claimFor(key string) registry.Claim {
 	id := idem.Identity{Tenant: "t", Principal: "p"}
@@ -53,7 +55,7 @@ func TestStoreTimeout(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer conn.Close()
-		bounded := withStoreTimeout(store, bound)
+		bounded := registry.WithTimeout(store, bound)
 		ok := func(context.Context, registry.Tx, registry.Record) (registry.Outcome, error) {
 			return registry.Outcome{State: idem.StateSucceeded, Response: idem.Response{Status: 201, MediaType: "text/plain", Body: []byte("ok")}}, nil
 		}
@@ -94,7 +96,7 @@ func TestStoreTimeout(t *testing.T) {
 			})
 		}()
 		<-held
-		bounded := withStoreTimeout(store, bound)
+		bounded := registry.WithTimeout(store, bound)
 		rec, created, err := bounded.Reserve(context.Background(), claimFor("k-1"))
 		if err != nil || !created {
 			close(release)
