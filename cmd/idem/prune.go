@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"log/slog"
-	"time"
 
 	"github.com/idemkit/idem/idemstore"
 	"github.com/idemkit/idem/registry"
@@ -68,45 +66,4 @@ func runPrune(ctx context.Context, args []string, std stdio) int {
 	}
 	fmt.Fprintf(std.out, "retired %d expired records, deleted %d tombstones\n", res.Retired, res.Deleted)
 	return exitOK
-}
-
-// startPruning runs the scheduled prune of "idem serve": right away and
-// then every interval, registry.PruneAll in batches of batch, logging the
-// counts when it did something and the error when it failed — and
-// carrying on at the next interval either way. interval <= 0 disables it.
-// The returned function stops the loop and waits for it, so the store can
-// be closed afterwards.
-func startPruning(ctx context.Context, store registry.Pruner, interval time.Duration, batch int, log *slog.Logger) (stop func()) {
-	if interval <= 0 {
-		log.Info("scheduled pruning is off (--prune-interval 0); run idem prune")
-		return func() {}
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		tick := time.NewTicker(interval)
-		defer tick.Stop()
-		for {
-			res, err := registry.PruneAll(ctx, store, batch, nil)
-			switch {
-			case ctx.Err() != nil:
-				return
-			case err != nil:
-				log.Error("prune failed; retrying at the next interval", "err", err,
-					"retired", res.Retired, "deleted", res.Deleted, "interval", interval)
-			case res != (registry.PruneResult{}):
-				log.Info("pruned", "retired", res.Retired, "deleted", res.Deleted)
-			}
-			select {
-			case <-ctx.Done():
-				return
-			case <-tick.C:
-			}
-		}
-	}()
-	return func() {
-		cancel()
-		<-done
-	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/json"
-	"log/slog"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -127,41 +126,6 @@ func TestPruneUsage(t *testing.T) {
 			t.Errorf("%q: code %d (want %d), out %q, stderr %q", c.args, code, c.code, out, stderr)
 		}
 	}
-}
-
-// TestStartPruning: the scheduled prune runs at once and then every
-// interval, logs what it did, and keeps going after errors.
-func TestStartPruning(t *testing.T) {
-	t.Parallel()
-	store, err := idemstore.Open(t.Context(), "sqlite:"+filepath.Join(t.TempDir(), "loop.db"), idemstore.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rec := finished(t, store, 1, time.Millisecond, 0)[0]
-	logs := newLogWatch()
-	stop := startPruning(t.Context(), store, 10*time.Millisecond, 10, slog.New(slog.NewTextHandler(logs, nil)))
-	deadline := time.Now().Add(10 * time.Second)
-	for !strings.Contains(logs.String(), "msg=pruned retired=1 deleted=0") {
-		if time.Now().After(deadline) {
-			t.Fatalf("no prune logged:\n%s", logs)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	if got, err := store.Get(t.Context(), rec.Scope); err != nil || !got.Retired() {
-		t.Errorf("after the scheduled prune: retired %v err %v", got.Retired(), err)
-	}
-	store.Close() // every later prune fails: logged, and the loop goes on
-	for strings.Count(logs.String(), "prune failed") < 2 {
-		if time.Now().After(deadline) {
-			t.Fatalf("failures not logged twice:\n%s", logs)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	stop()
-	if n := strings.Count(logs.String(), "msg=pruned"); n != 1 {
-		t.Errorf("%d prune lines, want 1 (nothing else was due):\n%s", n, logs)
-	}
-	startPruning(t.Context(), store, 0, 10, slog.New(slog.NewTextHandler(logs, nil)))() // off: returns at once
 }
 
 // TestServePrunes: "idem serve --retention --prune-interval" retires

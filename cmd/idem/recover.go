@@ -125,21 +125,3 @@ func printReport(std stdio, r recovery.Report, asJSON bool) int {
 	fmt.Fprintf(std.out, "%s\n", b)
 	return exitOK
 }
-
-// startRecovery runs the recovery worker of "idem serve": right away and
-// then every interval (recovery.Worker.Run, which logs what each round did
-// and carries on after errors). The returned function stops the loop and
-// waits for it, so the store can be closed afterwards.
-func startRecovery(ctx context.Context, store registry.Store, effects effect.Set, interval, lease time.Duration, metrics *recovery.Metrics, log *slog.Logger) (stop func()) {
-	ctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	w := newWorker(store, effects, lease, registry.DefaultRecoverBatch, metrics, log)
-	go func() {
-		defer close(done)
-		w.Run(ctx, interval)
-	}()
-	return func() {
-		cancel()
-		<-done
-	}
-}

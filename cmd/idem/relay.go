@@ -173,12 +173,23 @@ func (w webhookFlags) relay(store registry.Store, reg prometheus.Registerer, log
 // returned function stops it and waits for the batch in hand, so the
 // store can be closed afterwards.
 func startRelay(ctx context.Context, r *outbox.Relay, webhook string, log *slog.Logger) (stop func()) {
+	logRelay(log, r, webhook)
+	return runInBackground(ctx, r.Run)
+}
+
+// logRelay logs where r delivers, the webhook's password redacted.
+func logRelay(log *slog.Logger, r *outbox.Relay, webhook string) {
+	log.Info("delivering the outbox", "webhook", redacted(webhook), "max_attempts", r.MaxAttempts, "max_age", r.MaxAge, "backoff", r.BackoffBase)
+}
+
+// runInBackground runs fn(ctx) in a goroutine; the returned function
+// cancels it and waits for it to return.
+func runInBackground(ctx context.Context, fn func(context.Context) error) (stop func()) {
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
-	log.Info("delivering the outbox", "webhook", redacted(webhook), "max_attempts", r.MaxAttempts, "max_age", r.MaxAge, "backoff", r.BackoffBase)
 	go func() {
 		defer close(done)
-		r.Run(ctx) //nolint:errcheck // Run returns nil
+		fn(ctx) //nolint:errcheck // maintenance loops return nil
 	}()
 	return func() {
 		cancel()

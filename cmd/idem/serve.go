@@ -14,6 +14,7 @@ import (
 
 	"github.com/idemkit/idem/example/payments"
 	"github.com/idemkit/idem/idemstore"
+	"github.com/idemkit/idem/maintenance"
 	"github.com/idemkit/idem/recovery"
 	"github.com/idemkit/idem/registry"
 )
@@ -32,14 +33,14 @@ import (
 // Every --prune-interval (default 1m; 0: off) it retires expired records
 // into tombstones and deletes expired tombstones, in batches of
 // registry.DefaultPruneBatch, logging what it did ("pruned retired=N
-// deleted=M") and carrying on after errors; see startPruning and "idem
+// deleted=M") and carrying on after errors; see maintenance.Runner and "idem
 // prune".
 //
 // Every --recover-interval (default 5s) its recovery worker takes over the
 // operations whose lease expired after an effect outside the database
 // began, and settles UNKNOWN transfers on evidence from --provider (a
 // lookup by the downstream key, then a re-send with the same key), with
-// backoff, without any client retry; see startRecovery and "idem recover".
+// backoff, without any client retry; see maintenance.Runner and "idem recover".
 // --provider-timeout (default 5s) bounds each provider call.
 //
 // --api-revision (default v1) names the API major revision bound into
@@ -141,17 +142,25 @@ func runServe(ctx context.Context, args []string, std stdio) int {
 		return exitRefused
 	}
 
-	// Stopped (deferred after store.Close, so run before it) once serving ends.
-	defer startPruning(ctx, store, *pruneEvery, registry.DefaultPruneBatch, log)()
-	defer startRecovery(ctx, store, svc.Effects(), *recoverEvery, *lease, recovery.NewMetrics(reg), log)()
+	// The library's maintenance runner: recovery, settlement of UNKNOWN
+	// operations, pruning and the relay. Stopped (deferred after
+	// store.Close, so run before it) once serving ends.
+	runner := &maintenance.Runner{Store: store, Effects: svc.Effects(), RecoverEvery: *recoverEvery, Lease: *lease,
+		PruneEvery: *pruneEvery, Metrics: recovery.NewMetrics(reg), Logger: log}
+	if *pruneEvery == 0 {
+		runner.PruneEvery = -1 // --prune-interval 0: off
+		log.Info("scheduled pruning is off (--prune-interval 0); run idem prune")
+	}
 	if *webhook.url != "" {
 		relay, err := webhook.relay(store, reg, log)
 		if err != nil {
 			log.Error("idem serve: cannot start the outbox relay", "err", err)
 			return exitRefused
 		}
-		defer startRelay(ctx, relay, *webhook.url, log)()
+		runner.Relay = relay
+		logRelay(log, relay, *webhook.url)
 	}
+	defer runInBackground(ctx, runner.Run)()
 
 	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", *addr)
 	if err != nil {
