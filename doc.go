@@ -21,9 +21,27 @@
 // Errors that callers branch on carry a stable Code (CodeOf); Code.Status
 // gives the HTTP status the contract assigns to it.
 //
-// Layout: canon holds the strict JSON reader and the canonical forms;
-// internal/pgtest starts throwaway PostgreSQL clusters for tests; cmd/idem
-// is the command-line tool ("idem canon", "idem fingerprint").
+// Using it in a service takes three packages: a store (idemsqlite.Open
+// for an embedded file, idempg.Open for PostgreSQL shared by many
+// processes), the middleware (idemhttp.New wraps a handler; its Monitor
+// serves the operation status that a 409's Link points at) and the
+// maintenance runner (maintenance.Runner heals operations whose owner
+// crashed and settles UNKNOWN outcomes on evidence). README.md has a
+// complete program.
+//
+// The library: this package (contract, keys, scopes, fingerprints,
+// states), canon (strict JSON and canonical forms), registry (the record,
+// the Store interface, the conformance suite in registrytest), idempg and
+// idemsqlite (the drivers), idemstore (a store from a DSN), idemhttp (the
+// middleware), effect (effects outside the database and the evidence
+// rule), outbox (the relay), recovery and maintenance. The reference
+// application lives under example/ and the command in cmd/idem; the
+// harness that proves all of it under harness/ — none of them is ever
+// imported by the library.
+//
+// The states of a record and every legal change between them are in
+// state.go (State, CanTransition); docs/contract.md says what a client
+// sees in each.
 //
 // Everything in this package is safe for concurrent use.
 package idem
