@@ -257,7 +257,9 @@ func (c *Child) Kill() error {
 func (c *Child) killGroup() { syscall.Kill(-c.cmd.Process.Pid, syscall.SIGKILL) }
 
 // Exited returns a channel closed once the child has exited and its
-// output has been read to the end.
+// output has been read to the end (a process it started that keeps the
+// output open delays this until it exits too, or Stop or Kill kills the
+// group).
 func (c *Child) Exited() <-chan struct{} { return c.exited }
 
 // Wait waits until the child has exited and returns how: nil for status
