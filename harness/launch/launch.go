@@ -19,8 +19,8 @@
 //	… http.Get(c.URL() + "/healthz") …
 //	return c.Stop(0) // SIGTERM; SIGKILL after DefaultStopTimeout
 //
-// Errors name the child (Spec.Name) and carry no package prefix: callers
-// add their own.
+// Errors about a child start with its name (Spec.Name) and carry no
+// package prefix: callers add their own.
 package launch
 
 import (
