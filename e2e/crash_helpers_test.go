@@ -2,13 +2,13 @@ package e2e
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
-	"os/exec"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/idemkit/idem/harness/launch"
 )
 
 // startChild runs "idem ARGS…" with extra environment variables in its own
@@ -26,21 +26,9 @@ func startChild(t *testing.T, env []string, args ...string) *server {
 // logs the output.
 func (s *server) release(t *testing.T) {
 	s.client.CloseIdleConnections()
-	pid := s.cmd.Process.Pid
-	select {
-	case <-s.exited:
-	default:
-		syscall.Kill(pid, syscall.SIGTERM)
-		select {
-		case <-s.exited:
-		case <-time.After(stopTimeout):
-			syscall.Kill(-pid, syscall.SIGKILL)
-			<-s.exited
-		}
-	}
-	syscall.Kill(-pid, syscall.SIGKILL)
+	s.child.Stop(stopTimeout) // any exit will do
 	if t.Failed() {
-		t.Logf("idem %s (%s) output:\n%s", s.cmd.Args[1], s.url, s.log.String())
+		t.Logf("%s (%s) output:\n%s", s.child.Name(), s.url, s.child.Log())
 	}
 }
 
@@ -48,17 +36,12 @@ func (s *server) release(t *testing.T) {
 func wantKilled(t *testing.T, s *server) {
 	t.Helper()
 	select {
-	case <-s.exited:
+	case <-s.child.Exited():
 	case <-time.After(stopTimeout):
 		t.Fatalf("idem serve still runs %v after its failpoint should have killed it", stopTimeout)
 	}
-	var exit *exec.ExitError
-	if !errors.As(s.err, &exit) {
-		t.Fatalf("idem serve exited with %v; want death by SIGKILL", s.err)
-	}
-	ws, ok := exit.Sys().(syscall.WaitStatus)
-	if !ok || !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
-		t.Fatalf("idem serve exited with %v; want death by SIGKILL", s.err)
+	if sig, ok := launch.ExitSignal(s.child.Wait()); !ok || sig != syscall.SIGKILL {
+		t.Fatalf("idem serve exited with %v; want death by SIGKILL", s.child.Wait())
 	}
 }
 

@@ -99,7 +99,7 @@ func (f *faultRun) saveArtifacts() {
 			name = strconv.Itoa(i)
 		}
 		write("server-"+unsafeName.ReplaceAllString(name, "_")+".log", func(w *bufio.Writer) error {
-			_, err := w.WriteString(s.log.String())
+			_, err := w.WriteString(s.child.Log())
 			return err
 		})
 	}

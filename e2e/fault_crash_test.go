@@ -204,7 +204,7 @@ func TestFaultCrashTransfer(t *testing.T) {
 			t.Errorf("GET /v1/operations/%s after the settlement: %v %v; want SUCCEEDED, status %d, resource %q", op, g, err, outcome.status, outcome.header.Get("Location"))
 		}
 		awaitLog(t, b, "settled on evidence") // logged right after the settlement it reports
-		if !strings.Contains(b.log.String(), op) {
+		if !strings.Contains(b.child.Log(), op) {
 			t.Errorf("the restarted server's log never names %s", op)
 		}
 		f.mustPost(b, "/v1/transfers", "demo", key, body) // a further retry: a replay

@@ -153,11 +153,11 @@ func lockedSQLite(t *testing.T) {
 			go send()
 		default:
 		}
-		return strings.Contains(s.log.String(), "failpoint after-reserve waiting")
+		return strings.Contains(s.child.Log(), "failpoint after-reserve waiting")
 	})
 	unlock := holdSQLiteWriteLock(t, path)
 	start := time.Now()
-	if err := syscall.Kill(s.cmd.Process.Pid, syscall.SIGUSR1); err != nil {
+	if err := s.child.Signal(syscall.SIGUSR1); err != nil {
 		t.Fatal(err)
 	}
 	first := <-answer
@@ -188,7 +188,7 @@ func lockedSQLite(t *testing.T) {
 			case got = <-done:
 				return got.status == http.StatusCreated
 			case <-time.After(50 * time.Millisecond):
-				syscall.Kill(s.cmd.Process.Pid, syscall.SIGUSR1)
+				s.child.Signal(syscall.SIGUSR1)
 			}
 		}
 	})

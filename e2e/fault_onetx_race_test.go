@@ -63,7 +63,7 @@ func TestOneTxDuplicateRace(t *testing.T) {
 		var seen string
 		if pg {
 			await(t, "the handlers of B and C wait at before-commit, uncommitted", func() bool {
-				b, c := strings.Count(servers[1].log.String(), waiting), strings.Count(servers[2].log.String(), waiting)
+				b, c := strings.Count(servers[1].child.Log(), waiting), strings.Count(servers[2].child.Log(), waiting)
 				seen = strconv.Itoa(b) + " and " + strconv.Itoa(c) + " waiting"
 				return b == 1 && c == 1
 			}, &seen)
@@ -75,7 +75,7 @@ func TestOneTxDuplicateRace(t *testing.T) {
 			}, &seen)
 		}
 		for _, s := range servers[:map[bool]int{true: 3, false: 1}[pg]] {
-			if err := syscall.Kill(s.cmd.Process.Pid, syscall.SIGUSR1); err != nil {
+			if err := s.child.Signal(syscall.SIGUSR1); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -110,7 +110,7 @@ func TestOneTxDuplicateRace(t *testing.T) {
 			}
 		}
 		if !pg {
-			if n := strings.Count(servers[0].log.String(), waiting); n != 1 {
+			if n := strings.Count(servers[0].child.Log(), waiting); n != 1 {
 				t.Errorf("%d handlers reached before-commit on SQLite; want 1 (the duplicates wait for the first execution, then meet the record)", n)
 			}
 		}

@@ -3,8 +3,6 @@ package e2e
 import (
 	"context"
 	"net/url"
-	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -30,26 +28,24 @@ func await(t *testing.T, what string, cond func() bool, last ...*string) {
 	}
 }
 
-// awaitLog waits until s has logged a line containing substr.
+// awaitLog waits until s has logged a line containing substr, failing
+// the test after awaitTimeout or once s exited without it.
 func awaitLog(t *testing.T, s *server, substr string) {
 	t.Helper()
-	await(t, "idem "+s.name+" logs "+substr, func() bool { return strings.Contains(s.log.String(), substr) })
+	ctx, cancel := context.WithTimeout(context.Background(), awaitTimeout)
+	defer cancel()
+	if err := s.child.WaitLog(ctx, substr); err != nil {
+		t.Fatalf("idem %s: %v", s.name, err)
+	}
 }
 
-// terminate stops s with SIGTERM and checks that it exits cleanly.
+// terminate stops s with SIGTERM and checks that it exits cleanly (after
+// stopTimeout it kills the process group and fails the test).
 func terminate(t *testing.T, s *server) {
 	t.Helper()
 	s.client.CloseIdleConnections()
-	if err := syscall.Kill(s.cmd.Process.Pid, syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-s.exited:
-		if s.err != nil {
-			t.Fatalf("idem serve %s did not exit cleanly on SIGTERM: %v", s.name, s.err)
-		}
-	case <-time.After(stopTimeout):
-		t.Fatalf("idem serve %s still runs %v after SIGTERM", s.name, stopTimeout)
+	if err := s.child.Stop(stopTimeout); err != nil {
+		t.Fatalf("idem serve %s: %v", s.name, err)
 	}
 }
 

@@ -1,18 +1,16 @@
 package e2e
 
 import (
-	"bytes"
+	"context"
 	"io"
 	"net/http"
-	"os"
-	"os/exec"
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/idemkit/idem/harness/launch"
 )
 
 const (
@@ -20,22 +18,14 @@ const (
 	stopTimeout  = 10 * time.Second // from SIGTERM to exit, then SIGKILL
 )
 
-// server is one "idem serve" child process.
+// server is one "idem serve" (or "idem provider") child process.
 type server struct {
 	name   string // in recorded histories ("A", "B", "provider"); "" for "-"
 	rev    string // its --api-revision; "" means v1
 	url    string // http://ADDR
-	cmd    *exec.Cmd
-	log    *logLines
+	child  *launch.Child
 	client *http.Client
-	exited chan struct{} // closed when cmd.Wait returned
-	err    error         // cmd.Wait's result, set before exited closes
 }
-
-var (
-	addrRE      = regexp.MustCompile(`\baddr=(\S+)`)
-	listeningRE = regexp.MustCompile(`listening on ([^\s"]+)`)
-)
 
 // startServer runs "idem serve --addr 127.0.0.1:0 --db DSN EXTRA…" in its
 // own process group, waits for its "listening on" line and stops it with
@@ -57,33 +47,18 @@ func startServerEnv(t *testing.T, env []string, dsn string, extraArgs ...string)
 }
 
 // spawn runs "idem ARGS…" with the extra environment variables env in its
-// own process group, with client for its requests, and waits for its
-// "listening on" line. When t ends, end stops it.
+// own process group, with client for its requests, and waits up to
+// startTimeout for its "listening on" line. When t ends, end stops it.
 func spawn(t *testing.T, env []string, client *http.Client, end func(*server, *testing.T), args ...string) *server {
 	t.Helper()
-	s := &server{
-		cmd:    exec.Command(idemBin, args...),
-		log:    &logLines{ready: make(chan string, 1)},
-		exited: make(chan struct{}),
-		client: client,
+	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
+	defer cancel()
+	c, err := launch.Start(ctx, launch.Spec{Bin: idemBin, Args: args, Env: env})
+	if err != nil {
+		t.Fatal(err) // the process is gone; err ends with its output
 	}
-	s.cmd.Env = append(os.Environ(), env...)
-	s.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	s.cmd.Stdout, s.cmd.Stderr = s.log, s.log
-	if err := s.cmd.Start(); err != nil {
-		t.Fatalf("starting %s: %v", idemBin, err)
-	}
-	go func() { s.err = s.cmd.Wait(); close(s.exited) }()
+	s := &server{url: c.URL(), child: c, client: client}
 	t.Cleanup(func() { end(s, t) }) // it logs the output if t failed
-
-	select {
-	case addr := <-s.log.ready:
-		s.url = "http://" + addr
-	case <-s.exited:
-		t.Fatalf("idem %s exited before listening: %v", args[0], s.err)
-	case <-time.After(startTimeout):
-		t.Fatalf("idem %s did not log \"listening on\" within %v", args[0], startTimeout)
-	}
 	return s
 }
 
@@ -91,72 +66,12 @@ func spawn(t *testing.T, env []string, client *http.Client, end func(*server, *t
 // kills the process group. On failure it logs the server's output.
 func (s *server) stop(t *testing.T) {
 	s.client.CloseIdleConnections()
-	pid := s.cmd.Process.Pid
-	select {
-	case <-s.exited:
-		t.Errorf("idem serve (pid %d) exited on its own: %v", pid, s.err)
-	default:
-		if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
-			t.Errorf("SIGTERM to idem serve: %v", err)
-		}
-		select {
-		case <-s.exited:
-			if s.err != nil {
-				t.Errorf("idem serve did not exit cleanly on SIGTERM: %v", s.err)
-			}
-		case <-time.After(stopTimeout):
-			syscall.Kill(-pid, syscall.SIGKILL)
-			<-s.exited
-			t.Errorf("idem serve did not exit within %v of SIGTERM; killed", stopTimeout)
-		}
+	if err := s.child.Stop(stopTimeout); err != nil {
+		t.Errorf("pid %d: %v", s.child.Pid(), err)
 	}
-	syscall.Kill(-pid, syscall.SIGKILL) // stragglers of the group, if any
 	if t.Failed() {
-		t.Logf("idem serve %s output:\n%s", s.url, s.log.String())
+		t.Logf("%s %s output:\n%s", s.child.Name(), s.url, s.child.Log())
 	}
-}
-
-// logLines collects a child's output and announces the address of its
-// first "listening on" line.
-type logLines struct {
-	mu      sync.Mutex
-	all     bytes.Buffer
-	partial []byte
-	ready   chan string // receives the address once
-	found   bool
-}
-
-func (l *logLines) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.all.Write(p)
-	l.partial = append(l.partial, p...)
-	for {
-		i := bytes.IndexByte(l.partial, '\n')
-		if i < 0 {
-			break
-		}
-		line := string(l.partial[:i])
-		l.partial = l.partial[i+1:]
-		if l.found || !strings.Contains(line, "listening on ") {
-			continue
-		}
-		m := addrRE.FindStringSubmatch(line)
-		if m == nil {
-			m = listeningRE.FindStringSubmatch(line)
-		}
-		if m != nil {
-			l.found = true
-			l.ready <- strings.Trim(m[1], `"`)
-		}
-	}
-	return len(p), nil
-}
-
-func (l *logLines) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.all.String()
 }
 
 // reply is a response as received.

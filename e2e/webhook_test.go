@@ -14,7 +14,6 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -138,7 +137,7 @@ func webhookAcrossCrash(t *testing.T, dsn string) {
 		t.Fatalf("no delivery reached the receiver's hold within %v", webhookDeadline)
 	}
 	// SIGKILL while the receiver holds a delivery: A dies mid-delivery.
-	if err := syscall.Kill(-a.cmd.Process.Pid, syscall.SIGKILL); err != nil {
+	if err := a.child.Kill(); err != nil {
 		t.Fatal(err)
 	}
 	wantKilled(t, a)

@@ -255,11 +255,11 @@ func (f *fleet) serveFlags() []string {
 	if len(f.instances) == 0 {
 		return nil
 	}
-	args := f.instances[0].cmd.Args
+	args := f.instances[0].child.Args()
 	out := make([]string, 0, len(args))
-	for i := 1; i < len(args); i++ {
+	for i := 0; i < len(args); i++ {
 		a := args[i]
-		if i == 1 && a == "serve" {
+		if i == 0 && a == "serve" {
 			continue
 		}
 		out = append(out, a)
@@ -294,8 +294,8 @@ func (f *fleet) awaitFailpoint(ctx context.Context, i int, say func(string, ...a
 	timer := time.NewTimer(failpointWait)
 	defer timer.Stop()
 	select {
-	case <-in.exited:
-		say("%s died at the failpoint (%v)", in.name, in.err)
+	case <-in.child.Exited():
+		say("%s died at the failpoint (%v)", in.name, in.child.Wait())
 	case <-timer.C:
 		say("%s did not reach the failpoint within %v; killing it", in.name, failpointWait)
 	case <-ctx.Done():
