@@ -1,6 +1,7 @@
 package registry
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"strconv"
@@ -67,20 +68,23 @@ type Claim struct {
 	TombstoneTTL time.Duration
 }
 
-// LeaseOrDefault returns c.Lease, or DefaultLease when it is zero.
+// LeaseOrDefault returns c.Lease, or DefaultLease when it is zero or
+// negative.
 func (c Claim) LeaseOrDefault() time.Duration {
-	if c.Lease <= 0 {
-		return DefaultLease
-	}
-	return c.Lease
+	return LeaseOrDefault(c.Lease)
 }
 
-// RetentionOrDefault returns c.Retention, or DefaultRetention when zero.
+// RetentionOrDefault returns c.Retention, or DefaultRetention when it is
+// zero or negative.
 func (c Claim) RetentionOrDefault() time.Duration {
-	if c.Retention <= 0 {
-		return DefaultRetention
-	}
-	return c.Retention
+	return cmp.Or(max(c.Retention, 0), DefaultRetention)
+}
+
+// LeaseOrDefault returns lease, or DefaultLease when it is zero or
+// negative. Drivers apply it to Claim.Lease and to the lease passed to
+// TakeOver, ExtendLease and ClaimOutbox.
+func LeaseOrDefault(lease time.Duration) time.Duration {
+	return cmp.Or(max(lease, 0), DefaultLease)
 }
 
 // OwnerOf hashes an identity for Claim.Owner.
@@ -276,7 +280,8 @@ type Store interface {
 	Release(ctx context.Context, rec Record) error
 	// TakeOver gives the record to a new owner generation if it is in
 	// flight, still at rec.OwnerGen, and its lease has expired; the state
-	// is kept and a new lease starts. ErrFenced otherwise.
+	// is kept and a new lease starts (LeaseOrDefault(lease) long).
+	// ErrFenced otherwise.
 	TakeOver(ctx context.Context, rec Record, lease time.Duration) (Record, error)
 	// Get returns the record with that scope, or ErrNotFound.
 	Get(ctx context.Context, scope idem.ScopeHash) (Record, error)
@@ -284,8 +289,9 @@ type Store interface {
 	GetByID(ctx context.Context, operationID string) (Record, error)
 	// ClaimOutbox claims up to limit pending messages (neither published
 	// nor dead), oldest first, that no other relay holds and whose backoff
-	// (OutboxDelivery) has passed, for lease; several relays may call it
-	// at once and never get the same message while its claim lasts.
+	// (OutboxDelivery) has passed, for LeaseOrDefault(lease); several
+	// relays may call it at once and never get the same message while its
+	// claim lasts.
 	ClaimOutbox(ctx context.Context, limit int, lease time.Duration) ([]OutboxMessage, error)
 	// MarkPublished records that the messages were published.
 	MarkPublished(ctx context.Context, ids []string) error
