@@ -1,6 +1,7 @@
 package idemhttp
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"sync"
@@ -100,9 +101,6 @@ func (a *ControlAdmitter) Control(ctx context.Context) (registry.Control, error)
 
 // fresh reports whether snap may still be used.
 func (a *ControlAdmitter) fresh(snap *controlSnap) bool {
-	refresh := a.Refresh
-	if refresh <= 0 {
-		refresh = DefaultAdmitRefresh
-	}
+	refresh := cmp.Or(max(a.Refresh, 0), DefaultAdmitRefresh)
 	return snap != nil && time.Since(snap.at) < refresh
 }

@@ -94,9 +94,10 @@ func AddOutbox(ctx context.Context, m registry.Message) bool {
 // writeTracker is the business transaction as handed to a handler: it
 // notes whether the handler may have changed anything — an Exec that
 // affected a row, or any use of Native — so that a declared refusal that
-// changed nothing is stored as REJECTED rather than FAILED_FINAL. Writes
-// made through QueryRow (INSERT … RETURNING) are not noticed: a refusal
-// after one is labelled REJECTED although its writes commit. Safe for
+// changed nothing is stored as REJECTED rather than FAILED_FINAL. QueryRow
+// and Query count as reads: writes made through them (INSERT … RETURNING)
+// are not noticed, so a refusal after one is labelled REJECTED although
+// its writes commit. Safe for
 // concurrent use as far as the wrapped transaction is.
 type writeTracker struct {
 	registry.Tx

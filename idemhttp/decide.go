@@ -2,6 +2,7 @@ package idemhttp
 
 import (
 	"bytes"
+	"cmp"
 	"io"
 	"net/http"
 	"strconv"
@@ -94,9 +95,7 @@ func preferWait(h http.Header) time.Duration {
 // readBody reads the whole body, refusing more than limit bytes while
 // reading (the rest is never read).
 func readBody(r *http.Request, limit int) ([]byte, error) {
-	if limit <= 0 {
-		limit = canon.DefaultMaxBytes
-	}
+	limit = cmp.Or(max(limit, 0), canon.DefaultMaxBytes)
 	if r.ContentLength > int64(limit) {
 		return nil, &idem.Error{Code: idem.CodeBodyTooLarge, Reason: "body larger than " + strconv.Itoa(limit) + " bytes"}
 	}

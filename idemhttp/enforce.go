@@ -387,17 +387,3 @@ func callHandler(next http.Handler, rw *recorder, r *http.Request) (perr any) {
 	next.ServeHTTP(rw, r)
 	return nil
 }
-
-func cmpDuration(d, def time.Duration) time.Duration {
-	if d <= 0 {
-		return def
-	}
-	return d
-}
-
-func cmpInt(n, def int) int {
-	if n <= 0 {
-		return def
-	}
-	return n
-}

@@ -20,7 +20,7 @@ import (
 // heartbeat and releases the context.
 func (m *Middleware) executionContext(r *http.Request, rec registry.Record) (context.Context, func()) {
 	op := &m.Operation
-	lease := cmpDuration(op.Lease, registry.DefaultLease)
+	lease := registry.LeaseOrDefault(op.Lease)
 	limit := op.executionLimit()
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), limit)
 	if limit <= lease {

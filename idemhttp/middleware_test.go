@@ -70,8 +70,13 @@ func (a *app) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if r.Header.Get("X-Test") == "refuse" {
+		// Reads change nothing: Query and QueryRow.
+		if err := readEffects(ctx, tx); err != nil {
+			http.Error(w, err.Error(), 500)
+			return
+		}
 		var n int
-		if err := tx.QueryRow(ctx, `SELECT count(*) FROM mw_effects`).Scan(&n); err != nil { // a read changes nothing
+		if err := tx.QueryRow(ctx, `SELECT count(*) FROM mw_effects`).Scan(&n); err != nil {
 			http.Error(w, err.Error(), 500)
 			return
 		}
@@ -111,6 +116,22 @@ func (a *app) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("ETag", `"v1"`)
 	w.WriteHeader(201)
 	fmt.Fprintf(w, `{"id":%q,"at":%q}`, idemhttp.OperationID(ctx), time.Now().Format(time.RFC3339Nano))
+}
+
+// readEffects reads every row of mw_effects through tx.Query.
+func readEffects(ctx context.Context, tx registry.Tx) error {
+	rows, err := tx.Query(ctx, `SELECT operation_id, note FROM mw_effects`)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id, note string
+		if err := rows.Scan(&id, &note); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
 }
 
 type fixture struct {

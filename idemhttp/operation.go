@@ -1,6 +1,7 @@
 package idemhttp
 
 import (
+	"cmp"
 	"fmt"
 	"time"
 
@@ -184,12 +185,13 @@ func (op *Operation) maxActive() int {
 // executionLimit bounds one execution of the handler: MaxDuration, or the
 // lease when that is longer.
 func (op *Operation) executionLimit() time.Duration {
-	return max(op.MaxDuration, cmpDuration(op.Lease, registry.DefaultLease))
+	return max(op.MaxDuration, registry.LeaseOrDefault(op.Lease))
 }
 
-// maxResponseBody is MaxResponseBody or its default.
+// maxResponseBody is MaxResponseBody or, when that is zero or negative,
+// its default.
 func (op *Operation) maxResponseBody() int {
-	return cmpInt(op.MaxResponseBody, idem.DefaultMaxResponseBody)
+	return cmp.Or(max(op.MaxResponseBody, 0), idem.DefaultMaxResponseBody)
 }
 
 // stateFor returns the terminal state a response status is stored as, or

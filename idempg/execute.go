@@ -234,4 +234,13 @@ func (a txAdapter) QueryRow(ctx context.Context, sql string, args ...any) regist
 	return a.tx.QueryRow(ctx, sql, args...)
 }
 
+// Query returns the pgx.Rows, which are a registry.Rows as they are.
+func (a txAdapter) Query(ctx context.Context, sql string, args ...any) (registry.Rows, error) {
+	rows, err := a.tx.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, err
+	}
+	return rows, nil
+}
+
 func (a txAdapter) Native() any { return a.tx }

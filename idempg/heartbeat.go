@@ -16,9 +16,7 @@ import (
 // commit is asynchronous like Reserve's: a lost heartbeat only lets
 // recovery take over sooner, which the owner generation fences.
 func (s *Store) ExtendLease(ctx context.Context, rec registry.Record, lease time.Duration) (time.Time, error) {
-	if lease <= 0 {
-		lease = registry.DefaultLease
-	}
+	lease = registry.LeaseOrDefault(lease)
 	now, _ := s.clock()
 	var until time.Time
 	err := s.pool.QueryRow(ctx, recoveryQueries.Get("ExtendLease"),

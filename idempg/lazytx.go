@@ -22,6 +22,9 @@ import (
 // BEGIN: pgx.Conn.Begin waits for the server's answer before it returns
 // the pgx.Tx.)
 //
+// Query's rows hold the connection until they are closed (or read to the
+// end), as pgx's do.
+//
 // Native returns a real pgx.Tx. Asked before any statement, it begins the
 // transaction the ordinary way; asked after, it sends one more BEGIN on
 // the open transaction, which PostgreSQL answers with a warning and
@@ -102,6 +105,26 @@ func (t *lazyTx) QueryRow(ctx context.Context, sql string, args ...any) registry
 	return batchRow{results}
 }
 
+func (t *lazyTx) Query(ctx context.Context, sql string, args ...any) (registry.Rows, error) {
+	if t.begun {
+		rows, err := t.conn.Query(ctx, sql, args...)
+		if err != nil {
+			return nil, err
+		}
+		return rows, nil
+	}
+	results, err := t.begin(ctx, sql, args)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := results.Query()
+	if err != nil {
+		results.Close()
+		return nil, err
+	}
+	return &batchRows{Rows: rows, results: results}, nil
+}
+
 // begin sends BEGIN and the statement sql in one batch and reads BEGIN's
 // answer; the caller reads the statement's and closes the results.
 func (t *lazyTx) begin(ctx context.Context, sql string, args []any) (pgx.BatchResults, error) {
@@ -149,6 +172,35 @@ func (r batchRow) Scan(dest ...any) error {
 		err = cerr
 	}
 	return err
+}
+
+// batchRows are the rows of a query sent in a batch behind BEGIN. The
+// batch is closed, so that the connection takes the next statement, as
+// soon as the rows end: when Next returns false or at Close.
+type batchRows struct {
+	pgx.Rows
+	results pgx.BatchResults
+	done    bool  // the batch is closed
+	err     error // closing the batch failed
+}
+
+func (r *batchRows) Next() bool {
+	if r.Rows.Next() {
+		return true
+	}
+	r.Close()
+	return false
+}
+
+func (r *batchRows) Err() error { return cmp.Or(r.Rows.Err(), r.err) }
+
+func (r *batchRows) Close() {
+	r.Rows.Close()
+	if r.done {
+		return
+	}
+	r.done = true
+	r.err = r.results.Close()
 }
 
 // errRow is a row whose Scan fails.

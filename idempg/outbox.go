@@ -26,9 +26,7 @@ func (s *Store) ClaimOutbox(ctx context.Context, limit int, lease time.Duration)
 	if limit <= 0 {
 		return nil, nil
 	}
-	if lease <= 0 {
-		lease = registry.DefaultLease
-	}
+	lease = registry.LeaseOrDefault(lease)
 	now, _ := s.clock()
 	rows, err := s.pool.Query(ctx, queries.Get("ClaimOutbox"), limit, micros(lease), now)
 	if err != nil {

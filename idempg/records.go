@@ -167,9 +167,7 @@ func (s *Store) Release(ctx context.Context, rec registry.Record) error {
 // lease has expired at the store's "now"; else registry.ErrFenced. The
 // state is kept. ctx governs the statement.
 func (s *Store) TakeOver(ctx context.Context, rec registry.Record, lease time.Duration) (registry.Record, error) {
-	if lease <= 0 {
-		lease = registry.DefaultLease
-	}
+	lease = registry.LeaseOrDefault(lease)
 	now, _ := s.clock()
 	got, err := scanRecord(s.pool.QueryRow(ctx, queries.Get("TakeOver"), rec.Scope[:], rec.OwnerGen, micros(lease), now, rec.OperationID))
 	switch {

@@ -222,5 +222,41 @@ func (t sqlTx) QueryRow(ctx context.Context, query string, args ...any) registry
 	return t.tx.QueryRowContext(ctx, query, args...)
 }
 
+// Query runs a query and returns its rows.
+func (t sqlTx) Query(ctx context.Context, query string, args ...any) (registry.Rows, error) {
+	rows, err := t.tx.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	return &sqlRows{rows: rows}, nil
+}
+
 // Native returns the *sql.Tx.
 func (t sqlTx) Native() any { return t.tx }
+
+// sqlRows are *sql.Rows as registry.Rows: a failed Scan ends the
+// iteration and Err reports it, as registry.Rows says (*sql.Rows would
+// let the caller go on).
+type sqlRows struct {
+	rows *sql.Rows
+	err  error // of a failed Scan or of closing
+}
+
+func (r *sqlRows) Next() bool { return r.err == nil && r.rows.Next() }
+
+func (r *sqlRows) Scan(dest ...any) error {
+	err := r.rows.Scan(dest...)
+	if err != nil && r.err == nil {
+		r.err = err
+		r.Close()
+	}
+	return err
+}
+
+func (r *sqlRows) Err() error { return cmp.Or(r.rows.Err(), r.err) }
+
+func (r *sqlRows) Close() {
+	if err := r.rows.Close(); err != nil && r.err == nil {
+		r.err = err
+	}
+}

@@ -15,9 +15,7 @@ import (
 // execution whose handler holds that lock lands only after it commits (and
 // is then fenced, harmlessly).
 func (s *Store) ExtendLease(ctx context.Context, rec registry.Record, lease time.Duration) (time.Time, error) {
-	if lease <= 0 {
-		lease = registry.DefaultLease
-	}
+	lease = registry.LeaseOrDefault(lease)
 	var until int64
 	err := s.writeTx(ctx, "extend lease", func(tx *sql.Tx, now any) error {
 		err := tx.QueryRowContext(ctx, recoveryQueries.Get("ExtendLease"),

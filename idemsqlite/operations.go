@@ -150,9 +150,7 @@ func (s *Store) TakeOver(ctx context.Context, rec registry.Record, lease time.Du
 	if err := s.checkOpen(); err != nil {
 		return registry.Record{}, err
 	}
-	if lease <= 0 {
-		lease = registry.DefaultLease
-	}
+	lease = registry.LeaseOrDefault(lease)
 	var out registry.Record
 	err := s.writeTx(ctx, "take over", func(tx *sql.Tx, now any) (err error) {
 		out, err = scanRecord(s.txStmt(ctx, tx, "TakeOver").QueryRowContext(ctx,

@@ -35,9 +35,7 @@ func (s *Store) ClaimOutbox(ctx context.Context, limit int, lease time.Duration)
 	if limit <= 0 {
 		return nil, nil
 	}
-	if lease <= 0 {
-		lease = registry.DefaultLease
-	}
+	lease = registry.LeaseOrDefault(lease)
 	var msgs []registry.OutboxMessage
 	err := s.writeTx(ctx, "claim outbox", func(tx *sql.Tx, now any) error {
 		rows, err := s.txStmt(ctx, tx, "ClaimOutbox").QueryContext(ctx, now, limit, lease.Microseconds())

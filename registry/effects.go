@@ -1,6 +1,7 @@
 package registry
 
 import (
+	"cmp"
 	"context"
 	"encoding/hex"
 	"fmt"
@@ -217,10 +218,7 @@ type EffectStore interface {
 // LimitOrDefault returns f.Limit, or DefaultListLimit when it is zero or
 // less.
 func (f ListFilter) LimitOrDefault() int {
-	if f.Limit <= 0 {
-		return DefaultListLimit
-	}
-	return f.Limit
+	return cmp.Or(max(f.Limit, 0), DefaultListLimit)
 }
 
 // Validate reports whether f can be used.

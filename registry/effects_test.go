@@ -81,6 +81,9 @@ func TestListFilter(t *testing.T) {
 	if got := (ListFilter{}).LimitOrDefault(); got != DefaultListLimit {
 		t.Errorf("zero Limit: %d, want %d", got, DefaultListLimit)
 	}
+	if got := (ListFilter{Limit: -1}).LimitOrDefault(); got != DefaultListLimit {
+		t.Errorf("negative Limit: %d, want %d", got, DefaultListLimit)
+	}
 	if got := (ListFilter{Limit: 7}).LimitOrDefault(); got != 7 {
 		t.Errorf("Limit 7: %d", got)
 	}

@@ -30,7 +30,7 @@ type LeaseScanner interface {
 	// on by the time the caller acts on it. limit <= 0 returns nothing.
 	ExpiredLeases(ctx context.Context, limit int) ([]Record, error)
 	// ExtendLease is the heartbeat of a long execution: it moves the lease
-	// of rec's record to now + lease (0 means DefaultLease) if the record
+	// of rec's record to now + LeaseOrDefault(lease) if the record
 	// is still RESERVED or EXECUTING at rec.OwnerGen, and returns the new
 	// LeaseUntil; ErrFenced otherwise.
 	ExtendLease(ctx context.Context, rec Record, lease time.Duration) (time.Time, error)

@@ -1,6 +1,7 @@
 package registry
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"strconv"
@@ -67,20 +68,23 @@ type Claim struct {
 	TombstoneTTL time.Duration
 }
 
-// LeaseOrDefault returns c.Lease, or DefaultLease when it is zero.
+// LeaseOrDefault returns c.Lease, or DefaultLease when it is zero or
+// negative.
 func (c Claim) LeaseOrDefault() time.Duration {
-	if c.Lease <= 0 {
-		return DefaultLease
-	}
-	return c.Lease
+	return LeaseOrDefault(c.Lease)
 }
 
-// RetentionOrDefault returns c.Retention, or DefaultRetention when zero.
+// RetentionOrDefault returns c.Retention, or DefaultRetention when it is
+// zero or negative.
 func (c Claim) RetentionOrDefault() time.Duration {
-	if c.Retention <= 0 {
-		return DefaultRetention
-	}
-	return c.Retention
+	return cmp.Or(max(c.Retention, 0), DefaultRetention)
+}
+
+// LeaseOrDefault returns lease, or DefaultLease when it is zero or
+// negative. Drivers apply it to Claim.Lease and to the lease passed to
+// TakeOver, ExtendLease and ClaimOutbox.
+func LeaseOrDefault(lease time.Duration) time.Duration {
+	return cmp.Or(max(lease, 0), DefaultLease)
 }
 
 // OwnerOf hashes an identity for Claim.Owner.
@@ -160,17 +164,68 @@ type OutboxMessage struct {
 }
 
 // Tx is the business transaction handed to business functions. Queries
-// use $1, $2 … placeholders on every driver. Native returns the driver's
-// own transaction (pgx.Tx, *sql.Tx) for code that needs it.
+// use $1, $2 … placeholders on every driver. The ctx of each method
+// governs that statement (for Query, the reading of its rows too), not
+// the transaction, whose life belongs to the call that handed out the Tx.
+// Errors of the statements are the driver's own, untranslated: they belong
+// to the business code (a transaction that could not begin is reported as
+// the driver's other errors are).
 type Tx interface {
+	// Exec runs a statement and returns the number of rows it changed.
 	Exec(ctx context.Context, sql string, args ...any) (rowsAffected int64, err error)
+	// QueryRow runs a query expected to return at most one row; its error,
+	// the driver's "no rows" included, comes from Row.Scan.
 	QueryRow(ctx context.Context, sql string, args ...any) Row
+	// Query runs a query and returns its rows, in the order the query
+	// gives them. The caller must Close the Rows (reading them to the end
+	// is not enough on every driver) before the next statement on the Tx.
+	// An error of the query is returned either by Query or, once Next has
+	// returned false, by Rows.Err, depending on the driver and on when the
+	// database reports it; a caller checks both. ctx governs the query and
+	// the reading of its rows until they are closed: when it ends, Next
+	// returns false and Err reports why.
+	Query(ctx context.Context, sql string, args ...any) (Rows, error)
+	// Native returns the driver's own transaction (pgx.Tx, *sql.Tx) for
+	// code that needs it.
 	Native() any
 }
 
 // Row is one result row.
 type Row interface {
 	Scan(dest ...any) error
+}
+
+// Rows is the result of Tx.Query, read one row at a time:
+//
+//	rows, err := tx.Query(ctx, "SELECT id, amount FROM payments WHERE payee = $1", payee)
+//	if err != nil {
+//		return err
+//	}
+//	defer rows.Close()
+//	for rows.Next() {
+//		if err := rows.Scan(&id, &amount); err != nil {
+//			return err
+//		}
+//		…
+//	}
+//	return rows.Err()
+//
+// Rows is not safe for concurrent use.
+type Rows interface {
+	// Next advances to the next row and reports whether there is one; it
+	// returns false at the end, after an error (see Err) and after Close.
+	Next() bool
+	// Scan copies the current row's columns into dest, one per column. A
+	// failed Scan ends the iteration: Next then returns false and Err
+	// returns the error.
+	Scan(dest ...any) error
+	// Err returns the error met while reading the rows (the query's own
+	// included), nil if there was none; call it once Next returned false.
+	Err() error
+	// Close releases the rows; it must be called, also after Next returned
+	// false, and may be called more than once. Closing before the last
+	// row discards the rest.
+	Close()
 }
 
 // BusinessFunc performs the business writes in tx and returns the outcome
@@ -225,7 +280,8 @@ type Store interface {
 	Release(ctx context.Context, rec Record) error
 	// TakeOver gives the record to a new owner generation if it is in
 	// flight, still at rec.OwnerGen, and its lease has expired; the state
-	// is kept and a new lease starts. ErrFenced otherwise.
+	// is kept and a new lease starts (LeaseOrDefault(lease) long).
+	// ErrFenced otherwise.
 	TakeOver(ctx context.Context, rec Record, lease time.Duration) (Record, error)
 	// Get returns the record with that scope, or ErrNotFound.
 	Get(ctx context.Context, scope idem.ScopeHash) (Record, error)
@@ -233,8 +289,9 @@ type Store interface {
 	GetByID(ctx context.Context, operationID string) (Record, error)
 	// ClaimOutbox claims up to limit pending messages (neither published
 	// nor dead), oldest first, that no other relay holds and whose backoff
-	// (OutboxDelivery) has passed, for lease; several relays may call it
-	// at once and never get the same message while its claim lasts.
+	// (OutboxDelivery) has passed, for LeaseOrDefault(lease); several
+	// relays may call it at once and never get the same message while its
+	// claim lasts.
 	ClaimOutbox(ctx context.Context, limit int, lease time.Duration) ([]OutboxMessage, error)
 	// MarkPublished records that the messages were published.
 	MarkPublished(ctx context.Context, ids []string) error

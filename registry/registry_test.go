@@ -97,9 +97,18 @@ func TestClaimDefaults(t *testing.T) {
 	if c.LeaseOrDefault() != registry.DefaultLease || c.RetentionOrDefault() != registry.DefaultRetention {
 		t.Errorf("zero claim: lease %v retention %v", c.LeaseOrDefault(), c.RetentionOrDefault())
 	}
+	c.Lease, c.Retention = -time.Second, -time.Hour
+	if c.LeaseOrDefault() != registry.DefaultLease || c.RetentionOrDefault() != registry.DefaultRetention {
+		t.Errorf("negative claim: lease %v retention %v", c.LeaseOrDefault(), c.RetentionOrDefault())
+	}
 	c.Lease, c.Retention = time.Second, time.Hour
 	if c.LeaseOrDefault() != time.Second || c.RetentionOrDefault() != time.Hour {
 		t.Errorf("set claim: lease %v retention %v", c.LeaseOrDefault(), c.RetentionOrDefault())
+	}
+	for lease, want := range map[time.Duration]time.Duration{0: registry.DefaultLease, -1: registry.DefaultLease, 1: 1} {
+		if got := registry.LeaseOrDefault(lease); got != want {
+			t.Errorf("LeaseOrDefault(%v) = %v, want %v", lease, got, want)
+		}
 	}
 	if got := registry.MessageID("op_X", 3); got != "op_X/3" {
 		t.Errorf("MessageID = %q", got)

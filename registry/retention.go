@@ -1,6 +1,7 @@
 package registry
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"time"
@@ -80,9 +81,7 @@ func (r Record) Retired() bool { return !r.RetiredAt.IsZero() }
 // nil, is called after every batch. On error it returns the sums so far
 // with the error. batch <= 0 means DefaultPruneBatch.
 func PruneAll(ctx context.Context, p Pruner, batch int, each func(PruneResult)) (PruneResult, error) {
-	if batch <= 0 {
-		batch = DefaultPruneBatch
-	}
+	batch = cmp.Or(max(batch, 0), DefaultPruneBatch)
 	var total PruneResult
 	for {
 		if err := ctx.Err(); err != nil {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"fmt"
 	"net/http"
 	"time"
 
@@ -82,38 +81,20 @@ func scanPayment(row registry.Row) (Payment, error) {
 	return p, nil
 }
 
-// queryRows runs a query returning many rows on the driver's own
-// transaction (registry.Tx reads one row at a time) and calls each for
+// queryRows runs a query returning many rows in tx and calls each for
 // every row.
 func queryRows(ctx context.Context, tx registry.Tx, query string, args []any, each func(registry.Row) error) error {
-	switch n := tx.Native().(type) {
-	case *sql.Tx:
-		rows, err := n.QueryContext(ctx, query, args...)
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
-			if err := each(rows); err != nil {
-				return err
-			}
-		}
-		return rows.Err()
-	case pgx.Tx:
-		rows, err := n.Query(ctx, query, args...)
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
-			if err := each(rows); err != nil {
-				return err
-			}
-		}
-		return rows.Err()
-	default:
-		return fmt.Errorf("payments: unsupported driver transaction %T", n)
+	rows, err := tx.Query(ctx, query, args...)
+	if err != nil {
+		return err
 	}
+	defer rows.Close()
+	for rows.Next() {
+		if err := each(rows); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
 }
 
 // healthz handles GET /healthz: 200 {"status":"ok"} when a trivial
