@@ -29,6 +29,14 @@ func testTransferSettleByReplay(t *testing.T, dsn func(*testing.T) string) {
 	if first.status != http.StatusConflict || first.code() != idem.CodeOutcomeUnknown {
 		t.Fatalf("first attempt: %d %s", first.status, first.body)
 	}
+	// The held call ends with its client (the server's provider timeout);
+	// only then may the provider work again, or the held call itself
+	// would execute the transfer and the retry would find it by lookup.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := b.prov.WaitNoneHeld(ctx); err != nil {
+		t.Fatalf("the provider still holds the timed-out call: %v", err)
+	}
 	if err := b.prov.SetMode(provider.ModeOK); err != nil {
 		t.Fatal(err)
 	}

@@ -285,6 +285,15 @@ func (s *Server) WaitHung(ctx context.Context, n int) error {
 	return s.waitLocked(ctx, func() bool { return s.hung >= n })
 }
 
+// WaitNoneHeld blocks until no POST /transfers request is held (every
+// held one was released or its client went away), or ctx ends (then it
+// returns ctx.Err()).
+func (s *Server) WaitNoneHeld(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.waitLocked(ctx, func() bool { return s.hung == 0 })
+}
+
 // broadcastLocked wakes every waiter so it rechecks its condition.
 func (s *Server) broadcastLocked() {
 	close(s.changed)
