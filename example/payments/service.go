@@ -184,26 +184,30 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 	if reg == nil {
 		reg = prometheus.NewRegistry()
 	}
-	create := &idemhttp.Middleware{
-		Store: cfg.Store,
-		Operation: idemhttp.Operation{
-			Name:        OperationCreate,
-			APIRevision: cmp.Or(cfg.APIRevision, APIRevision),
-			Binding: idem.Binding{
-				Canon: canon.Options{Mode: canon.ModeSchema, Schema: Schema()},
-			},
-			FinalStatuses:  []int{http.StatusUnprocessableEntity}, // AMOUNT_LIMIT
-			Lease:          cfg.Lease,
-			Retention:      cfg.Retention,
-			OneTransaction: cfg.OneTransaction,
+	create, err := idemhttp.New(ctx, cfg.Store, idemhttp.Operation{
+		Name:        OperationCreate,
+		APIRevision: cmp.Or(cfg.APIRevision, APIRevision),
+		Binding: idem.Binding{
+			Canon: canon.Options{Mode: canon.ModeSchema, Schema: Schema()},
 		},
-		Identity:      s.auth.Identity,
+		// The contract's baseline key rules (1–255 visible characters),
+		// not the library's strict default: the demo's clients and tests
+		// use short keys.
+		KeyPolicy:      idem.KeyPolicy{MinLength: 1},
+		FinalStatuses:  []int{http.StatusUnprocessableEntity}, // AMOUNT_LIMIT
+		Lease:          cfg.Lease,
+		Retention:      cfg.Retention,
+		OneTransaction: cfg.OneTransaction,
+	}, s.auth.Identity, idemhttp.Options{
 		Challenge:     "Bearer",
 		MonitorPrefix: "/v1/operations/",
 		Admit:         admit.Admit,
-		WriterEpoch:   s.epoch,
+		WriterEpoch:   &s.epoch,
 		Metrics:       idemhttp.NewMetrics(reg),
 		Logger:        s.log,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("payments: %w", err)
 	}
 	reg.MustRegister(idemhttp.NewUnknownCollector(cfg.Store))
 	s.mux.Handle("POST /v1/payments", create.Handler(http.HandlerFunc(s.create)))
