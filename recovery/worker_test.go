@@ -508,7 +508,11 @@ func TestIndefiniteAnswers(t *testing.T) {
 			t.Fatalf("RunOnce with a hanging provider = %+v, %v", rep, err)
 		}
 		unsettled("after a timeout")
-		if _, ok := e.prov.Transfer(eff.DownstreamKey); !ok || e.prov.Executed() != 1 {
+		// The provider may execute the re-send after the client gave up.
+		waitCtx, cancelWait := context.WithTimeout(e.ctx, 30*time.Second)
+		err := e.prov.WaitExecuted(waitCtx, 1)
+		cancelWait()
+		if _, ok := e.prov.Transfer(eff.DownstreamKey); err != nil || !ok || e.prov.Executed() != 1 {
 			t.Fatalf("the provider did not execute the re-sent key (executed %d)", e.prov.Executed())
 		}
 
