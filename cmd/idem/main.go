@@ -106,7 +106,7 @@ func run(ctx context.Context, args []string, std stdio) int {
 	case len(args) == 0:
 		usage(std.err)
 		return exitUsage
-	case isHelp(args[0]) || args[0] == "help" && len(args) == 1:
+	case isHelp(args[0]) || args[0] == "help" && (len(args) == 1 || args[1] == "help"):
 		usage(std.out)
 		return exitOK
 	case args[0] == "help":

@@ -53,7 +53,7 @@ func subcommands() map[string]string {
 func TestHelpListsCommands(t *testing.T) {
 	t.Parallel()
 	_, want, _ := runCmd(t, "", "help")
-	for _, args := range [][]string{{"help"}, {"-h"}, {"--help"}} {
+	for _, args := range [][]string{{"help"}, {"-h"}, {"--help"}, {"help", "help"}} {
 		code, out, stderr := runCmd(t, "", args...)
 		if code != exitOK || stderr != "" || out != want {
 			t.Fatalf("%q: code %d, stderr %q, out differs from idem help:\n%s", args, code, stderr, out)
