@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -37,6 +38,17 @@ func TestFaultUnknown(t *testing.T) {
 		if msg := problemErr(first, http.StatusConflict, "OUTCOME_UNKNOWN"); msg != "" || op == "" {
 			t.Fatalf("transfer whose provider call timed out: %s %v; want 409 OUTCOME_UNKNOWN naming the operation", msg, first.header)
 		}
+		// The server gave up after --provider-timeout. On a loaded machine
+		// the provider may not have run the request yet when the 409
+		// arrives (it executes whenever it gets to it, then holds): wait
+		// for the execution before switching modes, bounded, then count.
+		var executed string
+		await(t, "the provider executes the timed-out transfer", func() bool {
+			r, err := prov.send(http.MethodGet, "/stats", "", nil, "")
+			var st struct{ Executed int }
+			executed = fmt.Sprint(r.status, " ", string(r.body), " ", err)
+			return err == nil && r.status == http.StatusOK && json.Unmarshal(r.body, &st) == nil && st.Executed >= 1
+		}, &executed)
 		if n := f.takeSnapshot().ProviderExecuted; n != 1 {
 			t.Fatalf("provider executed %d transfers; want 1", n)
 		}

@@ -345,6 +345,10 @@ func TestRecovery(t *testing.T) {
 			})
 		}})
 		w.Batch = 10
+		// The worker's backoff runs on the wall clock: an hour outlasts
+		// this test on any machine, so "not due yet" below does not
+		// depend on how fast the first round was.
+		w.Backoff = time.Hour
 		reg := prometheus.NewRegistry()
 		w.Metrics = NewMetrics(reg)
 		rep, err := w.RunOnce(e.ctx)
@@ -508,7 +512,11 @@ func TestIndefiniteAnswers(t *testing.T) {
 			t.Fatalf("RunOnce with a hanging provider = %+v, %v", rep, err)
 		}
 		unsettled("after a timeout")
-		if _, ok := e.prov.Transfer(eff.DownstreamKey); !ok || e.prov.Executed() != 1 {
+		// The provider may execute the re-send after the client gave up.
+		waitCtx, cancelWait := context.WithTimeout(e.ctx, 30*time.Second)
+		err := e.prov.WaitExecuted(waitCtx, 1)
+		cancelWait()
+		if _, ok := e.prov.Transfer(eff.DownstreamKey); err != nil || !ok || e.prov.Executed() != 1 {
 			t.Fatalf("the provider did not execute the re-sent key (executed %d)", e.prov.Executed())
 		}
 

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"strconv"
@@ -19,8 +18,7 @@ import (
 // worked, whether or not the targets were met; with --check a missed
 // target exits 1 too.
 func runBench(ctx context.Context, args []string, std stdio) int {
-	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
-	fs.SetOutput(std.err)
+	fs := newFlags("bench", "--db DSN [--clients N,N,…] [--duration D] [--warmup D] [--rounds N] [--replay-keys N] [--json] [--check] [--keep] [--quiet]", std)
 	dsn := fs.String("db", "", "database `DSN`: postgres://… (a new schema is created and dropped) or sqlite:PATH (PATH must not exist); required")
 	clients := fs.String("clients", "1,16,64", "comma-separated client `counts`")
 	duration := fs.Duration("duration", bench.DefaultDuration, "how long each cell is timed, per round")
@@ -31,8 +29,12 @@ func runBench(ctx context.Context, args []string, std stdio) int {
 	check := fs.Bool("check", false, "exit 1 when a target is missed")
 	keep := fs.Bool("keep", false, "keep the run's schema or file")
 	quiet := fs.Bool("quiet", false, "no progress lines on stderr")
-	if err := fs.Parse(args); err != nil || fs.NArg() != 0 {
-		return exitUsage
+	words, code, ok := fs.parse(args)
+	if !ok {
+		return code
+	}
+	if len(words) != 0 {
+		return fs.usage(fmt.Sprintf("unexpected arguments %q", words))
 	}
 	counts, err := parseCounts(*clients)
 	if *dsn == "" || err != nil || *duration <= 0 || *warmup < 0 || *rounds <= 0 || *replayKeys <= 0 {

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/idemkit/idem/internal/pgtest"
 )
@@ -21,10 +22,19 @@ func TestBenchSQLite(t *testing.T) {
 	if code != exitOK || stderr != "" {
 		t.Fatalf("code %d, stderr %q", code, stderr)
 	}
-	for _, want := range []string{"idem bench: sqlite", "clients", "idem first/s", "first÷plain", "reserve p99 ms", "targets (set for PostgreSQL)"} {
+	for _, want := range []string{"idem bench: sqlite", "clients", "two-phase", "one-tx", "÷ plain", "reserve p99", "accept p99",
+		"The targets are set for PostgreSQL; they do not apply to sqlite.\n"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("table lacks %q:\n%s", want, out)
 		}
+	}
+	for _, l := range strings.Split(out, "\n") {
+		if utf8.RuneCountInString(l) > 100 {
+			t.Errorf("table line wider than 100 columns: %q", l)
+		}
+	}
+	if strings.Contains(out, " ok") || strings.Contains(out, "MISS") || strings.Contains(out, "Targets:") {
+		t.Errorf("a SQLite table marks figures against the PostgreSQL targets:\n%s", out)
 	}
 }
 

@@ -12,14 +12,19 @@ import (
 )
 
 // runCanon implements "idem canon": stdin (UTF-8) → canonical bytes on
-// stdout. A refused payload exits 1 with one line "CODE: reason" on stderr.
+// stdout, then a newline (not part of the canonical form: what is hashed
+// is the bytes before it), so the output ends its line in a terminal. A
+// refused payload exits 1 with one line "CODE: reason" on stderr.
 func runCanon(_ context.Context, args []string, std stdio) int {
-	fs := flag.NewFlagSet("canon", flag.ContinueOnError)
-	fs.SetOutput(std.err)
+	fs := newFlags("canon", "[--mode json|jcs|raw|schema] [--schema FILE] [--max-bytes N] [--max-depth N] < BODY", std)
 	var cf canonFlags
-	cf.register(fs)
-	if err := fs.Parse(args); err != nil || fs.NArg() != 0 {
-		return exitUsage
+	cf.register(fs.FlagSet)
+	words, code, ok := fs.parse(args)
+	if !ok {
+		return code
+	}
+	if len(words) != 0 {
+		return fs.usage(fmt.Sprintf("unexpected arguments %q: the payload comes from stdin", words))
 	}
 	opts, err := cf.options()
 	if err != nil {
@@ -34,7 +39,7 @@ func runCanon(_ context.Context, args []string, std stdio) int {
 	if err != nil {
 		return refuse(std.err, err)
 	}
-	if _, err := std.out.Write(out); err != nil {
+	if _, err := std.out.Write(append(out, '\n')); err != nil {
 		fmt.Fprintln(std.err, "idem canon:", err)
 		return exitRefused
 	}

@@ -23,7 +23,7 @@ func TestCanonModes(t *testing.T) {
 	}
 	for _, c := range cases {
 		code, out, stderr := runCmd(t, c.in, c.args...)
-		if code != exitOK || out != c.want {
+		if code != exitOK || out != c.want+"\n" { // the canonical bytes, then a newline
 			t.Errorf("%v on %q: code %d, out %q, stderr %q; want %q", c.args, c.in, code, out, stderr, c.want)
 		}
 	}
@@ -127,8 +127,8 @@ func TestCanonJCSVectors(t *testing.T) {
 			t.Fatal(err)
 		}
 		code, out, stderr := runCmd(t, string(src), "canon", "--mode", "jcs")
-		if code != exitOK || out != string(want) {
-			t.Errorf("%s: code %d stderr %q\n got %q\nwant %q", filepath.Base(in), code, stderr, out, want)
+		if code != exitOK || out != string(want)+"\n" {
+			t.Errorf("%s: code %d stderr %q\n got %q\nwant %q and a newline", filepath.Base(in), code, stderr, out, want)
 		}
 	}
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"net/http"
 	"strings"
@@ -30,12 +29,7 @@ func (f *checkHeaders) Set(line string) error {
 // 0 every scenario that applied passed, 1 one failed (or the run was
 // interrupted), 2 bad usage. Flags may come before or after URL.
 func runCheck(ctx context.Context, args []string, std stdio) int {
-	fs := flag.NewFlagSet("check", flag.ContinueOnError)
-	fs.SetOutput(std.err)
-	fs.Usage = func() {
-		fmt.Fprintln(std.err, "usage: idem check [flags] URL\n\nflags:")
-		fs.PrintDefaults()
-	}
+	fs := newFlags("check", "[flags] URL", std)
 	var header, alt checkHeaders
 	method := fs.String("method", check.DefaultMethod, "HTTP `METHOD` of the write endpoint")
 	body := fs.String("body", "", "body `TEMPLATE`: JSON text; {{unique}} becomes a fresh number per key, {{variant}} "+check.VariantSame+" (or "+check.VariantChanged+" in the changed payload)")
@@ -51,14 +45,12 @@ func runCheck(ctx context.Context, args []string, std stdio) int {
 	only := fs.String("only", "", "comma-separated `SCENARIOS` to run (default: all): "+scenarioNames())
 	asJSON := fs.Bool("json", false, "print the report as one JSON object")
 
-	urls, err := parseInterspersed(fs, args)
-	if err != nil {
-		return exitUsage
+	urls, code, ok := fs.parse(args)
+	if !ok {
+		return code
 	}
 	if len(urls) != 1 {
-		fmt.Fprintln(std.err, "idem check: want exactly one URL")
-		fs.Usage()
-		return exitUsage
+		return fs.usage("want exactly one URL")
 	}
 	cfg := check.Config{
 		URL:         urls[0],

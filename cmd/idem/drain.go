@@ -22,9 +22,9 @@ import (
 // With --json every action prints the control row as it is afterwards, on
 // one line: {"writer_epoch":4,"draining":true,"updated_at":"…"}.
 func runDrain(ctx context.Context, args []string, std stdio) int {
-	action, dsn, asJSON, ok := controlArgs("drain", []string{"show", "on", "off"}, args, std)
+	action, dsn, asJSON, code, ok := controlArgs("drain", []string{"show", "on", "off"}, args, std)
 	if !ok {
-		return exitUsage
+		return code
 	}
 	return withControl(ctx, "drain", dsn, std, func(store registry.Store) error {
 		if action != "show" {

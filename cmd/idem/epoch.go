@@ -27,9 +27,9 @@ import (
 // With --json every action prints the control row as it is afterwards, on
 // one line: {"writer_epoch":4,"draining":false,"updated_at":"…"}.
 func runEpoch(ctx context.Context, args []string, std stdio) int {
-	action, dsn, asJSON, ok := controlArgs("epoch", []string{"show", "bump"}, args, std)
+	action, dsn, asJSON, code, ok := controlArgs("epoch", []string{"show", "bump"}, args, std)
 	if !ok {
-		return exitUsage
+		return code
 	}
 	return withControl(ctx, "epoch", dsn, std, func(store registry.Store) error {
 		switch action {
@@ -50,20 +50,16 @@ func runEpoch(ctx context.Context, args []string, std stdio) int {
 }
 
 // controlArgs parses "idem NAME [ACTION] [--db DSN] [--json]", with the
-// flags before or after the action (or both); the action defaults to actions[0]. It
-// reports usage errors on std.err.
-func controlArgs(name string, actions, args []string, std stdio) (action, dsn string, asJSON, ok bool) {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(std.err)
+// flags before or after the action (or both); the action defaults to
+// actions[0]. When ok is false the command exits with code: help was
+// printed on stdout, or a usage error reported on stderr.
+func controlArgs(name string, actions, args []string, std stdio) (action, dsn string, asJSON bool, code int, ok bool) {
+	fs := newFlags(name, "["+strings.Join(actions, "|")+"] [--db DSN] [--json]", std)
 	db := fs.String("db", defaultDB, "registry database `DSN`: sqlite:PATH or postgres://…")
 	js := fs.Bool("json", false, "print the control row as JSON")
-	fs.Usage = func() {
-		fmt.Fprintf(std.err, "usage: idem %s [%s] [--db DSN] [--json]\n", name, strings.Join(actions, "|"))
-		fs.PrintDefaults()
-	}
-	words, err := parseInterspersed(fs, args) // flags may come before and after the action
-	if err != nil {
-		return "", "", false, false
+	words, code, ok := fs.parse(args) // flags may come before and after the action
+	if !ok {
+		return "", "", false, code, false
 	}
 	switch len(words) {
 	case 0:
@@ -71,16 +67,12 @@ func controlArgs(name string, actions, args []string, std stdio) (action, dsn st
 	case 1:
 		action = words[0]
 	default:
-		fmt.Fprintf(std.err, "idem %s: one action expected, got %q\n", name, words)
-		fs.Usage()
-		return "", "", false, false
+		return "", "", false, fs.usage(fmt.Sprintf("one action expected, got %q", words)), false
 	}
 	if !slices.Contains(actions, action) {
-		fmt.Fprintf(std.err, "idem %s: unknown action %q\n", name, action)
-		fs.Usage()
-		return "", "", false, false
+		return "", "", false, fs.usage(fmt.Sprintf("unknown action %q", action)), false
 	}
-	return action, *db, *js, true
+	return action, *db, *js, exitOK, true
 }
 
 // parseInterspersed parses args with fs, flags before, between and after

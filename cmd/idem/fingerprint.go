@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -17,10 +16,9 @@ import (
 // the rest of the request from flags; it prints the fingerprint and every
 // part it hashes as JSON, so two requests can be compared part by part.
 func runFingerprint(_ context.Context, args []string, std stdio) int {
-	fs := flag.NewFlagSet("fingerprint", flag.ContinueOnError)
-	fs.SetOutput(std.err)
+	fs := newFlags("fingerprint", "--target URL [--method M] [--content-type T] [--query-keep P,…] [--header-keep H,…] [--header 'Name: value']… [canon flags] < BODY", std)
 	var cf canonFlags
-	cf.register(fs)
+	cf.register(fs.FlagSet)
 	method := fs.String("method", "POST", "request `METHOD`")
 	target := fs.String("target", "", "request `URL` or path, query included (required)")
 	contentType := fs.String("content-type", "application/json", "Content-Type of the body")
@@ -28,8 +26,12 @@ func runFingerprint(_ context.Context, args []string, std stdio) int {
 	headerKeep := fs.String("header-keep", "", "comma-separated business headers that are bound")
 	var headers headerFlag
 	fs.Var(&headers, "header", "request header `'Name: value'` (repeatable); only --header-keep names are bound")
-	if err := fs.Parse(args); err != nil || fs.NArg() != 0 {
-		return exitUsage
+	words, code, ok := fs.parse(args)
+	if !ok {
+		return code
+	}
+	if len(words) != 0 {
+		return fs.usage(fmt.Sprintf("unexpected arguments %q: the body comes from stdin", words))
 	}
 	if *target == "" {
 		fmt.Fprintln(std.err, "idem fingerprint: --target is required")

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"os"
 
@@ -29,8 +28,7 @@ import (
 // phase), with --provider-timeout passed to the instances; a key must settle within --unknown-slo of its first
 // request (gate.Config.Workload, docs/gate.md).
 func runGate(ctx context.Context, args []string, std stdio) int {
-	fs := flag.NewFlagSet("gate", flag.ContinueOnError)
-	fs.SetOutput(std.err)
+	fs := newFlags("gate", "--db DSN [--workload payments|transfers] [--instances N] [--requests N] [--retries R] [--concurrency C] [--crash] [--json] [--html FILE] …", std)
 	var cfg gate.Config
 	fs.StringVar(&cfg.DSN, "db", "", "database `DSN` every instance serves from: postgres://… or sqlite:PATH (required)")
 	fs.StringVar(&cfg.Bin, "bin", "", "idem `binary` to start instances from (default: this one)")
@@ -57,12 +55,12 @@ func runGate(ctx context.Context, args []string, std stdio) int {
 	fs.Int64Var(&cfg.Seed, "seed", 0, "seed of amounts, conflicts and refusals (0: from the clock)")
 	asJSON := fs.Bool("json", false, "print the report as one JSON object")
 	html := fs.String("html", "", "also write a self-contained HTML report to `FILE`")
-	if err := fs.Parse(args); err != nil {
-		return exitUsage
+	words, code, ok := fs.parse(args)
+	if !ok {
+		return code
 	}
-	if fs.NArg() != 0 || cfg.DSN == "" {
-		fmt.Fprintln(std.err, "usage: idem gate --db DSN [--workload payments|transfers] [--instances N] [--requests N] [--retries R] [--concurrency C] [--crash] [--json] [--html FILE] …")
-		return exitUsage
+	if len(words) != 0 || cfg.DSN == "" {
+		return fs.usage("--db is required, and nothing else but flags")
 	}
 	if cfg.Bin == "" {
 		exe, err := os.Executable()

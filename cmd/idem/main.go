@@ -6,16 +6,25 @@
 //
 //	idem <command> [flags]
 //
-// Run "idem help" for the list of commands. Exit codes: 0 success, 1 the
-// input was refused or the operation failed, 2 bad usage.
+// Run "idem help" for the list of commands, and "idem help CMD" (or
+// "idem CMD --help", or -h) for one command's synopsis and flags.
+//
+// Help that was asked for — "idem help", "idem help CMD", -h, --help —
+// goes to stdout and exits 0, so it can be paged or searched. A usage
+// error goes to stderr with the synopsis (and, for a bad flag, the flags)
+// and exits 2; "idem" alone is a usage error. Exit codes: 0 success (or
+// help), 1 the input was refused or the operation failed, 2 bad usage.
 package main
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 )
 
@@ -34,12 +43,17 @@ type stdio struct {
 	err io.Writer
 }
 
-// command is one subcommand; each lives in its own file.
+// command is one subcommand; each lives in its own file. A command with
+// actions ("ops list", "epoch bump") lists them, each with its summary.
 type command struct {
 	name    string
 	summary string
 	run     func(ctx context.Context, args []string, std stdio) int
+	actions []action
 }
+
+// action is one action of a command, with its one-line summary.
+type action struct{ name, summary string }
 
 // defaultDB is the embedded default database of every command with --db.
 const defaultDB = "sqlite:idem.db"
@@ -53,44 +67,157 @@ const (
 
 func commands() []command {
 	return []command{
-		{"bench", "measure plain vs idempotent create throughput side by side (and the database's insert rate)", runBench},
-		{"canon", "print the canonical form of a payload read from stdin", runCanon},
-		{"check", "check that an HTTP API's write endpoint is safe to retry (black box)", runCheck},
-		{"drain", "show or set the registry's drain flag (new operations answer 503 DRAINING)", runDrain},
-		{"epoch", "show or bump the registry's writer epoch (older writers are fenced)", runEpoch},
-		{"fingerprint", "print a request's fingerprint and the parts it hashes", runFingerprint},
-		{"gate", "launch gate: replay storm against several instances, then verify the database (SPEC V2)", runGate},
-		{"migrate", "apply the registry's migrations to a database", runMigrate},
-		{"ops", "list, show and reconcile operations (unknown outcomes); list and requeue outbox dead letters", runOps},
-		{"provider", "run the stand-alone downstream transfer provider", runProvider},
-		{"prune", "retire expired records into tombstones and delete expired tombstones", runPrune},
-		{"recover", "settle operations whose effect outside the database has no known outcome, on evidence only", runRecover},
-		{"relay", "deliver the outbox to a webhook (signed, retried with backoff, dead letters) until stopped", runRelay},
-		{"serve", "run the reference payments service", runServe},
+		{name: "bench", summary: "measure plain vs idempotent create throughput side by side", run: runBench},
+		{name: "canon", summary: "print the canonical form of a payload read from stdin", run: runCanon},
+		{name: "check", summary: "check that an HTTP API's write endpoint is safe to retry (black box)", run: runCheck},
+		{name: "drain", summary: "show or set the registry's drain flag", run: runDrain, actions: []action{
+			{"show", "print the registry's control row (the default)"},
+			{"on", "new operations answer 503 DRAINING; replays go on"},
+			{"off", "accept new operations again"},
+		}},
+		{name: "epoch", summary: "show or bump the registry's writer epoch", run: runEpoch, actions: []action{
+			{"show", "print the registry's control row (the default)"},
+			{"bump", "raise the writer epoch by one: older writers are fenced"},
+		}},
+		{name: "fingerprint", summary: "print a request's fingerprint and the parts it hashes", run: runFingerprint},
+		{name: "gate", summary: "launch gate: replay storm on several instances, then verify the database", run: runGate},
+		{name: "help", summary: "list the commands, or show one command's help: idem help CMD"},
+		{name: "migrate", summary: "apply the registry's migrations to a database", run: runMigrate},
+		{name: "ops", summary: "the operator's view of operations and outbox dead letters", run: runOps, actions: []action{
+			{"list", "list operations, oldest first, by state and age"},
+			{"show", "print one operation with its effects and reconciliations"},
+			{"reconcile", "settle an UNKNOWN operation on an operator's written evidence"},
+			{"dead-letters", "list the outbox messages the relay gave up on"},
+			{"requeue", "make a dead letter pending again"},
+		}},
+		{name: "provider", summary: "run the stand-alone downstream transfer provider", run: runProvider},
+		{name: "prune", summary: "retire expired records into tombstones, delete expired tombstones", run: runPrune},
+		{name: "recover", summary: "settle operations with unknown outcomes, on evidence only", run: runRecover},
+		{name: "relay", summary: "deliver the outbox to a signed webhook until stopped", run: runRelay},
+		{name: "serve", summary: "run the reference payments service", run: runServe},
 	}
 }
 
+// isHelp reports whether arg asks for help.
+func isHelp(arg string) bool { return arg == "-h" || arg == "-help" || arg == "--help" }
+
 func run(ctx context.Context, args []string, std stdio) int {
-	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
+	switch {
+	case len(args) == 0:
 		usage(std.err)
-		if len(args) == 0 {
-			return exitUsage
-		}
+		return exitUsage
+	case isHelp(args[0]) || args[0] == "help" && (len(args) == 1 || args[1] == "help"):
+		usage(std.out)
 		return exitOK
-	}
-	for _, c := range commands() {
-		if c.name == args[0] {
-			return c.run(ctx, args[1:], std)
+	case args[0] == "help":
+		// "idem help CMD [ACTION]" is "idem CMD [ACTION] --help".
+		if c, ok := lookup(args[1]); ok && c.run != nil {
+			return c.run(ctx, append(args[2:len(args):len(args)], "--help"), std)
 		}
+		fmt.Fprintf(std.err, "idem help: unknown command %q\n", args[1])
+		usage(std.err)
+		return exitUsage
+	}
+	if c, ok := lookup(args[0]); ok && c.run != nil {
+		return c.run(ctx, args[1:], std)
 	}
 	fmt.Fprintf(std.err, "idem: unknown command %q\n", args[0])
 	usage(std.err)
 	return exitUsage
 }
 
+func lookup(name string) (command, bool) {
+	for _, c := range commands() {
+		if c.name == name {
+			return c, true
+		}
+	}
+	return command{}, false
+}
+
 func usage(w io.Writer) {
-	fmt.Fprintln(w, "usage: idem <command> [flags]\n\ncommands:")
+	fmt.Fprint(w, "usage: idem <command> [flags]\n       idem help <command>   (its synopsis and flags; or idem <command> --help)\n\ncommands:\n")
 	for _, c := range commands() {
 		fmt.Fprintf(w, "  %-12s %s\n", c.name, c.summary)
+		for _, a := range c.actions {
+			fmt.Fprintf(w, "    %-14s %s\n", a.name, a.summary)
+		}
 	}
+}
+
+// flags is the flag set of a command (name "prune") or of one action of
+// it (name "ops list"), with its synopsis, the arguments after "idem
+// NAME". parse prints its help — the synopsis, the summary and the
+// flags — on stdout when it is asked for, and the synopsis and flags on
+// stderr after a bad flag.
+type flags struct {
+	*flag.FlagSet
+	synopsis string
+	std      stdio
+}
+
+func newFlags(name, synopsis string, std stdio) *flags {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(std.err) // flag's own error line ("flag provided but not defined: -x")
+	fs.Usage = func() {}  // parse prints the help, where it belongs
+	return &flags{FlagSet: fs, synopsis: synopsis, std: std}
+}
+
+// parse parses args, flags before, between and after the positional
+// arguments (the flag package alone stops at the first one), and returns
+// the positional arguments in order. When it returns ok false the
+// command must exit with code: exitOK when help was asked for (printed
+// on stdout), exitUsage after a bad flag (reported on stderr).
+func (f *flags) parse(args []string) (words []string, code int, ok bool) {
+	words, err := parseInterspersed(f.FlagSet, args)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		f.help(f.std.out)
+		return nil, exitOK, false
+	case err != nil:
+		f.help(f.std.err)
+		return nil, exitUsage, false
+	}
+	return words, exitOK, true
+}
+
+// usage reports a usage error found after parsing: msg, then the
+// synopsis, on stderr. It returns exitUsage.
+func (f *flags) usage(msg string) int {
+	fmt.Fprintf(f.std.err, "idem %s: %s\nusage: idem %s %s\n", f.Name(), msg, f.Name(), f.synopsis)
+	return exitUsage
+}
+
+// help prints the synopsis, the summary and the flags to w.
+func (f *flags) help(w io.Writer) {
+	fmt.Fprintf(w, "usage: idem %s %s\n", f.Name(), f.synopsis)
+	if s := summary(f.Name()); s != "" {
+		fmt.Fprintf(w, "\n%s\n", s)
+	}
+	if c, ok := lookup(f.Name()); ok && len(c.actions) > 0 {
+		fmt.Fprint(w, "\nactions:\n")
+		for _, a := range c.actions {
+			fmt.Fprintf(w, "  %-14s %s\n", a.name, a.summary)
+		}
+	}
+	fmt.Fprint(w, "\nflags:\n")
+	f.SetOutput(w)
+	f.PrintDefaults()
+	f.SetOutput(f.std.err)
+}
+
+// summary returns the summary of a command ("prune") or of an action
+// ("ops list"), as "idem help" lists it.
+func summary(name string) string {
+	cmd, act, _ := strings.Cut(name, " ")
+	c, _ := lookup(cmd)
+	if act == "" {
+		return c.summary
+	}
+	for _, a := range c.actions {
+		if a.name == act {
+			return a.summary
+		}
+	}
+	return ""
 }

@@ -3,8 +3,12 @@ package main
 import (
 	"bytes"
 	"context"
+	"os"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 // runCmd runs the idem command in process and returns its exit code,
@@ -17,20 +21,130 @@ func runCmd(t *testing.T, stdin string, args ...string) (int, string, string) {
 }
 
 func TestUnknownCommand(t *testing.T) {
-	code, _, stderr := runCmd(t, "", "nope")
-	if code != exitUsage || !strings.Contains(stderr, `unknown command "nope"`) {
-		t.Fatalf("code %d, stderr %q", code, stderr)
+	t.Parallel()
+	for _, args := range [][]string{{"nope"}, {"help", "nope"}} {
+		code, out, stderr := runCmd(t, "", args...)
+		if code != exitUsage || out != "" || !strings.Contains(stderr, `unknown command "nope"`) || !strings.Contains(stderr, "commands:") {
+			t.Errorf("%q: code %d, out %q, stderr %q", args, code, out, stderr)
+		}
+	}
+	// "idem" alone is a usage error: the list, on stderr.
+	if code, out, stderr := runCmd(t, ""); code != exitUsage || out != "" || !strings.Contains(stderr, "commands:") {
+		t.Errorf("idem: code %d, out %q, stderr %q", code, out, stderr)
 	}
 }
 
-func TestHelpListsCommands(t *testing.T) {
-	code, _, stderr := runCmd(t, "", "help")
-	if code != exitOK {
-		t.Fatalf("code %d", code)
-	}
+// subcommands are every command and action as typed after "idem", with
+// their summaries as "idem help" lists them.
+func subcommands() map[string]string {
+	m := map[string]string{}
 	for _, c := range commands() {
-		if !strings.Contains(stderr, c.name) {
-			t.Errorf("help does not list %q:\n%s", c.name, stderr)
+		m[c.name] = c.summary
+		for _, a := range c.actions {
+			m[c.name+" "+a.name] = a.summary
 		}
+	}
+	return m
+}
+
+// TestHelpListsCommands: "idem help", -h and --help list every command
+// and every action with its one-line summary, on stdout, exit 0, in
+// lines of at most 100 columns.
+func TestHelpListsCommands(t *testing.T) {
+	t.Parallel()
+	_, want, _ := runCmd(t, "", "help")
+	for _, args := range [][]string{{"help"}, {"-h"}, {"--help"}, {"help", "help"}} {
+		code, out, stderr := runCmd(t, "", args...)
+		if code != exitOK || stderr != "" || out != want {
+			t.Fatalf("%q: code %d, stderr %q, out differs from idem help:\n%s", args, code, stderr, out)
+		}
+	}
+	for name, summary := range subcommands() {
+		if summary == "" || strings.Contains(summary, "\n") {
+			t.Errorf("%q: summary %q, want one line", name, summary)
+		}
+		words := strings.Fields(name)
+		line := regexp.MustCompile(`(?m)^ +` + regexp.QuoteMeta(words[len(words)-1]) + ` +` + regexp.QuoteMeta(summary) + `$`)
+		if !line.MatchString(want) {
+			t.Errorf("help does not list %q with its summary %q:\n%s", name, summary, want)
+		}
+	}
+	for _, a := range []string{"relay", "ops list", "ops show", "ops reconcile", "ops dead-letters", "ops requeue", "epoch bump", "drain on"} {
+		if _, ok := subcommands()[a]; !ok {
+			t.Errorf("%q has no summary in idem help", a)
+		}
+	}
+	for _, l := range strings.Split(want, "\n") {
+		if utf8.RuneCountInString(l) > 100 {
+			t.Errorf("help line wider than 100 columns: %q", l)
+		}
+	}
+}
+
+// TestCommandHelp: "idem help CMD", "idem CMD --help" and "idem CMD -h"
+// print the same help — synopsis, summary, flags — on stdout and exit 0,
+// for every command and every ops action (epoch and drain have one help
+// for their actions, which lists them); a bad flag prints the synopsis and
+// the flags on stderr and exits 2.
+func TestCommandHelp(t *testing.T) {
+	t.Parallel()
+	for name, summary := range subcommands() {
+		if name == "help" || name == "ops" { // "ops" prints its actions: TestOpsUsage
+			continue
+		}
+		words := strings.Fields(name)
+		if words[0] != "ops" { // epoch and drain have one help, listing their actions
+			name, summary = words[0], subcommands()[words[0]]
+		}
+		var first string
+		for i, args := range [][]string{
+			append([]string{"help"}, words...),
+			append(slices.Clone(words), "--help"),
+			append(slices.Clone(words), "-h"),
+		} {
+			code, out, stderr := runCmd(t, "", args...)
+			if code != exitOK || stderr != "" || !strings.HasPrefix(out, "usage: idem "+name+" ") ||
+				!strings.Contains(out, "\n"+summary+"\n") || !strings.Contains(out, "\nflags:\n  -") {
+				t.Errorf("%q: code %d, stderr %q, out:\n%s\nwant the help on stdout, exit 0", args, code, stderr, out)
+			}
+			if i == 0 {
+				first = out
+			} else if out != first {
+				t.Errorf("%q prints another help than idem help %s:\n%s\n---\n%s", args, name, out, first)
+			}
+		}
+		code, out, stderr := runCmd(t, "", append(slices.Clone(words), "--no-such-flag")...)
+		if code != exitUsage || out != "" || !strings.Contains(stderr, "-no-such-flag") ||
+			!strings.Contains(stderr, "usage: idem "+name+" ") || !strings.Contains(stderr, "\nflags:\n") {
+			t.Errorf("%s --no-such-flag: code %d, out %q, stderr:\n%s\nwant the usage on stderr, exit 2", name, code, out, stderr)
+		}
+	}
+}
+
+// jsonCommands are the commands and actions that take --json, as the
+// README's "Commands" section says.
+var jsonCommands = []string{"bench", "check", "drain", "epoch", "gate", "prune", "recover",
+	"ops list", "ops show", "ops reconcile", "ops dead-letters", "ops requeue"}
+
+// TestJSONFlag: exactly the commands of jsonCommands take --json, and
+// the README says which those are.
+func TestJSONFlag(t *testing.T) {
+	t.Parallel()
+	for name := range subcommands() {
+		if name == "help" || name == "ops" {
+			continue
+		}
+		_, out, _ := runCmd(t, "", append([]string{"help"}, strings.Fields(name)...)...)
+		if got, want := strings.Contains(out, "\n  -json\n"), slices.Contains(jsonCommands, strings.Fields(name)[0]) || slices.Contains(jsonCommands, name); got != want {
+			t.Errorf("%s: takes --json %v, want %v:\n%s", name, got, want, out)
+		}
+	}
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const claim = "`bench`, `check`, `drain`, `epoch`, `gate`, `ops` (every action), `prune` and `recover` take `--json`"
+	if !strings.Contains(strings.Join(strings.Fields(string(readme)), " "), claim) {
+		t.Errorf("README.md does not say %q", claim)
 	}
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 
 	"github.com/idemkit/idem/idemstore"
@@ -12,11 +11,14 @@ import (
 // migrations of the driver the DSN selects. Safe to run while other
 // instances start or serve: migrations are serialised in the database.
 func runMigrate(ctx context.Context, args []string, std stdio) int {
-	fs := flag.NewFlagSet("migrate", flag.ContinueOnError)
-	fs.SetOutput(std.err)
+	fs := newFlags("migrate", "[--db DSN]", std)
 	dsn := fs.String("db", defaultDB, "database `DSN`: sqlite:PATH or postgres://…")
-	if err := fs.Parse(args); err != nil || fs.NArg() != 0 {
-		return exitUsage
+	words, code, ok := fs.parse(args)
+	if !ok {
+		return code
+	}
+	if len(words) != 0 {
+		return fs.usage(fmt.Sprintf("unexpected arguments %q", words))
 	}
 	store, err := idemstore.Open(ctx, *dsn, idemstore.Options{})
 	if err != nil {

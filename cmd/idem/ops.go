@@ -3,8 +3,8 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
+	"io"
 	"os"
 	"slices"
 	"strings"
@@ -90,15 +90,18 @@ func runOps(ctx context.Context, args []string, std stdio) int {
 		return opsDeadLetters(ctx, rest, std)
 	case "requeue":
 		return opsRequeue(ctx, rest, std)
-	case "help", "-h", "--help":
-		opsUsage(std)
+	case "help", "-h", "-help", "--help":
+		if len(rest) > 0 && slices.Contains(opsActions, rest[0]) { // "idem ops help list"
+			return runOps(ctx, []string{rest[0], "--help"}, std)
+		}
+		opsUsage(std.out)
 		return exitOK
 	case "":
 		fmt.Fprintln(std.err, "idem ops: no action")
 	default:
 		fmt.Fprintf(std.err, "idem ops: unknown action %q\n", action)
 	}
-	opsUsage(std)
+	opsUsage(std.err)
 	return exitUsage
 }
 
@@ -112,7 +115,7 @@ func opsAction(args []string) (action string, rest []string) {
 	if len(args) == 0 {
 		return "", nil
 	}
-	if strings.HasPrefix(args[0], "-") && args[0] != "-h" && args[0] != "--help" {
+	if strings.HasPrefix(args[0], "-") && !isHelp(args[0]) {
 		for i, a := range args {
 			if slices.Contains(opsActions, a) {
 				return a, append(slices.Clip(args[:i]), args[i+1:]...)
@@ -122,49 +125,61 @@ func opsAction(args []string) (action string, rest []string) {
 	return args[0], args[1:]
 }
 
-func opsUsage(std stdio) {
-	fmt.Fprint(std.err, `usage:
-  idem ops list [--state S] [--older-than D] [--limit N] [--json] --db DSN
-  idem ops show ID [--json] --db DSN
-  idem ops reconcile ID --outcome succeeded|failed --evidence TEXT [--actor NAME] [--json] --db DSN
-  idem ops dead-letters [--limit N] [--json] --db DSN
-  idem ops requeue MESSAGE-ID [--json] --db DSN
-`)
+// opsSynopses are the synopses of the ops actions, after "idem ops ACTION".
+var opsSynopses = map[string]string{
+	"list":         "[--state S] [--older-than D] [--limit N] [--json] --db DSN",
+	"show":         "ID [--json] --db DSN",
+	"reconcile":    "ID --outcome succeeded|failed [--handle H] --evidence TEXT [--actor NAME] [--json] --db DSN",
+	"dead-letters": "[--limit N] [--json] --db DSN",
+	"requeue":      "MESSAGE-ID [--json] --db DSN",
+}
+
+// opsUsage prints the synopsis of every action, with its summary, to w.
+func opsUsage(w io.Writer) {
+	fmt.Fprintln(w, "usage:")
+	for _, a := range opsActions {
+		fmt.Fprintf(w, "  idem ops %s %s\n", a, opsSynopses[a])
+	}
+	fmt.Fprintln(w, "\nactions:")
+	for _, a := range opsActions {
+		fmt.Fprintf(w, "  %-14s %s\n", a, summary("ops "+a))
+	}
+	fmt.Fprintln(w, "\nidem help ops ACTION (or idem ops ACTION --help) prints an action's flags.")
 }
 
 // opsFlags is a flag set with the flags every ops action has.
 type opsFlags struct {
-	*flag.FlagSet
+	*flags
 	db     *string
 	asJSON *bool
 }
 
 func newOpsFlags(action string, std stdio) opsFlags {
-	fs := flag.NewFlagSet("ops "+action, flag.ContinueOnError)
-	fs.SetOutput(std.err)
+	fs := newFlags("ops "+action, opsSynopses[action], std)
 	return opsFlags{
-		FlagSet: fs,
-		db:      fs.String("db", defaultDB, "registry database `DSN`: sqlite:PATH or postgres://…"),
-		asJSON:  fs.Bool("json", false, "print JSON on one line"),
+		flags:  fs,
+		db:     fs.String("db", defaultDB, "registry database `DSN`: sqlite:PATH or postgres://…"),
+		asJSON: fs.Bool("json", false, "print JSON on one line"),
 	}
 }
 
 // parse parses args, flags before and after the positional arguments,
-// and returns the positional ones; ok is false on a usage error (reported).
-func (f opsFlags) parse(args []string, positional int) (words []string, ok bool) {
-	words, err := parseInterspersed(f.FlagSet, args)
-	if err != nil {
-		return nil, false
+// and returns the positional ones. When ok is false the action exits
+// with code: help was printed on stdout, or a usage error reported on
+// stderr.
+func (f opsFlags) parse(args []string, positional int) (words []string, code int, ok bool) {
+	words, code, ok = f.flags.parse(args)
+	if !ok {
+		return nil, code, false
 	}
 	if len(words) != positional {
 		what := "operation ID"
 		if f.Name() == "ops requeue" {
 			what = "message ID"
 		}
-		fmt.Fprintf(f.Output(), "idem %s: want %d %s argument(s), got %q\n", f.Name(), positional, what, words)
-		return nil, false
+		return nil, f.usage(fmt.Sprintf("want %d %s argument(s), got %q", positional, what, words)), false
 	}
-	return words, true
+	return words, exitOK, true
 }
 
 func opsList(ctx context.Context, args []string, std stdio) int {
@@ -172,8 +187,8 @@ func opsList(ctx context.Context, args []string, std stdio) int {
 	state := f.String("state", "", "list operations in state `S` only (e.g. UNKNOWN)")
 	olderThan := f.Duration("older-than", 0, "list operations created at least `D` ago (e.g. 15m)")
 	limit := f.Int("limit", registry.DefaultListLimit, "print at most `N` operations")
-	if _, ok := f.parse(args, 0); !ok {
-		return exitUsage
+	if _, code, ok := f.parse(args, 0); !ok {
+		return code
 	}
 	filter := registry.ListFilter{State: idem.State(strings.ToUpper(*state)), OlderThan: *olderThan, Limit: *limit}
 	switch {
@@ -213,9 +228,9 @@ func opsList(ctx context.Context, args []string, std stdio) int {
 
 func opsShow(ctx context.Context, args []string, std stdio) int {
 	f := newOpsFlags("show", std)
-	words, ok := f.parse(args, 1)
+	words, code, ok := f.parse(args, 1)
 	if !ok {
-		return exitUsage
+		return code
 	}
 	return withControl(ctx, "ops show", *f.db, std, func(store registry.Store) error {
 		return show(ctx, store, words[0], *f.asJSON, std)
@@ -251,9 +266,9 @@ func opsReconcile(ctx context.Context, args []string, std stdio) int {
 	handle := f.String("handle", "", "the downstream's `ID` of the executed effect, when known (with --outcome succeeded)")
 	evidence := f.String("evidence", "", "why the outcome is right: provider answer, ticket, … (`TEXT`, required)")
 	actor := f.String("actor", defaultActor(), "who decides (`NAME`; default $USER, else operator)")
-	words, ok := f.parse(args, 1)
+	words, code, ok := f.parse(args, 1)
 	if !ok {
-		return exitUsage
+		return code
 	}
 	var d effect.Decision
 	switch strings.ToLower(*outcome) {

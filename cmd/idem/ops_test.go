@@ -265,8 +265,11 @@ func TestOpsUsage(t *testing.T) {
 			t.Errorf("%q: code %d (want %d), out %q, stderr %q", c.args, code, c.code, out, stderr)
 		}
 	}
-	if code, _, stderr := runCmd(t, "", "ops", "help"); code != exitOK || !strings.Contains(stderr, "idem ops reconcile ID") {
-		t.Errorf("ops help: code %d, stderr %q", code, stderr)
+	for _, args := range [][]string{{"ops", "help"}, {"ops", "--help"}, {"ops", "-h"}, {"help", "ops"}} {
+		code, out, stderr := runCmd(t, "", args...)
+		if code != exitOK || !strings.Contains(out, "idem ops reconcile ID") || !strings.Contains(out, "make a dead letter pending again") || stderr != "" {
+			t.Errorf("%q: code %d, out %q, stderr %q; want the actions on stdout", args, code, out, stderr)
+		}
 	}
 }
 

@@ -32,8 +32,8 @@ type deadLetterJSON struct {
 func opsDeadLetters(ctx context.Context, args []string, std stdio) int {
 	f := newOpsFlags("dead-letters", std)
 	limit := f.Int("limit", registry.DefaultListLimit, "print at most `N` dead letters")
-	if _, ok := f.parse(args, 0); !ok {
-		return exitUsage
+	if _, code, ok := f.parse(args, 0); !ok {
+		return code
 	}
 	if *limit <= 0 {
 		fmt.Fprintf(std.err, "idem ops dead-letters: --limit %d: want a positive number\n", *limit)
@@ -85,9 +85,9 @@ func printDeadLetters(w io.Writer, msgs []registry.OutboxMessage) error {
 
 func opsRequeue(ctx context.Context, args []string, std stdio) int {
 	f := newOpsFlags("requeue", std)
-	words, ok := f.parse(args, 1)
+	words, code, ok := f.parse(args, 1)
 	if !ok {
-		return exitUsage
+		return code
 	}
 	id := words[0]
 	return withControl(ctx, "ops requeue", *f.db, std, func(store registry.Store) error {

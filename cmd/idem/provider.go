@@ -2,7 +2,7 @@ package main
 
 import (
 	"context"
-	"flag"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
@@ -24,11 +24,14 @@ import (
 // then exits 0. Logs go to stderr as slog text; state dies with the
 // process.
 func runProvider(ctx context.Context, args []string, std stdio) int {
-	fs := flag.NewFlagSet("provider", flag.ContinueOnError)
-	fs.SetOutput(std.err)
+	fs := newFlags("provider", "[--addr ADDR]", std)
 	addr := fs.String("addr", "127.0.0.1:8090", "listen `ADDR` (host:port; port 0 picks a free one)")
-	if err := fs.Parse(args); err != nil || fs.NArg() != 0 {
-		return exitUsage
+	words, code, ok := fs.parse(args)
+	if !ok {
+		return code
+	}
+	if len(words) != 0 {
+		return fs.usage(fmt.Sprintf("unexpected arguments %q", words))
 	}
 	log := slog.New(slog.NewTextHandler(std.err, nil))
 

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 
 	"github.com/idemkit/idem/idemstore"
@@ -26,18 +25,17 @@ import (
 // --json one line {"retired":N,"deleted":M}. On a database error the
 // counts done so far go to stderr with the error, and the exit code is 1.
 func runPrune(ctx context.Context, args []string, std stdio) int {
-	fs := flag.NewFlagSet("prune", flag.ContinueOnError)
-	fs.SetOutput(std.err)
+	fs := newFlags("prune", "[--db DSN] [--batch N] [--once] [--json]", std)
 	dsn := fs.String("db", defaultDB, "registry database `DSN`: sqlite:PATH or postgres://…")
 	batch := fs.Int("batch", registry.DefaultPruneBatch, "records per batch (one transaction each)")
 	once := fs.Bool("once", false, "run one batch only")
 	asJSON := fs.Bool("json", false, `print {"retired":N,"deleted":M}`)
-	if err := fs.Parse(args); err != nil {
-		return exitUsage
+	words, code, ok := fs.parse(args)
+	if !ok {
+		return code
 	}
-	if fs.NArg() != 0 || *batch <= 0 {
-		fmt.Fprintln(std.err, "usage: idem prune [--db DSN] [--batch N] [--once] [--json]; N must be positive")
-		return exitUsage
+	if len(words) != 0 || *batch <= 0 {
+		return fs.usage("no arguments but flags, and --batch N positive")
 	}
 	store, err := idemstore.Open(ctx, *dsn, idemstore.Options{})
 	if err != nil {

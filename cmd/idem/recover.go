@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"log/slog"
 	"time"
@@ -54,8 +53,7 @@ func transferEffects(providerURL string, timeout time.Duration) effect.Set {
 // a line for each round that did something and logging errors (it carries
 // on), and exits 0.
 func runRecover(ctx context.Context, args []string, std stdio) int {
-	fs := flag.NewFlagSet("recover", flag.ContinueOnError)
-	fs.SetOutput(std.err)
+	fs := newFlags("recover", "[--db DSN] [--provider URL] [--provider-timeout D] [--once] [--json] [--batch N] [--interval D] [--lease D]", std)
 	dsn := fs.String("db", defaultDB, "registry database `DSN`: sqlite:PATH or postgres://…")
 	providerURL := fs.String("provider", "", "downstream provider `URL` to settle transfers with; without it UNKNOWN operations wait for an operator")
 	providerTimeout := fs.Duration("provider-timeout", payments.DefaultProviderTimeout, "bound on one provider call")
@@ -64,12 +62,12 @@ func runRecover(ctx context.Context, args []string, std stdio) int {
 	batch := fs.Int("batch", registry.DefaultRecoverBatch, "expired records listed per batch")
 	interval := fs.Duration("interval", recovery.DefaultInterval, "time between rounds without --once")
 	lease := fs.Duration("lease", registry.DefaultLease, "lease of a takeover")
-	if err := fs.Parse(args); err != nil {
-		return exitUsage
+	words, code, ok := fs.parse(args)
+	if !ok {
+		return code
 	}
-	if fs.NArg() != 0 || *batch <= 0 || *interval <= 0 || *lease <= 0 {
-		fmt.Fprintln(std.err, "usage: idem recover [--db DSN] [--provider URL] [--provider-timeout D] [--once] [--json] [--batch N] [--interval D] [--lease D]; N, D positive")
-		return exitUsage
+	if len(words) != 0 || *batch <= 0 || *interval <= 0 || *lease <= 0 {
+		return fs.usage("no arguments but flags; --batch, --interval and --lease positive")
 	}
 	store, err := idemstore.Open(ctx, *dsn, idemstore.Options{})
 	if err != nil {

@@ -31,13 +31,16 @@ import (
 // outbox.NewMetrics) there and logs "listening on ADDR" once bound.
 // Logs go to stderr as slog text.
 func runRelay(ctx context.Context, args []string, std stdio) int {
-	fs := flag.NewFlagSet("relay", flag.ContinueOnError)
-	fs.SetOutput(std.err)
+	fs := newFlags("relay", "--webhook URL --webhook-secret-file FILE [--db DSN] [--metrics-addr ADDR] [webhook flags]", std)
 	dsn := fs.String("db", defaultDB, "database `DSN`: sqlite:PATH or postgres://…")
 	metricsAddr := fs.String("metrics-addr", "", "serve GET /metrics on `ADDR` (host:port); empty: no metrics endpoint")
-	wf := addWebhookFlags(fs)
-	if err := fs.Parse(args); err != nil || fs.NArg() != 0 {
-		return exitUsage
+	wf := addWebhookFlags(fs.FlagSet)
+	words, code, ok := fs.parse(args)
+	if !ok {
+		return code
+	}
+	if len(words) != 0 {
+		return fs.usage(fmt.Sprintf("unexpected arguments %q", words))
 	}
 	if *wf.url == "" {
 		fmt.Fprintln(std.err, "idem relay: --webhook is required")

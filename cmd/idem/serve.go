@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"log/slog"
 	"net"
@@ -66,8 +65,7 @@ import (
 // it at once and "idem drain on" stops its new operations within about a
 // second (docs/operations.md).
 func runServe(ctx context.Context, args []string, std stdio) int {
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	fs.SetOutput(std.err)
+	fs := newFlags("serve", "[--addr ADDR] [--db DSN] [--auth FILE] [--provider URL] [--webhook URL …] [flags]", std)
 	addr := fs.String("addr", "127.0.0.1:8080", "listen `ADDR` (host:port; port 0 picks a free one)")
 	dsn := fs.String("db", defaultDB, "database `DSN`: sqlite:PATH or postgres://…")
 	auth := fs.String("auth", "", "bearer tokens `FILE`: {\"<token>\": {\"tenant\": \"…\", \"principal\": \"…\"}}; without it the token \"demo\" is accepted")
@@ -80,10 +78,14 @@ func runServe(ctx context.Context, args []string, std stdio) int {
 	apiRevision := fs.String("api-revision", payments.APIRevision, "API major `REVISION` bound into every operation's scope; for testing a revision change, the routes stay the same")
 	storeTimeout := fs.Duration("store-timeout", registry.DefaultCallTimeout, "bound on each registry call made for a request; a call that takes longer fails the request with 503 STORE_UNAVAILABLE (0: unbounded)")
 	oneTx := fs.Bool("one-transaction", false, "run POST /v1/payments in one database transaction: payment, outbox message and operation record commit together, nothing is reserved first (a duplicate sent meanwhile waits and replays instead of getting 409 IN_PROGRESS)")
-	webhook := addWebhookFlags(fs)
+	webhook := addWebhookFlags(fs.FlagSet)
 	epoch := fs.Int64("writer-epoch", -1, "writer `EPOCH` to accept and commit operations at; -1: the registry's epoch at start, so a later \"idem epoch bump\" fences this server")
-	if err := fs.Parse(args); err != nil || fs.NArg() != 0 {
-		return exitUsage
+	words, code, ok := fs.parse(args)
+	if !ok {
+		return code
+	}
+	if len(words) != 0 {
+		return fs.usage(fmt.Sprintf("unexpected arguments %q", words))
 	}
 	if *lease <= 0 || *recoverEvery <= 0 || *retention <= 0 || *pruneEvery < 0 || *storeTimeout < 0 {
 		fmt.Fprintln(std.err, "idem serve: --lease, --recover-interval and --retention must be positive, --prune-interval and --store-timeout not negative")

@@ -19,15 +19,19 @@ import (
 var listeningLine = regexp.MustCompile(`listening on ([^\s"]+)`)
 
 // logWatch is a stderr for "idem serve" run in process: it keeps what is
-// written and sends the address of the first "listening on" line on addr.
+// written, sends the address of the first "listening on" line on addr,
+// and wakes the waiters of waitFor on every write.
 type logWatch struct {
-	addr chan string
-	mu   sync.Mutex
-	buf  bytes.Buffer
-	sent bool
+	addr    chan string
+	mu      sync.Mutex
+	buf     bytes.Buffer
+	sent    bool
+	changed chan struct{} // closed and replaced on every write
 }
 
-func newLogWatch() *logWatch { return &logWatch{addr: make(chan string, 1)} }
+func newLogWatch() *logWatch {
+	return &logWatch{addr: make(chan string, 1), changed: make(chan struct{})}
+}
 
 func (w *logWatch) Write(p []byte) (int, error) {
 	w.mu.Lock()
@@ -37,6 +41,8 @@ func (w *logWatch) Write(p []byte) (int, error) {
 		w.sent = true
 		w.addr <- string(m[1])
 	}
+	close(w.changed)
+	w.changed = make(chan struct{})
 	return len(p), nil
 }
 
@@ -44,6 +50,34 @@ func (w *logWatch) String() string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.buf.String()
+}
+
+// waitFor waits until the logs hold what, checked after every write,
+// and fails the test if they do not within d: the logs of a background
+// loop (pruning, recovery, the relay) are written after the effect a
+// test can see, so a test checks them with waitFor, never right away.
+func (w *logWatch) waitFor(t *testing.T, what func(logs string) bool, d time.Duration, msg string) {
+	t.Helper()
+	timeout := time.NewTimer(d)
+	defer timeout.Stop()
+	for {
+		w.mu.Lock()
+		logs, changed := w.buf.String(), w.changed
+		w.mu.Unlock()
+		if what(logs) {
+			return
+		}
+		select {
+		case <-changed:
+		case <-timeout.C:
+			t.Fatalf("%s: not logged within %v:\n%s", msg, d, w)
+		}
+	}
+}
+
+// contains is a waitFor condition: the logs contain s.
+func contains(s string) func(string) bool {
+	return func(logs string) bool { return strings.Contains(logs, s) }
 }
 
 // server is an "idem serve" running in process.

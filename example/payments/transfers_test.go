@@ -40,6 +40,18 @@ func (a trAnswer) code() idem.Code {
 	return p.Code
 }
 
+// waitExecuted waits, bounded, until p has executed n transfers. After a
+// provider call timed out the provider may still be about to execute it:
+// on a loaded machine the caller's timeout can come first.
+func waitExecuted(t *testing.T, p *provider.Server, n int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	if err := p.WaitExecuted(ctx, n); err != nil {
+		t.Fatalf("the provider executed %d transfers, want %d: %v", p.Executed(), n, err)
+	}
+}
+
 const trBody = `{"amount":"12.5","currency":"EUR","payee":"acct_1"}`
 
 func newTrBench(t *testing.T, dsn string, timeout time.Duration, withProvider bool) *trBench {
@@ -216,6 +228,7 @@ func testTransferHang(t *testing.T, dsn func(*testing.T) string) {
 		a.header.Get("Link") != "</v1/operations/"+op+`>; rel="monitor"` || a.header.Get("Retry-After") == "" {
 		t.Fatalf("first attempt: %d %v %s", a.status, a.header, a.body)
 	}
+	waitExecuted(t, b.prov, 1) // it may come after the call timed out
 	if recs := b.records(t, idem.StateUnknown); len(recs) != 1 || recs[0].OperationID != op {
 		t.Fatalf("unknown records %+v", recs)
 	}
@@ -291,6 +304,7 @@ func testTransferFinding1(t *testing.T, dsn func(*testing.T) string) {
 	if first.status != http.StatusConflict || first.code() != idem.CodeOutcomeUnknown {
 		t.Fatalf("hang: %d %s", first.status, first.body)
 	}
+	waitExecuted(t, b.prov, 1) // before fail mode: the execution may come after the call timed out
 	b.prov.SetMode(provider.ModeFail)
 	retry := b.post(t, "k1", trBody)
 	if retry.status != http.StatusCreated || retry.header.Get("Location") == "" {

@@ -294,6 +294,17 @@ func (s *Server) WaitNoneHeld(ctx context.Context) error {
 	return s.waitLocked(ctx, func() bool { return s.hung == 0 })
 }
 
+// WaitExecuted blocks until the provider has executed at least n
+// transfers, or ctx ends (then it returns ctx.Err()). A caller that gave
+// up on a request (a timeout) cannot tell whether the provider executed
+// it yet — it may run the request after the caller left — so tests wait
+// for the execution with it instead of counting at once.
+func (s *Server) WaitExecuted(ctx context.Context, n int) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.waitLocked(ctx, func() bool { return len(s.executed) >= n })
+}
+
 // broadcastLocked wakes every waiter so it rechecks its condition.
 func (s *Server) broadcastLocked() {
 	close(s.changed)

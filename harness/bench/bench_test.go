@@ -5,14 +5,17 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 
@@ -173,21 +176,93 @@ func runAndCheck(t *testing.T, cfg Config, kind string) *Report {
 			t.Errorf("result %d: pass %v inconsistent with %s", i, pass, b)
 		}
 	}
-	var table bytes.Buffer
-	if err := rep.WriteTable(&table); err != nil {
+	if _, err := os.Stat("/proc/loadavg"); err == nil && (rep.Load == nil || rep.Load.Start <= 0 && rep.Load.End <= 0) {
+		t.Errorf("no load average in %s", b)
+	}
+	checkTable(t, rep)
+	return rep
+}
+
+// checkTable writes rep's table and checks it: lines of at most 100
+// columns; one row per client count in each of the two tables; on
+// PostgreSQL a mark on every figure with a target, the targets, what
+// "met" means and every miss; elsewhere no marks and no targets.
+func checkTable(t *testing.T, rep *Report) string {
+	t.Helper()
+	var buf bytes.Buffer
+	if err := rep.WriteTable(&buf); err != nil {
 		t.Fatal(err)
 	}
-	want := len(cfg.Clients) + 6
-	if _, err := os.Stat("/proc/loadavg"); err == nil {
-		if rep.Load == nil || rep.Load.Start <= 0 && rep.Load.End <= 0 {
-			t.Errorf("no load average in %s", b)
+	table := buf.String()
+	for _, l := range strings.Split(table, "\n") {
+		if n := utf8.RuneCountInString(l); n > 100 {
+			t.Errorf("line of %d columns: %q", n, l)
 		}
-		want++
 	}
-	if lines := strings.Count(table.String(), "\n"); lines != want || !strings.Contains(table.String(), "targets (set for PostgreSQL)") {
-		t.Errorf("table (%d lines):\n%s", lines, table.String())
+	if !strings.HasSuffix(table, "\n") || !strings.HasPrefix(table, "idem bench: "+rep.DB+", ") {
+		t.Errorf("table does not start with the run or end with a newline:\n%s", table)
 	}
-	return rep
+	rows := 0
+	for _, r := range rep.Results {
+		rows += len(regexp.MustCompile(fmt.Sprintf(`(?m)^ +%d  +\d`, r.Clients)).FindAllString(table, -1))
+	}
+	if rows != 2*len(rep.Results) {
+		t.Errorf("%d rows for %d client counts in two tables:\n%s", rows, len(rep.Results), table)
+	}
+	marks := strings.Count(table, " ok") + strings.Count(table, " MISS")
+	const met = "They are met\nwhen, at every client count, the replay meets its target and one style meets both of its own.\n"
+	if rep.DB != "postgres" {
+		if marks != 0 || strings.Contains(table, "Targets:") || !strings.Contains(table, "they do not apply to "+rep.DB+".") {
+			t.Errorf("%s table with marks or targets:\n%s", rep.DB, table)
+		}
+		return table
+	}
+	if marks != 5*len(rep.Results) || !strings.Contains(table, "Targets: a first execution at least 0.80 × plain") ||
+		!strings.Contains(table, met) {
+		t.Errorf("postgres table: %d marks for %d results, or no targets and what met means:\n%s", marks, len(rep.Results), table)
+	}
+	for _, m := range rep.Misses() {
+		if !strings.Contains(table, "\n  "+m+"\n") {
+			t.Errorf("miss %q not listed:\n%s", m, table)
+		}
+	}
+	return table
+}
+
+// TestWriteTable: the table fits 100 columns with figures far beyond
+// today's, marks figures and states the targets on PostgreSQL only, and
+// says whether they were met.
+func TestWriteTable(t *testing.T) {
+	t.Parallel()
+	// cell makes a Result from one round's throughputs and the times.
+	cell := func(clients int, plain, first, oneTx, replay, insert, p50, p99, acc50, acc99, replayP99 float64) Result {
+		r := Result{Clients: clients, ReservationP50Ms: p50, ReservationP99Ms: p99, OneTxAcceptanceP50Ms: acc50,
+			OneTxAcceptanceP99Ms: acc99, ReplayReservationP99Ms: replayP99, RoundsRPS: RoundsRPS{Plain: []float64{plain},
+				IdemFirst: []float64{first}, IdemFirstOneTx: []float64{oneTx}, IdemReplay: []float64{replay}, DBInsert: []float64{insert}}}
+		r.summarise(DefaultTargets)
+		return r
+	}
+	wide := cell(1024, 1234567, 123456, 123456, 12345678, 1234567, 12345.67, 123456.78, 12345.67, 123456.78, 123456.78)
+	good := cell(1, 100, 90, 95, 300, 120, 1, 3, 1, 2, 1)
+	oneTx := cell(16, 100, 90, 95, 300, 120, 1, 40, 1, 2, 1) // the two-phase reserve p99 misses
+	for _, c := range []struct {
+		db      string
+		results []Result
+		verdict string
+	}{
+		{"postgres", []Result{good, wide}, "The targets were not met; missed:"},
+		{"postgres", []Result{good}, "Every target was met, in both styles."},
+		{"postgres", []Result{good, oneTx}, "The targets were met (in one style at every client count); missed:"},
+		{"sqlite", []Result{good, wide}, ""},
+	} {
+		rep := &Report{DB: c.db, Go: "go1.26.8", CPUs: 128, Load: &Load{Start: 123.45, End: 678.9}, Rounds: 100,
+			DurationSeconds: 1234.5, WarmupSeconds: 123.25, ReplayKeys: 1000000, Targets: DefaultTargets, Results: c.results}
+		table := checkTable(t, rep)
+		if !strings.Contains(table, c.verdict) {
+			t.Errorf("%s %d results: no %q:\n%s", c.db, len(c.results), c.verdict, table)
+		}
+		t.Logf("\n%s", table)
+	}
 }
 
 // checkRows opens a kept run's database and checks what the run wrote:
