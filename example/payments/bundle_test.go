@@ -75,6 +75,7 @@ var serviceTests = []struct {
 	{"Ownership", testOwnership},
 	{"List", testList},
 	{"HealthAndMetrics", testHealthAndMetrics},
+	{"Doors", testDoors},
 	{"ConcurrentCreate", testConcurrentCreate},
 	{"Refund", testRefund},
 	{"RefundReplay", testRefundReplay},

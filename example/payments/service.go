@@ -16,9 +16,10 @@
 //	                                  one refund of the payment
 //	GET  /v1/operations/{operationID} an operation's state, to its owner only
 //	GET  /metrics                     Prometheus text format
-//	GET  /healthz                     200 when the store answers, else 503
+//	GET  /healthz                     liveness: 200 when the store answers, else 503
+//	GET  /readyz                      readiness: 200, or 503 with the reason (storage, draining, fenced)
 //
-// Every route but /metrics and /healthz needs "Authorization: Bearer
+// Every route but /metrics, /healthz and /readyz needs "Authorization: Bearer
 // TOKEN" with a token of Config.Auth; without one it answers 401
 // UNAUTHENTICATED. Errors are application/problem+json with a code member:
 // the contract's codes, plus NOT_FOUND (404) for an unknown resource or
@@ -236,11 +237,9 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 	s.mux.Handle("GET /v1/operations/{operationID}", create.MonitorHandler())
 	s.mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	s.mux.HandleFunc("GET /healthz", s.healthz)
+	s.mux.HandleFunc("GET /readyz", s.readyz)
 	return s, nil
 }
-
-// Handler returns the service's routes.
-func (s *Service) Handler() http.Handler { return s.mux }
 
 // WriterEpoch returns the writer epoch the service writes at.
 func (s *Service) WriterEpoch() int64 { return s.epoch }
