@@ -296,7 +296,6 @@ func (m *Middleware) completeWithoutEffects(ctx context.Context, w http.Response
 func (m *Middleware) markUnknown(ctx context.Context, w http.ResponseWriter, rec registry.Record, why string) {
 	if _, err := m.Store.MarkUnknown(ctx, rec); err != nil {
 		m.log().Error("marking the operation unknown failed", "operation", m.Operation.Name, "operation_id", rec.OperationID, "why", why, "err", err)
-		w.Header().Set("Retry-After", "1")
 		m.refuse(w, idem.CodeStoreUnavailable, "the outcome could not be recorded", rec.OperationID)
 		return
 	}
@@ -306,7 +305,18 @@ func (m *Middleware) markUnknown(ctx context.Context, w http.ResponseWriter, rec
 
 // refuseUnknown answers 409 OUTCOME_UNKNOWN for rec, as a retry would get.
 func (m *Middleware) refuseUnknown(w http.ResponseWriter, rec registry.Record) {
+	m.refuseInFlight(w, rec.OperationID, idem.CodeOutcomeUnknown)
+}
+
+// refuseInFlight answers 409 for the operation opID that has no outcome
+// to replay — code IN_PROGRESS (it is executing) or OUTCOME_UNKNOWN — with
+// Retry-After, the monitor Link and the operation ID.
+func (m *Middleware) refuseInFlight(w http.ResponseWriter, opID string, code idem.Code) {
 	w.Header().Set("Retry-After", "1")
-	m.setMonitorLink(w, rec.OperationID)
-	m.refuse(w, idem.CodeOutcomeUnknown, "the operation's outcome is unknown and awaits reconciliation", rec.OperationID)
+	m.setMonitorLink(w, opID)
+	detail := "the first request with this key is still executing"
+	if code == idem.CodeOutcomeUnknown {
+		detail = "the operation's outcome is unknown and awaits reconciliation"
+	}
+	m.refuse(w, code, detail, opID)
 }

@@ -114,13 +114,7 @@ func (m *Middleware) serveEnforce(w http.ResponseWriter, r *http.Request, next h
 			m.refuse(w, idem.CodeInProgress, "the operation is in progress", "")
 			return
 		}
-		w.Header().Set("Retry-After", "1")
-		m.setMonitorLink(w, rec.OperationID)
-		detail := "the first request with this key is still executing"
-		if d.Code == idem.CodeOutcomeUnknown {
-			detail = "the operation's outcome is unknown and awaits reconciliation"
-		}
-		m.refuse(w, d.Code, detail, rec.OperationID)
+		m.refuseInFlight(w, rec.OperationID, d.Code)
 		return
 	}
 }

@@ -115,11 +115,9 @@ func (m *Middleware) answerCurrent(w http.ResponseWriter, r *http.Request, rec r
 		m.replay(w, now)
 		return
 	}
-	code, detail := idem.CodeInProgress, "the first request with this key is still executing"
+	code := idem.CodeInProgress
 	if now.State == idem.StateUnknown {
-		code, detail = idem.CodeOutcomeUnknown, "the operation's outcome is unknown and awaits reconciliation"
+		code = idem.CodeOutcomeUnknown
 	}
-	w.Header().Set("Retry-After", "1")
-	m.setMonitorLink(w, now.OperationID)
-	m.refuse(w, code, detail, now.OperationID)
+	m.refuseInFlight(w, now.OperationID, code)
 }
