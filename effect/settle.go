@@ -168,9 +168,9 @@ func (o *Operation) SettleByOperator(ctx context.Context, store registry.Store, 
 // stores it with r's method, actor and evidence.
 func (o *Operation) reconcile(ctx context.Context, store registry.Store, rec registry.Record, effs []registry.Effect, r registry.Reconciliation) (Settlement, error) {
 	unsettled := Settlement{Record: rec}
-	out, err := o.Render(rec, effs)
+	out, err := o.Outcome(rec, effs)
 	if err != nil {
-		return unsettled, fmt.Errorf("effect: render %s: %w", rec.OperationID, err)
+		return unsettled, err
 	}
 	r.Outcome, r.Response, r.Outbox = out.State, out.Response, out.Outbox
 	done, err := store.Reconcile(ctx, rec.OperationID, r)
@@ -181,6 +181,26 @@ func (o *Operation) reconcile(ctx context.Context, store registry.Store, rec reg
 		return unsettled, fmt.Errorf("effect: reconcile %s: %w", rec.OperationID, err)
 	}
 	return Settlement{Settled: true, Record: done, Method: r.Method}, nil
+}
+
+// Outcome renders rec's outcome from its settled effects with o.Render
+// and checks that it may be stored: SUCCEEDED or FAILED_FINAL, with a
+// status of 200–499 (a 5xx is never stored). Every settlement path — the
+// first execution's, a retry's, the worker's, an operator's — stores what
+// it returns.
+func (o *Operation) Outcome(rec registry.Record, effs []registry.Effect) (registry.Outcome, error) {
+	out, err := o.Render(rec, effs)
+	switch {
+	case err != nil:
+	case out.State != idem.StateSucceeded && out.State != idem.StateFailedFinal:
+		err = fmt.Errorf("rendered state %s: want %s or %s", out.State, idem.StateSucceeded, idem.StateFailedFinal)
+	case out.Response.Status < 200 || out.Response.Status > 499:
+		err = fmt.Errorf("rendered status %d: only 200–499 is stored", out.Response.Status)
+	}
+	if err != nil {
+		return registry.Outcome{}, fmt.Errorf("effect: render %s: %w", rec.OperationID, err)
+	}
+	return out, nil
 }
 
 // settledElsewhere reads rec again after a fenced write: a concurrent

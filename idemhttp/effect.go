@@ -215,13 +215,7 @@ func (m *Middleware) executeEffects(w http.ResponseWriter, r *http.Request, next
 func (m *Middleware) completeRendered(ctx context.Context, w http.ResponseWriter, rec registry.Record, effs []registry.Effect) {
 	op := &m.Operation
 	rec.State = idem.StateExecuting // as BeginEffect left it
-	out, err := op.Effects.Render(rec, effs)
-	if err == nil && out.State != idem.StateSucceeded && out.State != idem.StateFailedFinal {
-		err = fmt.Errorf("rendered state %s: want %s or %s", out.State, idem.StateSucceeded, idem.StateFailedFinal)
-	}
-	if err == nil && (out.Response.Status < 200 || out.Response.Status > 499) {
-		err = fmt.Errorf("rendered status %d: only 200–499 is stored", out.Response.Status)
-	}
+	out, err := op.Effects.Outcome(rec, effs)
 	if err != nil {
 		m.log().Error("rendering the outcome failed", "operation", op.Name, "operation_id", rec.OperationID, "err", err)
 		m.markUnknown(ctx, w, rec, "the outcome could not be rendered")

@@ -305,8 +305,9 @@ func truncate(s string, n int) string {
 
 // Run relays until ctx is done, then returns nil. Full batches are
 // followed at once by the next, whether or not all their messages were
-// delivered (failed ones wait out their backoff, the others go on); after
-// a short batch or a store error it waits Interval. Errors are logged and
+// delivered (failed ones wait out their backoff, the others go on) and
+// whether or not recording their results failed; after a short batch or a
+// failed claim it waits Interval. Errors are logged and
 // retried: a relay is best-effort plumbing whose correctness rests on the
 // outbox rows, not on the loop.
 func (r *Relay) Run(ctx context.Context) error {

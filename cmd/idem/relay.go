@@ -64,7 +64,8 @@ func runRelay(ctx context.Context, args []string, std stdio) int {
 		log.Error("idem relay: cannot start", "err", err)
 		return exitRefused
 	}
-	stop := startRelay(ctx, relay, *wf.url, log)
+	logRelay(log, relay, *wf.url)
+	stop := runInBackground(ctx, relay.Run)
 	defer stop()
 	if *metricsAddr == "" {
 		<-ctx.Done()
@@ -170,14 +171,6 @@ func (w webhookFlags) relay(store registry.Store, reg prometheus.Registerer, log
 		Metrics:     outbox.NewMetrics(reg, store),
 		Logger:      log,
 	}, nil
-}
-
-// startRelay runs r until ctx is done, logging where it delivers. The
-// returned function stops it and waits for the batch in hand, so the
-// store can be closed afterwards.
-func startRelay(ctx context.Context, r *outbox.Relay, webhook string, log *slog.Logger) (stop func()) {
-	logRelay(log, r, webhook)
-	return runInBackground(ctx, r.Run)
 }
 
 // logRelay logs where r delivers, the webhook's password redacted.

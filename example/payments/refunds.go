@@ -85,7 +85,7 @@ type RefundList struct {
 	// never more than Amount.
 	Amount   string   `json:"amount"`
 	Refunded string   `json:"refunded"`
-	Refunds  []Refund `json:"refunds"` // newest first
+	Refunds  []Refund `json:"refunds"` // newest first (by refund id: to the millisecond)
 }
 
 // RefundID returns the id of the refund created by an operation: "ref_"

@@ -17,10 +17,8 @@ func waitIdle(t *testing.T, s *Server) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if err := s.waitLocked(ctx, func() bool { return s.hung == 0 }); err != nil {
-		t.Fatalf("%d requests still held: %v", s.hung, err)
+	if err := s.WaitNoneHeld(ctx); err != nil {
+		t.Fatalf("%d requests still held: %v", s.Hung(), err)
 	}
 }
 
