@@ -57,10 +57,14 @@ func ExampleRunner() {
 		done <- (&maintenance.Runner{Store: store, Effects: effects, RecoverEvery: 50 * time.Millisecond,
 			Logger: slog.New(slog.DiscardHandler)}).Run(ctx)
 	}()
-	for {
+	for deadline := time.Now().Add(10 * time.Second); ; {
 		now, err := store.GetByID(ctx, rec.OperationID)
 		if err == nil && now.State.Terminal() {
 			fmt.Println(now.State, now.Response.Status, string(now.Response.Body))
+			break
+		}
+		if time.Now().After(deadline) {
+			fmt.Println("not settled within 10 s:", now.State, err)
 			break
 		}
 		time.Sleep(10 * time.Millisecond) // the runner works in the background

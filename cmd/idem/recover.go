@@ -14,14 +14,6 @@ import (
 	"github.com/idemkit/idem/registry"
 )
 
-// newWorker builds the recovery worker of "idem recover" and "idem serve":
-// it settles the UNKNOWN operations of effects (by operation name) on
-// evidence. With no effects it only marks expired EXECUTING records
-// UNKNOWN, for an operator.
-func newWorker(store registry.Store, effects effect.Set, lease time.Duration, batch int, metrics *recovery.Metrics, log *slog.Logger) *recovery.Worker {
-	return &recovery.Worker{Store: store, Effects: effects, Lease: lease, Batch: batch, Metrics: metrics, Logger: log}
-}
-
 // transferEffects returns the effects the worker settles for a provider
 // at providerURL (none without one).
 func transferEffects(providerURL string, timeout time.Duration) effect.Set {
@@ -75,7 +67,8 @@ func runRecover(ctx context.Context, args []string, std stdio) int {
 		return exitRefused
 	}
 	defer store.Close()
-	w := newWorker(store, transferEffects(*providerURL, *providerTimeout), *lease, *batch, nil, slog.New(slog.NewTextHandler(std.err, nil)))
+	w := &recovery.Worker{Store: store, Effects: transferEffects(*providerURL, *providerTimeout), Lease: *lease, Batch: *batch,
+		Logger: slog.New(slog.NewTextHandler(std.err, nil))}
 	if *once {
 		rep, err := w.RunOnce(ctx)
 		if err != nil {

@@ -3,6 +3,7 @@ package registrytest
 import (
 	"bytes"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -102,10 +103,26 @@ func testListOperationsAfter(t *testing.T, nh NewHarness) {
 		e.setNow(base.Add(time.Duration(i%3) * time.Second)) // ties on created_at too
 		want = append(want, e.unknown(e.claim("conformance.page")).OperationID)
 	}
+	// The listing order: created_at, then operation ID.
+	order := map[string]int{}
+	for i, id := range want {
+		order[id] = i % 3
+	}
+	slices.SortFunc(want, func(a, b string) int {
+		if order[a] != order[b] {
+			return order[a] - order[b]
+		}
+		return strings.Compare(a, b)
+	})
 	e.setNow(base.Add(time.Hour))
 	all, err := e.h.Store.ListOperations(e.ctx, registry.ListFilter{State: idem.StateUnknown})
 	if err != nil || len(all) != len(want) {
 		t.Fatalf("ListOperations: %d records, %v; want %d", len(all), err, len(want))
+	}
+	for i, r := range all {
+		if r.OperationID != want[i] {
+			t.Fatalf("ListOperations order %d: %s, want %s (created_at, then operation ID)", i, r.OperationID, want[i])
+		}
 	}
 	for _, state := range []idem.State{idem.StateUnknown, ""} {
 		var paged []string
