@@ -17,6 +17,7 @@ type execution struct {
 	rec     registry.Record
 	caller  idem.Identity
 	payload []byte
+	wt      writeTracker // tx, when the middleware tracks the handler's writes (business)
 	mu      sync.Mutex
 	outbox  []registry.Message
 }

@@ -199,8 +199,9 @@ func (m *Middleware) answer(ctx context.Context, w http.ResponseWriter, rw *reco
 // errRelease when nothing may be recorded.
 func (m *Middleware) business(rw *recorder, r *http.Request, next http.Handler, req Request, body []byte) registry.BusinessFunc {
 	return func(ctx context.Context, tx registry.Tx, rec registry.Record) (registry.Outcome, error) {
-		wt := &writeTracker{Tx: tx}
-		e := &execution{tx: wt, rec: rec, caller: req.Identity, payload: req.Parts.Payload}
+		e := &execution{rec: rec, caller: req.Identity, payload: req.Parts.Payload}
+		e.wt.Tx = tx
+		e.tx = &e.wt // no allocation of its own on the claim path
 		if perr := callHandler(next, rw, withBody(r.WithContext(ctx), e, body)); perr != nil {
 			m.log().Error("handler panicked", "operation_id", rec.OperationID, "panic", perr)
 			return registry.Outcome{}, errPanic
@@ -209,7 +210,7 @@ func (m *Middleware) business(rw *recorder, r *http.Request, next http.Handler, 
 			return registry.Outcome{}, errResponseTooLarge
 		}
 		state := m.Operation.stateFor(rw.statusOrOK())
-		if state == idem.StateFailedFinal && !wt.wrote.Load() {
+		if state == idem.StateFailedFinal && !e.wt.wrote.Load() {
 			state = idem.StateRejected // a refusal that changed nothing
 		}
 		if state == "" {
