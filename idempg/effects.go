@@ -46,8 +46,12 @@ func (s *Store) BeginEffect(ctx context.Context, rec registry.Record, name strin
 		return registry.Effect{}, errors.New("idempg: begin effect: empty effect name")
 	}
 	now, _ := s.clock()
+	reqKey, req, err := registry.SealBody(s.sealer, request, registry.EffectAAD(rec.OperationID, name, "request"))
+	if err != nil {
+		return registry.Effect{}, fmt.Errorf("idempg: begin effect %s/%s: %w", rec.OperationID, name, err)
+	}
 	var eff registry.Effect
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, effectQueries.Get("EffectDurable")); err != nil {
 			return translate(err)
 		}
@@ -60,8 +64,8 @@ func (s *Store) BeginEffect(ctx context.Context, rec registry.Record, name strin
 		if err != nil {
 			return translate(err)
 		}
-		eff, err = scanEffect(tx.QueryRow(ctx, effectQueries.Get("EffectUpsert"),
-			rec.OperationID, name, registry.DownstreamKey(rec.OperationID, name), rec.OwnerGen, now, request))
+		eff, err = s.scanEffect(tx.QueryRow(ctx, effectQueries.Get("EffectUpsert"),
+			rec.OperationID, name, registry.DownstreamKey(rec.OperationID, name), rec.OwnerGen, now, req, reqKey))
 		return translate(err)
 	})
 	if err != nil {
@@ -79,8 +83,12 @@ func (s *Store) RecordEffect(ctx context.Context, rec registry.Record, name, han
 			result, registry.EffectSucceeded, registry.EffectFailed)
 	}
 	now, _ := s.clock()
+	answerKey, answer, err := registry.SealBody(s.sealer, answer, registry.EffectAAD(rec.OperationID, name, "answer"))
+	if err != nil {
+		return fmt.Errorf("idempg: record effect: %w", err)
+	}
 	tag, err := s.pool.Exec(ctx, effectQueries.Get("EffectRecord"),
-		rec.Scope[:], rec.OperationID, rec.OwnerGen, name, handle, result, now, answer)
+		rec.Scope[:], rec.OperationID, rec.OwnerGen, name, handle, result, now, answer, answerKey)
 	if err != nil {
 		return fmt.Errorf("idempg: record effect: %w", translate(err))
 	}
@@ -97,7 +105,7 @@ func (s *Store) Effects(ctx context.Context, operationID string) ([]registry.Eff
 	if err != nil {
 		return nil, fmt.Errorf("idempg: effects: %w", translate(err))
 	}
-	effs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (registry.Effect, error) { return scanEffect(r) })
+	effs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (registry.Effect, error) { return s.scanEffect(r) })
 	if err != nil {
 		return nil, fmt.Errorf("idempg: effects: %w", translate(err))
 	}
@@ -118,7 +126,7 @@ func (s *Store) MarkUnknown(ctx context.Context, rec registry.Record) (registry.
 		if err != nil {
 			return err
 		}
-		out, err = scanRecord(tx.QueryRow(ctx, queries.Get("GetByID"), id))
+		out, err = s.scanRecord(tx.QueryRow(ctx, queries.Get("GetByID"), id))
 		return err
 	})
 	if err != nil {
@@ -141,10 +149,23 @@ func (s *Store) Reconcile(ctx context.Context, operationID string, r registry.Re
 	ids, topics, payloads := outboxArgs(operationID, r.Outbox)
 	var out registry.Record
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		// The scope names the record's body (ResponseAAD); read it in the
+		// transaction that writes the body.
+		var scope []byte
+		if err := tx.QueryRow(ctx, effectQueries.Get("OperationScope"), operationID).Scan(&scope); err != nil {
+			if errors.Is(err, pgx.ErrNoRows) {
+				return registry.ErrNotFound
+			}
+			return err
+		}
+		key, body, err := s.sealResponse(idem.ScopeHash(scope), resp.Body)
+		if err != nil {
+			return err
+		}
 		var logID int64
-		err := tx.QueryRow(ctx, effectQueries.Get("Reconcile"), operationID, string(r.Outcome),
-			resp.Status, resp.MediaType, resp.Location, resp.ETag, nonNil(resp.Body), digest[:],
-			r.Method, r.Actor, r.Evidence, now, ids, topics, payloads).Scan(&logID)
+		err = tx.QueryRow(ctx, effectQueries.Get("Reconcile"), operationID, string(r.Outcome),
+			resp.Status, resp.MediaType, resp.Location, resp.ETag, body, digest[:],
+			r.Method, r.Actor, r.Evidence, now, ids, topics, payloads, key).Scan(&logID)
 		if errors.Is(err, pgx.ErrNoRows) {
 			// Not UNKNOWN, or no such record: tell the two apart.
 			var exists bool
@@ -159,7 +180,7 @@ func (s *Store) Reconcile(ctx context.Context, operationID string, r registry.Re
 		if err != nil {
 			return err
 		}
-		out, err = scanRecord(tx.QueryRow(ctx, queries.Get("GetByID"), operationID))
+		out, err = s.scanRecord(tx.QueryRow(ctx, queries.Get("GetByID"), operationID))
 		return err
 	})
 	if err != nil {
@@ -221,15 +242,25 @@ func (s *Store) ListOperations(ctx context.Context, f registry.ListFilter) ([]re
 	return recs, nil
 }
 
-// scanEffect reads one effect row in the column order of effects.sql.
-func scanEffect(row pgx.Row) (registry.Effect, error) {
+// scanEffect reads one effect row in the column order of effects.sql and
+// opens its sealed request and answer (registry.ErrUnreadable, wrapped, if
+// it cannot).
+func (s *Store) scanEffect(row pgx.Row) (registry.Effect, error) {
 	var (
 		e              registry.Effect
 		handle, result *string
+		reqKey, ansKey *string
 	)
 	if err := row.Scan(&e.OperationID, &e.Name, &e.DownstreamKey, &e.OwnerGen, &handle, &result,
-		&e.CreatedAt, &e.UpdatedAt, &e.Request, &e.Answer); err != nil {
+		&e.CreatedAt, &e.UpdatedAt, &e.Request, &e.Answer, &reqKey, &ansKey); err != nil {
 		return registry.Effect{}, err
+	}
+	var err error
+	if e.Request, err = registry.OpenBody(s.sealer, reqKey, e.Request, registry.EffectAAD(e.OperationID, e.Name, "request")); err != nil {
+		return registry.Effect{}, fmt.Errorf("effect %s/%s request: %w", e.OperationID, e.Name, err)
+	}
+	if e.Answer, err = registry.OpenBody(s.sealer, ansKey, e.Answer, registry.EffectAAD(e.OperationID, e.Name, "answer")); err != nil {
+		return registry.Effect{}, fmt.Errorf("effect %s/%s answer: %w", e.OperationID, e.Name, err)
 	}
 	e.Handle, e.Result = deref(handle), deref(result)
 	e.CreatedAt, e.UpdatedAt = e.CreatedAt.UTC(), e.UpdatedAt.UTC()

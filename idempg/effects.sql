@@ -31,22 +31,22 @@ RETURNING o.operation_id;
 
 -- name: EffectUpsert
 -- $1 operation_id, $2 name, $3 downstream key, $4 owner_gen, $5 now,
--- $6 request. Inserts the attempt with the request and an empty handle, or
+-- $6 request, $7 its key ID (NULL: plaintext; migration 010). Inserts the attempt with the request and an empty handle, or
 -- keeps the existing one — its key, request, handle and result untouched —
 -- and hands it to generation $4.
 WITH clock AS (SELECT coalesce($5::timestamptz, statement_timestamp()) AS t)
 INSERT INTO idem_effects AS e (operation_id, name, downstream_key, owner_gen, handle, result,
-                               created_at, updated_at, request)
-SELECT $1::text, $2::text, $3::text, $4::bigint, NULL, NULL, t, t, $6::bytea
+                               created_at, updated_at, request, request_key)
+SELECT $1::text, $2::text, $3::text, $4::bigint, NULL, NULL, t, t, $6::bytea, $7::text
 FROM clock
 ON CONFLICT (operation_id, name) DO UPDATE
 SET owner_gen = EXCLUDED.owner_gen, updated_at = EXCLUDED.updated_at
 RETURNING e.operation_id, e.name, e.downstream_key, e.owner_gen, e.handle, e.result,
-          e.created_at, e.updated_at, e.request, e.answer;
+          e.created_at, e.updated_at, e.request, e.answer, e.request_key, e.answer_key;
 
 -- name: EffectRecord
 -- $1 scope, $2 operation_id, $3 owner_gen, $4 name, $5 handle, $6 result
--- ('' keeps the stored value), $7 now, $8 answer (NULL keeps it). The attempt passes to generation
+-- ('' keeps the stored value), $7 now, $8 answer (NULL keeps it), $9 its key ID (NULL: plaintext). The attempt passes to generation
 -- $3 (the trigger refuses a lower one). The fence CTE share-locks the
 -- record (so a concurrent takeover either commits first, and the fence
 -- then re-reads the new generation and fails, or waits for this one).
@@ -61,13 +61,14 @@ UPDATE idem_effects e
 SET handle = coalesce(nullif($5::text, ''), e.handle),
     result = coalesce(nullif($6::text, ''), e.result),
     answer = coalesce($8::bytea, e.answer),
+    answer_key = CASE WHEN $8::bytea IS NULL THEN e.answer_key ELSE $9::text END,
     owner_gen = $3::bigint, updated_at = clock.t
 FROM clock, fence
 WHERE e.operation_id = $2 AND e.name = $4;
 
 -- name: Effects
 SELECT operation_id, name, downstream_key, owner_gen, handle, result, created_at, updated_at,
-       request, answer
+       request, answer, request_key, answer_key
 FROM idem_effects
 WHERE operation_id = $1
 ORDER BY created_at, name;
@@ -84,7 +85,8 @@ RETURNING o.operation_id;
 -- name: Reconcile
 -- $1 operation_id, $2 outcome, $3 status, $4 media type, $5 location,
 -- $6 etag, $7 body, $8 digest, $9 method, $10 actor, $11 evidence,
--- $12 now, $13 message IDs, $14 topics, $15 payloads. The compare-and-set
+-- $12 now, $13 message IDs, $14 topics, $15 payloads, $16 the body's key
+-- ID (NULL: plaintext; migration 010). The compare-and-set
 -- UNKNOWN → outcome, the outbox rows and the log row in one statement; the
 -- outbox and log rows are inserted only if the update matched. Racing
 -- calls wait for the row lock and then find the record no longer UNKNOWN.
@@ -93,7 +95,7 @@ upd AS (
     UPDATE idem_operations o
     SET state = $2::text, resp_status = $3::integer, resp_media_type = $4::text,
         resp_location = $5::text, resp_etag = $6::text, resp_body = $7::bytea,
-        resp_digest = $8::bytea, updated_at = clock.t
+        resp_digest = $8::bytea, resp_key = $16::text, updated_at = clock.t
     FROM clock
     WHERE o.operation_id = $1 AND o.state = 'UNKNOWN'
     RETURNING o.operation_id
@@ -144,3 +146,8 @@ WHERE o.state = 'UNKNOWN' AND $1::text = 'UNKNOWN'
   AND ($6::text IS NULL OR (o.created_at, o.operation_id) > ($5::timestamptz, $6::text))
 ORDER BY o.created_at, o.operation_id
 LIMIT $4;
+
+-- name: OperationScope
+-- $1 operation_id: the record's scope, which the associated data of its
+-- sealed response body names (registry.ResponseAAD).
+SELECT scope FROM idem_operations WHERE operation_id = $1;

@@ -36,7 +36,7 @@ import (
 func (s *Store) Complete(ctx context.Context, rec registry.Record, fn registry.BusinessFunc) (registry.Record, error) {
 	now, _ := s.clock()
 	done, finishErr, err := s.runLazy(ctx, "complete", rec, fn, func(out registry.Outcome) (string, []any, error) {
-		args, err := finishArgs(rec, out, now, true)
+		args, err := s.finishArgs(rec, out, now, true)
 		return queries.Get("Finish"), args, err
 	})
 	switch {
@@ -70,7 +70,7 @@ func (s *Store) Complete(ctx context.Context, rec registry.Record, fn registry.B
 // never a conflict. ctx governs every statement, fn and the re-read.
 //
 // c.MaxActive is honoured as by Reserve, in the claim insert itself: when
-// c.Owner already holds c.MaxActive RESERVED or EXECUTING records of
+// c.Owner already holds c.MaxActive RESERVED, EXECUTING or UNKNOWN records of
 // c.Operation (as tx sees them), the insert is not made and the claim is
 // lost like a failed insert — tx rolled back, the record re-read — so an
 // existing scope still gets its verdict and a new one gets an error
@@ -87,7 +87,7 @@ func (s *Store) ClaimAndExecute(ctx context.Context, tx pgx.Tx, c registry.Claim
 	if c.MaxActive > 0 {
 		query, args = "ClaimLimited", append(args, c.MaxActive)
 	}
-	rec, err := scanRecord(tx.QueryRow(ctx, queries.Get(query), args...))
+	rec, err := s.scanRecord(tx.QueryRow(ctx, queries.Get(query), args...))
 	if errors.Is(err, pgx.ErrNoRows) { // the writer fence or the active limit held
 		err = cmp.Or(writerFenced(ctx, tx, c.WriterEpoch), registry.ErrActiveLimit)
 	}
@@ -98,7 +98,7 @@ func (s *Store) ClaimAndExecute(ctx context.Context, tx pgx.Tx, c registry.Claim
 	if err != nil {
 		return registry.Result{}, err
 	}
-	done, err := finish(ctx, tx, rec, out, now)
+	done, err := s.finish(ctx, tx, rec, out, now)
 	if err != nil {
 		return registry.Result{}, err
 	}
@@ -135,12 +135,12 @@ func (s *Store) lostInsert(ctx context.Context, op string, c registry.Claim, ins
 // terminal or, when rec.State is in flight, not a legal transition from
 // it; the database's trigger guards the stored state as well. A fenced
 // update leaves tx usable.
-func finish(ctx context.Context, tx pgx.Tx, rec registry.Record, out registry.Outcome, now *time.Time) (registry.Record, error) {
-	args, err := finishArgs(rec, out, now, false)
+func (s *Store) finish(ctx context.Context, tx pgx.Tx, rec registry.Record, out registry.Outcome, now *time.Time) (registry.Record, error) {
+	args, err := s.finishArgs(rec, out, now, false)
 	if err != nil {
 		return registry.Record{}, err
 	}
-	done, err := scanRecord(tx.QueryRow(ctx, queries.Get("Finish"), args...))
+	done, err := s.scanRecord(tx.QueryRow(ctx, queries.Get("Finish"), args...))
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return registry.Record{}, fmt.Errorf("idempg: complete %s: %w", rec.OperationID,
@@ -154,7 +154,7 @@ func finish(ctx context.Context, tx pgx.Tx, rec registry.Record, out registry.Ou
 // finishArgs checks out against rec and returns the parameters of the
 // Finish statement; raise says whether a fenced update fails the statement
 // (and so the transaction) rather than return no row.
-func finishArgs(rec registry.Record, out registry.Outcome, now *time.Time, raise bool) ([]any, error) {
+func (s *Store) finishArgs(rec registry.Record, out registry.Outcome, now *time.Time, raise bool) ([]any, error) {
 	if !out.State.Terminal() {
 		return nil, fmt.Errorf("idempg: outcome state %q is not terminal", out.State)
 	}
@@ -164,11 +164,22 @@ func finishArgs(rec registry.Record, out registry.Outcome, now *time.Time, raise
 	ids, topics, payloads := outboxArgs(rec.OperationID, out.Outbox)
 	resp := out.Response
 	digest := resp.Digest()
+	key, body, err := s.sealResponse(rec.Scope, resp.Body)
+	if err != nil {
+		return nil, err
+	}
 	return []any{
 		rec.Scope[:], rec.OwnerGen, string(out.State), resp.Status, resp.MediaType,
-		resp.Location, resp.ETag, nonNil(resp.Body), digest[:], now,
-		rec.OperationID, ids, topics, payloads, rec.WriterEpoch, raise,
+		resp.Location, resp.ETag, body, digest[:], now,
+		rec.OperationID, ids, topics, payloads, rec.WriterEpoch, raise, key,
 	}, nil
+}
+
+// sealResponse returns the body to store for a response of the record
+// with that scope, and the ID of the key that sealed it (nil: plaintext,
+// when the Store has no Sealer).
+func (s *Store) sealResponse(scope idem.ScopeHash, body []byte) (*string, []byte, error) {
+	return registry.SealBody(s.sealer, nonNil(body), registry.ResponseAAD(scope))
 }
 
 // outboxArgs returns the message IDs, topics and payloads of an

@@ -255,7 +255,7 @@ func (s *Store) runLazy(ctx context.Context, op string, rec registry.Record, fn 
 	if !tx.begun {
 		_, beginErr = results.Exec()
 	}
-	done, stmtErr = scanRecord(results.QueryRow())
+	done, stmtErr = s.scanRecord(results.QueryRow())
 	tag, commitErr := results.Exec()
 	closeErr := results.Close()
 	switch {

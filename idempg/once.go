@@ -51,11 +51,15 @@ func (s *Store) ExecuteOnce(ctx context.Context, c registry.Claim, fn registry.B
 		ids, topics, payloads := outboxArgs(rec.OperationID, out.Outbox)
 		resp := out.Response
 		digest := resp.Digest()
+		key, body, err := s.sealResponse(c.Scope, resp.Body)
+		if err != nil {
+			return "", nil, err
+		}
 		return queries.Get("InsertOutcome"), []any{
 			c.Scope[:], rec.OperationID, c.Operation, c.Owner[:], c.Fingerprint[:],
 			idem.ContractVersion, c.WriterEpoch, micros(c.RetentionOrDefault()), now, tombstoneTTL(c),
 			string(out.State), resp.Status, resp.MediaType, resp.Location, resp.ETag,
-			nonNil(resp.Body), digest[:], ids, topics, payloads,
+			body, digest[:], ids, topics, payloads, key,
 		}, nil
 	})
 	switch {

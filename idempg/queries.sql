@@ -46,7 +46,7 @@ WITH clock AS (SELECT coalesce($10::timestamptz, statement_timestamp()) AS t),
      found AS (
          SELECT scope, operation_id, operation, owner, fingerprint, contract, state, owner_gen,
                 writer_epoch, lease_until, expires_at, created_at, updated_at, resp_status,
-                resp_media_type, resp_location, resp_etag, resp_body, resp_digest,
+                resp_media_type, resp_location, resp_etag, resp_body, resp_digest, resp_key,
                 retired_at, tombstone_until, tombstone_ttl
          FROM idem_operations WHERE scope = $1::bytea
      ),
@@ -64,7 +64,7 @@ WITH clock AS (SELECT coalesce($10::timestamptz, statement_timestamp()) AS t),
          ON CONFLICT (scope) DO NOTHING
          RETURNING scope, operation_id, operation, owner, fingerprint, contract, state, owner_gen,
                    writer_epoch, lease_until, expires_at, created_at, updated_at, resp_status,
-                   resp_media_type, resp_location, resp_etag, resp_body, resp_digest,
+                   resp_media_type, resp_location, resp_etag, resp_body, resp_digest, resp_key,
                    retired_at, tombstone_until, tombstone_ttl
      )
 SELECT true AS created, ins.* FROM ins
@@ -87,15 +87,15 @@ FROM clock
 WHERE $7::bigint >= (SELECT writer_epoch FROM idem_control WHERE id = 1) -- the writer fence (migration 003)
 RETURNING scope, operation_id, operation, owner, fingerprint, contract, state, owner_gen,
           writer_epoch, lease_until, expires_at, created_at, updated_at, resp_status,
-          resp_media_type, resp_location, resp_etag, resp_body, resp_digest,
+          resp_media_type, resp_location, resp_etag, resp_body, resp_digest, resp_key,
           retired_at, tombstone_until, tombstone_ttl;
 
 -- name: ReserveLimited
 -- Reserve with Claim.MaxActive: parameters as Reserve, $12 MaxActive (> 0).
 -- An existing scope's record is returned as by Reserve, whatever the
 -- count. Otherwise the row is inserted only while the owner holds fewer
--- than $12 RESERVED or EXECUTING records of the operation, counted in this
--- statement's snapshot (idem_operations_active, migration 002; the LIMIT
+-- than $12 RESERVED, EXECUTING or UNKNOWN records of the operation, counted in this
+-- statement's snapshot (idem_operations_inflight, migration 009; the LIMIT
 -- stops the count at $12). Uncommitted reservations of concurrent
 -- statements are not counted, hence the overshoot documented on
 -- Claim.MaxActive. No row back means, besides Reserve's cases, that the
@@ -111,7 +111,7 @@ WITH clock AS (SELECT coalesce($10::timestamptz, statement_timestamp()) AS t),
      found AS (
          SELECT scope, operation_id, operation, owner, fingerprint, contract, state, owner_gen,
                 writer_epoch, lease_until, expires_at, created_at, updated_at, resp_status,
-                resp_media_type, resp_location, resp_etag, resp_body, resp_digest,
+                resp_media_type, resp_location, resp_etag, resp_body, resp_digest, resp_key,
                 retired_at, tombstone_until, tombstone_ttl
          FROM idem_operations WHERE scope = $1::bytea
      ),
@@ -128,12 +128,12 @@ WITH clock AS (SELECT coalesce($10::timestamptz, statement_timestamp()) AS t),
            AND $7::bigint >= (SELECT writer_epoch FROM idem_control WHERE id = 1)
            AND (SELECT count(*) FROM (
                     SELECT 1 FROM idem_operations
-                    WHERE owner = $4::bytea AND operation = $3::text AND state IN ('RESERVED', 'EXECUTING')
+                    WHERE owner = $4::bytea AND operation = $3::text AND state IN ('RESERVED', 'EXECUTING', 'UNKNOWN')
                     LIMIT $12::bigint) AS active) < $12::bigint
          ON CONFLICT (scope) DO NOTHING
          RETURNING scope, operation_id, operation, owner, fingerprint, contract, state, owner_gen,
                    writer_epoch, lease_until, expires_at, created_at, updated_at, resp_status,
-                   resp_media_type, resp_location, resp_etag, resp_body, resp_digest,
+                   resp_media_type, resp_location, resp_etag, resp_body, resp_digest, resp_key,
                    retired_at, tombstone_until, tombstone_ttl
      )
 SELECT true AS created, ins.* FROM ins
@@ -156,25 +156,25 @@ FROM clock
 WHERE $7::bigint >= (SELECT writer_epoch FROM idem_control WHERE id = 1)
   AND (SELECT count(*) FROM (
            SELECT 1 FROM idem_operations
-           WHERE owner = $4::bytea AND operation = $3::text AND state IN ('RESERVED', 'EXECUTING')
+           WHERE owner = $4::bytea AND operation = $3::text AND state IN ('RESERVED', 'EXECUTING', 'UNKNOWN')
            LIMIT $12::bigint) AS active) < $12::bigint
 RETURNING scope, operation_id, operation, owner, fingerprint, contract, state, owner_gen,
           writer_epoch, lease_until, expires_at, created_at, updated_at, resp_status,
-          resp_media_type, resp_location, resp_etag, resp_body, resp_digest,
+          resp_media_type, resp_location, resp_etag, resp_body, resp_digest, resp_key,
           retired_at, tombstone_until, tombstone_ttl;
 
 -- name: ActiveLimitReached
 -- $1 owner, $2 operation, $3 MaxActive: whether the owner holds at least
--- $3 RESERVED or EXECUTING records of the operation.
+-- $3 RESERVED, EXECUTING or UNKNOWN records of the operation.
 SELECT count(*) >= $3::bigint FROM (
     SELECT 1 FROM idem_operations
-    WHERE owner = $1::bytea AND operation = $2::text AND state IN ('RESERVED', 'EXECUTING')
+    WHERE owner = $1::bytea AND operation = $2::text AND state IN ('RESERVED', 'EXECUTING', 'UNKNOWN')
     LIMIT $3::bigint) AS active;
 
 -- name: GetByScope
 SELECT scope, operation_id, operation, owner, fingerprint, contract, state, owner_gen,
        writer_epoch, lease_until, expires_at, created_at, updated_at, resp_status,
-       resp_media_type, resp_location, resp_etag, resp_body, resp_digest,
+       resp_media_type, resp_location, resp_etag, resp_body, resp_digest, resp_key,
        retired_at, tombstone_until, tombstone_ttl
 FROM idem_operations
 WHERE scope = $1;
@@ -182,7 +182,7 @@ WHERE scope = $1;
 -- name: GetByID
 SELECT scope, operation_id, operation, owner, fingerprint, contract, state, owner_gen,
        writer_epoch, lease_until, expires_at, created_at, updated_at, resp_status,
-       resp_media_type, resp_location, resp_etag, resp_body, resp_digest,
+       resp_media_type, resp_location, resp_etag, resp_body, resp_digest, resp_key,
        retired_at, tombstone_until, tombstone_ttl
 FROM idem_operations
 WHERE operation_id = $1;
@@ -199,12 +199,14 @@ WHERE operation_id = $1;
 -- migration 006), which aborts the transaction: a COMMIT sent after it in
 -- the same round trip rolls back instead (Complete). With $16 false it
 -- returns no row and the transaction stays usable (ClaimAndExecute).
+-- $17 is the ID of the key that sealed the body, NULL for plaintext
+-- (migration 010).
 WITH clock AS (SELECT coalesce($10::timestamptz, statement_timestamp()) AS t),
 upd AS (
     UPDATE idem_operations o
     SET state = $3::text, resp_status = $4::integer, resp_media_type = $5::text,
         resp_location = $6::text, resp_etag = $7::text, resp_body = $8::bytea,
-        resp_digest = $9::bytea, updated_at = clock.t
+        resp_digest = $9::bytea, resp_key = $17::text, updated_at = clock.t
     FROM clock
     WHERE o.scope = $1 AND o.operation_id = $11 AND o.owner_gen = $2
       AND o.state IN ('RESERVED', 'EXECUTING')
@@ -212,7 +214,7 @@ upd AS (
     RETURNING o.scope, o.operation_id, o.operation, o.owner, o.fingerprint, o.contract,
               o.state, o.owner_gen, o.writer_epoch, o.lease_until, o.expires_at,
               o.created_at, o.updated_at, o.resp_status, o.resp_media_type,
-              o.resp_location, o.resp_etag, o.resp_body, o.resp_digest,
+              o.resp_location, o.resp_etag, o.resp_body, o.resp_digest, o.resp_key,
               o.retired_at, o.tombstone_until, o.tombstone_ttl
 ),
 outbox AS (
@@ -235,7 +237,8 @@ WHERE (SELECT CASE WHEN EXISTS (SELECT 1 FROM upd) THEN true
 -- $5 fingerprint, $6 contract, $7 writer_epoch, $8 retention µs, $9 now,
 -- $10 tombstone TTL µs (as Reserve's $11), $11 state, $12 status,
 -- $13 media type, $14 location, $15 etag, $16 body, $17 digest,
--- $18 message IDs, $19 topics, $20 payloads. Nobody owns a terminal
+-- $18 message IDs, $19 topics, $20 payloads, $21 the body's key ID (NULL:
+-- plaintext; migration 010). Nobody owns a terminal
 -- record, so lease_until is the insert's instant.
 -- A plain INSERT: a concurrent transaction that inserted the scope first
 -- makes this one wait for its end and then fail with a unique violation,
@@ -249,15 +252,15 @@ ins AS (
                                  state, owner_gen, writer_epoch, lease_until, expires_at,
                                  created_at, updated_at, tombstone_ttl,
                                  resp_status, resp_media_type, resp_location, resp_etag,
-                                 resp_body, resp_digest)
+                                 resp_body, resp_digest, resp_key)
     SELECT $1::bytea, $2::text, $3::text, $4::bytea, $5::bytea, $6::text, $11::text, 1, $7::bigint,
            t, t + $8::bigint * interval '1 microsecond', t, t, $10::bigint,
-           $12::integer, $13::text, $14::text, $15::text, $16::bytea, $17::bytea
+           $12::integer, $13::text, $14::text, $15::text, $16::bytea, $17::bytea, $21::text
     FROM clock
     WHERE $7::bigint >= (SELECT writer_epoch FROM idem_control WHERE id = 1) -- the writer fence (migration 003)
     RETURNING scope, operation_id, operation, owner, fingerprint, contract, state, owner_gen,
               writer_epoch, lease_until, expires_at, created_at, updated_at, resp_status,
-              resp_media_type, resp_location, resp_etag, resp_body, resp_digest,
+              resp_media_type, resp_location, resp_etag, resp_body, resp_digest, resp_key,
               retired_at, tombstone_until, tombstone_ttl
 ),
 outbox AS (
@@ -289,7 +292,7 @@ WHERE o.scope = $1 AND o.operation_id = $5 AND o.owner_gen = $2
 RETURNING o.scope, o.operation_id, o.operation, o.owner, o.fingerprint, o.contract,
           o.state, o.owner_gen, o.writer_epoch, o.lease_until, o.expires_at,
           o.created_at, o.updated_at, o.resp_status, o.resp_media_type,
-          o.resp_location, o.resp_etag, o.resp_body, o.resp_digest,
+          o.resp_location, o.resp_etag, o.resp_body, o.resp_digest, o.resp_key,
           o.retired_at, o.tombstone_until, o.tombstone_ttl;
 
 -- name: ClaimOutbox

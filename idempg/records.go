@@ -42,7 +42,7 @@ const reserveAttempts = 8
 // guarded can have committed, so the client's retry simply reserves again.
 //
 // With c.MaxActive > 0 the insert is made only while c.Owner holds fewer
-// than c.MaxActive RESERVED or EXECUTING records of c.Operation, counted
+// than c.MaxActive RESERVED, EXECUTING or UNKNOWN records of c.Operation, counted
 // in the insert's own statement; otherwise Reserve returns an error
 // wrapping registry.ErrActiveLimit and writes nothing. A scope that exists
 // is never refused: its record is returned as without the limit. Racing
@@ -68,7 +68,7 @@ func (s *Store) Reserve(ctx context.Context, c registry.Claim) (registry.Record,
 	}
 	for range reserveAttempts {
 		var created bool
-		rec, err := scanRecord(s.lane.QueryRow(ctx, queries.Get(query), args...), &created)
+		rec, err := s.scanRecord(s.lane.QueryRow(ctx, queries.Get(query), args...), &created)
 		if err == nil {
 			return rec, created, nil
 		}
@@ -105,7 +105,7 @@ func (s *Store) Reserve(ctx context.Context, c registry.Claim) (registry.Record,
 }
 
 // activeLimitReached reports whether c.Owner holds at least c.MaxActive
-// RESERVED or EXECUTING records of c.Operation.
+// RESERVED, EXECUTING or UNKNOWN records of c.Operation.
 func (s *Store) activeLimitReached(ctx context.Context, c registry.Claim) (bool, error) {
 	var full bool
 	err := s.lane.QueryRow(ctx, queries.Get("ActiveLimitReached"), c.Owner[:], c.Operation, c.MaxActive).Scan(&full)
@@ -130,7 +130,7 @@ func claimArgs(c registry.Claim, operationID string, now *time.Time) []any {
 // response that does not match its digest is idem.ErrDigestMismatch. ctx
 // governs the query.
 func (s *Store) Get(ctx context.Context, scope idem.ScopeHash) (registry.Record, error) {
-	rec, err := scanRecord(s.lane.QueryRow(ctx, queries.Get("GetByScope"), scope[:]))
+	rec, err := s.scanRecord(s.lane.QueryRow(ctx, queries.Get("GetByScope"), scope[:]))
 	if err != nil {
 		return registry.Record{}, fmt.Errorf("idempg: get: %w", translate(err))
 	}
@@ -140,7 +140,7 @@ func (s *Store) Get(ctx context.Context, scope idem.ScopeHash) (registry.Record,
 // GetByID returns the record with that operation ID, or
 // registry.ErrNotFound; see Get. ctx governs the query.
 func (s *Store) GetByID(ctx context.Context, operationID string) (registry.Record, error) {
-	rec, err := scanRecord(s.lane.QueryRow(ctx, queries.Get("GetByID"), operationID))
+	rec, err := s.scanRecord(s.lane.QueryRow(ctx, queries.Get("GetByID"), operationID))
 	if err != nil {
 		return registry.Record{}, fmt.Errorf("idempg: get by id: %w", translate(err))
 	}
@@ -169,7 +169,7 @@ func (s *Store) Release(ctx context.Context, rec registry.Record) error {
 func (s *Store) TakeOver(ctx context.Context, rec registry.Record, lease time.Duration) (registry.Record, error) {
 	lease = registry.LeaseOrDefault(lease)
 	now, _ := s.clock()
-	got, err := scanRecord(s.pool.QueryRow(ctx, queries.Get("TakeOver"), rec.Scope[:], rec.OwnerGen, micros(lease), now, rec.OperationID))
+	got, err := s.scanRecord(s.pool.QueryRow(ctx, queries.Get("TakeOver"), rec.Scope[:], rec.OwnerGen, micros(lease), now, rec.OperationID))
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return registry.Record{}, fmt.Errorf("idempg: take over %s: %w", rec.OperationID, registry.ErrFenced)
@@ -180,11 +180,13 @@ func (s *Store) TakeOver(ctx context.Context, rec registry.Record, lease time.Du
 }
 
 // scanRecord reads one record row (the column order of queries.sql),
-// converting times to UTC and verifying a stored response against its
-// digest (idem.ErrDigestMismatch, wrapped, on mismatch). lead are the
+// converting times to UTC, opening a sealed response body with the
+// Store's Sealer (registry.ErrUnreadable, wrapped, if it cannot) and
+// verifying the response against its digest (idem.ErrDigestMismatch,
+// wrapped, on mismatch). lead are the
 // destinations of columns that come before the record's, if any. Database
 // errors are returned untranslated.
-func scanRecord(row pgx.Row, lead ...any) (registry.Record, error) {
+func (s *Store) scanRecord(row pgx.Row, lead ...any) (registry.Record, error) {
 	var (
 		r                         registry.Record
 		scope, owner, fingerprint []byte
@@ -192,6 +194,7 @@ func scanRecord(row pgx.Row, lead ...any) (registry.Record, error) {
 		status                    *int32
 		mediaType, location, etag *string
 		body, digest              []byte
+		bodyKey                   *string
 		leaseUntil, expiresAt     time.Time
 		createdAt, updatedAt      time.Time
 		retiredAt, tombstoneUntil *time.Time
@@ -199,7 +202,7 @@ func scanRecord(row pgx.Row, lead ...any) (registry.Record, error) {
 	)
 	err := row.Scan(append(lead, &scope, &r.OperationID, &r.Operation, &owner, &fingerprint, &r.Contract,
 		&state, &r.OwnerGen, &r.WriterEpoch, &leaseUntil, &expiresAt, &createdAt, &updatedAt,
-		&status, &mediaType, &location, &etag, &body, &digest,
+		&status, &mediaType, &location, &etag, &body, &digest, &bodyKey,
 		&retiredAt, &tombstoneUntil, &ttl)...)
 	if err != nil {
 		return registry.Record{}, err
@@ -212,6 +215,10 @@ func scanRecord(row pgx.Row, lead ...any) (registry.Record, error) {
 	r.LeaseUntil, r.ExpiresAt = leaseUntil.UTC(), expiresAt.UTC()
 	r.CreatedAt, r.UpdatedAt = createdAt.UTC(), updatedAt.UTC()
 	if status != nil {
+		body, err := registry.OpenBody(s.sealer, bodyKey, body, registry.ResponseAAD(r.Scope))
+		if err != nil {
+			return registry.Record{}, fmt.Errorf("idempg: operation %s: %w", r.OperationID, err)
+		}
 		resp := idem.Response{
 			Status:    int(*status),
 			MediaType: deref(mediaType),

@@ -59,7 +59,7 @@ func (s *Store) recordsByIDs(ctx context.Context, idsQuery string, args ...any) 
 		results := tx.SendBatch(ctx, batch)
 		defer results.Close()
 		for range ids {
-			rec, err := scanRecord(results.QueryRow())
+			rec, err := s.scanRecord(results.QueryRow())
 			if err != nil {
 				return err
 			}

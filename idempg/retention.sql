@@ -32,7 +32,7 @@ retired AS (
     SET retired_at = clock.t,
         tombstone_until = clock.t + o.tombstone_ttl * interval '1 microsecond',
         resp_status = NULL, resp_media_type = NULL, resp_location = NULL,
-        resp_etag = NULL, resp_body = NULL, resp_digest = NULL,
+        resp_etag = NULL, resp_body = NULL, resp_digest = NULL, resp_key = NULL,
         updated_at = clock.t
     FROM clock, due
     WHERE o.scope = due.scope AND o.retired_at IS NULL

@@ -37,6 +37,12 @@ type Options struct {
 	// business transaction. 0 means DefaultLaneConns; negative turns the
 	// lane off (everything uses the main pool).
 	LaneConns int
+	// Sealer, when set, encrypts the bodies the Store keeps — response
+	// snapshots, effect requests and answers — with the scope or effect as
+	// associated data (registry.Sealer; package keyring). nil keeps them in
+	// plaintext. Bodies stored under another key stay readable while the
+	// Sealer holds it; Reseal moves them to its active key.
+	Sealer registry.Sealer
 }
 
 // DefaultLaneConns is the acceptance lane's size when Options.LaneConns is 0.
@@ -51,6 +57,8 @@ type Store struct {
 	pool *pgxpool.Pool
 	lane *pgxpool.Pool    // the acceptance lane (Options.LaneConns); pool when off
 	now  func() time.Time // Options.Now, may be nil
+	// sealer is Options.Sealer, may be nil.
+	sealer registry.Sealer
 }
 
 var _ registry.Store = (*Store)(nil)
@@ -86,7 +94,7 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 			return nil, fmt.Errorf("idempg: %w", translate(err))
 		}
 	}
-	return &Store{pool: pool, lane: lane, now: opts.Now}, nil
+	return &Store{pool: pool, lane: lane, now: opts.Now, sealer: opts.Sealer}, nil
 }
 
 // Close closes the pools, waiting for connections in use to be returned.

@@ -25,6 +25,7 @@ const failClaimsTimeout = "250ms"
 type testStore struct {
 	*Store
 	now atomic.Pointer[time.Time] // nil or zero: database time
+	dsn string                    // the database it is open on
 }
 
 // setNow injects t as the store's "now"; the zero time restores database
@@ -35,8 +36,8 @@ func (ts *testStore) setNow(t time.Time) { ts.now.Store(&t) }
 // the DSN's query string) and closes it when t ends.
 func openStore(t testing.TB, dsnSuffix string) *testStore {
 	t.Helper()
-	ts := &testStore{}
-	st, err := Open(t.Context(), pgtest.DSN(t)+dsnSuffix, Options{Now: func() time.Time {
+	ts := &testStore{dsn: pgtest.DSN(t) + dsnSuffix}
+	st, err := Open(t.Context(), ts.dsn, Options{Now: func() time.Time {
 		if p := ts.now.Load(); p != nil {
 			return *p
 		}
@@ -57,6 +58,14 @@ func newHarness(t *testing.T) *registrytest.Harness {
 	return &registrytest.Harness{
 		Name:  "postgres",
 		Store: ts.Store,
+		Sealed: func(t *testing.T, sealer registry.Sealer) registry.Store {
+			st, err := Open(t.Context(), ts.dsn, Options{Sealer: sealer})
+			if err != nil {
+				t.Fatalf("Open with a sealer: %v", err)
+			}
+			t.Cleanup(st.Close)
+			return st
+		},
 		ClaimAndExecute: func(ctx context.Context, c registry.Claim, fn registry.BusinessFunc) (registry.Result, error) {
 			return claimAndExecute(ctx, ts.Store, failArmed.Load(), c, fn)
 		},

@@ -73,7 +73,7 @@ func (s *Store) Complete(ctx context.Context, rec registry.Record, fn registry.B
 // re-read; tx's lifetime is governed by the context it was begun with.
 //
 // c.MaxActive is honoured as by Reserve, in the claim insert itself: when
-// c.Owner already holds c.MaxActive RESERVED or EXECUTING records of
+// c.Owner already holds c.MaxActive RESERVED, EXECUTING or UNKNOWN records of
 // c.Operation (as tx sees them), nothing is inserted and the claim is
 // lost like a failed insert — tx rolled back, the record re-read — so an
 // existing scope still gets its verdict and a new one gets an error
@@ -87,7 +87,7 @@ func (s *Store) ClaimAndExecute(ctx context.Context, tx *sql.Tx, c registry.Clai
 		return registry.Result{}, err
 	}
 	query, args := s.insertQuery("ClaimInsert", c)
-	rec, insErr := scanRecord(s.txStmt(ctx, tx, query).QueryRowContext(ctx, args...))
+	rec, insErr := s.scanRecord(s.txStmt(ctx, tx, query).QueryRowContext(ctx, args...))
 	if errors.Is(insErr, sql.ErrNoRows) { // the writer fence or the active limit held
 		insErr = cmp.Or(writerFenced(ctx, tx, c.WriterEpoch), registry.ErrActiveLimit)
 	}
@@ -123,14 +123,14 @@ func (s *Store) record(ctx context.Context, tx *sql.Tx, rec registry.Record, out
 	}
 	resp := out.Response
 	digest := resp.Digest()
-	body := resp.Body
-	if body == nil {
-		body = []byte{}
+	key, body, err := s.sealResponse(rec.Scope, resp.Body)
+	if err != nil {
+		return registry.Record{}, err
 	}
 	now, _ := s.stamp()
-	done, err := scanRecord(s.txStmt(ctx, tx, "CompleteOperation").QueryRowContext(ctx,
+	done, err := s.scanRecord(s.txStmt(ctx, tx, "CompleteOperation").QueryRowContext(ctx,
 		now, rec.Scope[:], rec.OwnerGen, string(out.State),
-		resp.Status, resp.MediaType, resp.Location, resp.ETag, body, digest[:], rec.OperationID, rec.WriterEpoch))
+		resp.Status, resp.MediaType, resp.Location, resp.ETag, body, digest[:], rec.OperationID, rec.WriterEpoch, key))
 	if errors.Is(err, sql.ErrNoRows) {
 		return registry.Record{}, s.fail("complete", cmp.Or(writerFenced(ctx, tx, rec.WriterEpoch), registry.ErrFenced))
 	}
@@ -259,4 +259,18 @@ func (r *sqlRows) Close() {
 	if err := r.rows.Close(); err != nil && r.err == nil {
 		r.err = err
 	}
+}
+
+// sealResponse returns the body to store for a response of the record
+// with that scope, and the ID of the key that sealed it (nil: plaintext,
+// when the Store has no Sealer).
+func (s *Store) sealResponse(scope idem.ScopeHash, body []byte) (*string, []byte, error) {
+	if body == nil {
+		body = []byte{}
+	}
+	key, stored, err := registry.SealBody(s.sealer, body, registry.ResponseAAD(scope))
+	if err != nil {
+		return nil, nil, fmt.Errorf("idemsqlite: %w", err)
+	}
+	return key, stored, nil
 }

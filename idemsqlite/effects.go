@@ -39,8 +39,12 @@ func (s *Store) BeginEffect(ctx context.Context, rec registry.Record, name strin
 	if name == "" {
 		return registry.Effect{}, errors.New("idemsqlite: begin effect: empty effect name")
 	}
+	reqKey, req, err := registry.SealBody(s.sealer, request, registry.EffectAAD(rec.OperationID, name, "request"))
+	if err != nil {
+		return registry.Effect{}, fmt.Errorf("idemsqlite: begin effect %s/%s: %w", rec.OperationID, name, err)
+	}
 	var eff registry.Effect
-	err := s.writeTx(ctx, "begin effect", func(tx *sql.Tx, now any) error {
+	err = s.writeTx(ctx, "begin effect", func(tx *sql.Tx, now any) error {
 		var id string
 		err := tx.QueryRowContext(ctx, effectQueries.Get("EffectBeginOperation"),
 			now, rec.Scope[:], rec.OperationID, rec.OwnerGen, rec.WriterEpoch).Scan(&id)
@@ -50,8 +54,8 @@ func (s *Store) BeginEffect(ctx context.Context, rec registry.Record, name strin
 		if err != nil {
 			return err
 		}
-		eff, err = scanEffect(tx.QueryRowContext(ctx, effectQueries.Get("EffectUpsert"),
-			now, rec.OperationID, name, registry.DownstreamKey(rec.OperationID, name), rec.OwnerGen, request))
+		eff, err = s.scanEffect(tx.QueryRowContext(ctx, effectQueries.Get("EffectUpsert"),
+			now, rec.OperationID, name, registry.DownstreamKey(rec.OperationID, name), rec.OwnerGen, req, reqKey))
 		return err
 	})
 	return eff, err
@@ -64,9 +68,13 @@ func (s *Store) RecordEffect(ctx context.Context, rec registry.Record, name, han
 		return fmt.Errorf("idemsqlite: record effect: result %q: want %q, %q or empty",
 			result, registry.EffectSucceeded, registry.EffectFailed)
 	}
+	answerKey, answer, err := registry.SealBody(s.sealer, answer, registry.EffectAAD(rec.OperationID, name, "answer"))
+	if err != nil {
+		return fmt.Errorf("idemsqlite: record effect: %w", err)
+	}
 	return s.writeTx(ctx, "record effect", func(tx *sql.Tx, now any) error {
 		res, err := tx.ExecContext(ctx, effectQueries.Get("EffectRecord"),
-			now, rec.Scope[:], rec.OperationID, rec.OwnerGen, name, handle, result, answer)
+			now, rec.Scope[:], rec.OperationID, rec.OwnerGen, name, handle, result, answer, answerKey)
 		if err != nil {
 			return err
 		}
@@ -94,7 +102,7 @@ func (s *Store) Effects(ctx context.Context, operationID string) ([]registry.Eff
 	defer rows.Close()
 	var effs []registry.Effect
 	for rows.Next() {
-		e, err := scanEffect(rows)
+		e, err := s.scanEffect(rows)
 		if err != nil {
 			return nil, s.fail("effects", err)
 		}
@@ -119,7 +127,7 @@ func (s *Store) MarkUnknown(ctx context.Context, rec registry.Record) (registry.
 		if err != nil {
 			return err
 		}
-		out, err = scanRecord(s.txStmt(ctx, tx, "GetByID").QueryRowContext(ctx, id))
+		out, err = s.scanRecord(s.txStmt(ctx, tx, "GetByID").QueryRowContext(ctx, id))
 		return err
 	})
 	return out, err
@@ -134,18 +142,32 @@ func (s *Store) Reconcile(ctx context.Context, operationID string, r registry.Re
 	}
 	resp := r.Response
 	digest := resp.Digest()
-	body := resp.Body
-	if body == nil {
-		body = []byte{}
-	}
 	var out registry.Record
 	err := s.writeTx(ctx, "reconcile", func(tx *sql.Tx, now any) error {
 		var (
-			id string
-			at int64
+			id    string
+			at    int64
+			scope []byte
 		)
-		err := tx.QueryRowContext(ctx, effectQueries.Get("ReconcileOperation"), now, operationID, string(r.Outcome),
-			resp.Status, resp.MediaType, resp.Location, resp.ETag, body, digest[:]).Scan(&id)
+		// The scope names the record's body (ResponseAAD); read it in the
+		// transaction that writes the body.
+		err := tx.QueryRowContext(ctx, effectQueries.Get("OperationScope"), operationID).Scan(&scope)
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("%s: %w", operationID, registry.ErrNotFound)
+		}
+		if err != nil {
+			return err
+		}
+		var sc idem.ScopeHash
+		if err := copyHash(sc[:], scope, "scope"); err != nil {
+			return err
+		}
+		key, body, err := s.sealResponse(sc, resp.Body)
+		if err != nil {
+			return err
+		}
+		err = tx.QueryRowContext(ctx, effectQueries.Get("ReconcileOperation"), now, operationID, string(r.Outcome),
+			resp.Status, resp.MediaType, resp.Location, resp.ETag, body, digest[:], key).Scan(&id)
 		if errors.Is(err, sql.ErrNoRows) {
 			var n int64
 			if err := tx.QueryRowContext(ctx, effectQueries.Get("OperationExists"), operationID).Scan(&n); err != nil {
@@ -159,7 +181,7 @@ func (s *Store) Reconcile(ctx context.Context, operationID string, r registry.Re
 		if err != nil {
 			return err
 		}
-		out, err = scanRecord(s.txStmt(ctx, tx, "GetByID").QueryRowContext(ctx, id))
+		out, err = s.scanRecord(s.txStmt(ctx, tx, "GetByID").QueryRowContext(ctx, id))
 		if err != nil {
 			return err
 		}
@@ -241,16 +263,26 @@ func (s *Store) ListOperations(ctx context.Context, f registry.ListFilter) ([]re
 	return recs, nil
 }
 
-// scanEffect reads one effect row in the column order of effects.sql.
-func scanEffect(row scanner) (registry.Effect, error) {
+// scanEffect reads one effect row in the column order of effects.sql and
+// opens its sealed request and answer (registry.ErrUnreadable, wrapped, if
+// it cannot).
+func (s *Store) scanEffect(row scanner) (registry.Effect, error) {
 	var (
 		e                registry.Effect
 		handle, result   sql.NullString
 		created, updated int64
+		reqKey, ansKey   sql.NullString
 	)
 	if err := row.Scan(&e.OperationID, &e.Name, &e.DownstreamKey, &e.OwnerGen, &handle, &result,
-		&created, &updated, &e.Request, &e.Answer); err != nil {
+		&created, &updated, &e.Request, &e.Answer, &reqKey, &ansKey); err != nil {
 		return registry.Effect{}, err
+	}
+	var err error
+	if e.Request, err = registry.OpenBody(s.sealer, nullable(reqKey), e.Request, registry.EffectAAD(e.OperationID, e.Name, "request")); err != nil {
+		return registry.Effect{}, fmt.Errorf("effect %s/%s request: %w", e.OperationID, e.Name, err)
+	}
+	if e.Answer, err = registry.OpenBody(s.sealer, nullable(ansKey), e.Answer, registry.EffectAAD(e.OperationID, e.Name, "answer")); err != nil {
+		return registry.Effect{}, fmt.Errorf("effect %s/%s answer: %w", e.OperationID, e.Name, err)
 	}
 	e.Handle, e.Result = handle.String, result.String
 	e.CreatedAt, e.UpdatedAt = fromMicros(created), fromMicros(updated)

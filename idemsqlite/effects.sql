@@ -20,29 +20,30 @@ WHERE scope = $2 AND operation_id = $3 AND owner_gen = $4 AND state IN ('RESERVE
 RETURNING operation_id;
 
 -- name: EffectUpsert
--- $2 operation_id, $3 name, $4 downstream key, $5 owner_gen, $6 request.
+-- $2 operation_id, $3 name, $4 downstream key, $5 owner_gen, $6 request, $7 its key ID (NULL: plaintext; migration 009).
 -- Inserts the attempt with the request and an empty handle, or keeps the
 -- existing one — its key, request, handle and result untouched — and
 -- hands it to generation $5. (WHERE
 -- true keeps SQLite from reading ON CONFLICT as a join constraint.)
 WITH clock(now) AS (SELECT coalesce($1, CAST(round(unixepoch('subsec') * 1000000) AS INTEGER)))
 INSERT INTO idem_effects (operation_id, name, downstream_key, owner_gen, handle, result,
-                          created_at, updated_at, request)
-SELECT $2, $3, $4, $5, NULL, NULL, now, now, $6 FROM clock WHERE true
+                          created_at, updated_at, request, request_key)
+SELECT $2, $3, $4, $5, NULL, NULL, now, now, $6, $7 FROM clock WHERE true
 ON CONFLICT (operation_id, name) DO UPDATE
 SET owner_gen = excluded.owner_gen, updated_at = excluded.updated_at
 RETURNING operation_id, name, downstream_key, owner_gen, handle, result, created_at, updated_at,
-          request, answer;
+          request, answer, request_key, answer_key;
 
 -- name: EffectRecord
 -- $2 scope, $3 operation_id, $4 owner_gen, $5 name, $6 handle, $7 result
--- ('' keeps the stored value), $8 answer (NULL keeps it). The attempt passes to generation $4 (the
+-- ('' keeps the stored value), $8 answer (NULL keeps it), $9 its key ID (NULL: plaintext). The attempt passes to generation $4 (the
 -- trigger refuses a lower one). Run in a write transaction: SQLite's
 -- single writer keeps the fenced record from changing meanwhile.
 WITH clock(now) AS (SELECT coalesce($1, CAST(round(unixepoch('subsec') * 1000000) AS INTEGER)))
 UPDATE idem_effects
 SET handle = coalesce(nullif($6, ''), handle), result = coalesce(nullif($7, ''), result),
-    answer = coalesce($8, answer), owner_gen = $4, updated_at = clock.now
+    answer = coalesce($8, answer), answer_key = CASE WHEN $8 IS NULL THEN answer_key ELSE $9 END,
+    owner_gen = $4, updated_at = clock.now
 FROM clock
 WHERE operation_id = $3 AND name = $5
   AND EXISTS (SELECT 1 FROM idem_operations AS o
@@ -51,7 +52,7 @@ WHERE operation_id = $3 AND name = $5
 
 -- name: Effects
 SELECT operation_id, name, downstream_key, owner_gen, handle, result, created_at, updated_at,
-       request, answer
+       request, answer, request_key, answer_key
 FROM idem_effects
 WHERE operation_id = $1
 ORDER BY created_at, name;
@@ -67,12 +68,13 @@ RETURNING operation_id;
 
 -- name: ReconcileOperation
 -- $2 operation_id, $3 outcome, $4 status, $5 media type, $6 location,
--- $7 etag, $8 body, $9 digest. The compare-and-set UNKNOWN → outcome; no
+-- $7 etag, $8 body, $9 digest, $10 the body's key ID (NULL: plaintext;
+-- migration 009). The compare-and-set UNKNOWN → outcome; no
 -- row: not UNKNOWN, or no such record.
 WITH clock(now) AS (SELECT coalesce($1, CAST(round(unixepoch('subsec') * 1000000) AS INTEGER)))
 UPDATE idem_operations
 SET state = $3, resp_status = $4, resp_media_type = $5, resp_location = $6, resp_etag = $7,
-    resp_body = coalesce($8, x''), resp_digest = $9, updated_at = clock.now
+    resp_body = coalesce($8, x''), resp_digest = $9, resp_key = $10, updated_at = clock.now
 FROM clock
 WHERE operation_id = $2 AND state = 'UNKNOWN'
 RETURNING operation_id;
@@ -116,3 +118,8 @@ WHERE o.state = 'UNKNOWN' AND ($2 IS NULL OR $2 = 'UNKNOWN')
   AND ($6 IS NULL OR (o.created_at, o.operation_id) > ($5, $6))
 ORDER BY o.created_at, o.operation_id
 LIMIT $4;
+
+-- name: OperationScope
+-- $1 operation_id: the record's scope, which the associated data of its
+-- sealed response body names (registry.ResponseAAD).
+SELECT scope FROM idem_operations WHERE operation_id = $1;

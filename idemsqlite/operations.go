@@ -57,7 +57,7 @@ func (s *Store) insertQuery(query string, c registry.Claim) (string, []any) {
 // the record and the others read it. ctx governs the whole call.
 //
 // With c.MaxActive > 0 the insert is made only while c.Owner holds fewer
-// than c.MaxActive RESERVED or EXECUTING records of c.Operation, counted
+// than c.MaxActive RESERVED, EXECUTING or UNKNOWN records of c.Operation, counted
 // by the insert statement itself inside the write transaction; otherwise
 // Reserve writes nothing and returns an error wrapping
 // registry.ErrActiveLimit. SQLite's single writer makes the count exact:
@@ -71,7 +71,7 @@ func (s *Store) Reserve(ctx context.Context, c registry.Claim) (registry.Record,
 	if err := s.checkOpen(); err != nil {
 		return registry.Record{}, false, err
 	}
-	rec, err := scanRecord(s.stmt("GetByScope").QueryRowContext(ctx, c.Scope[:]))
+	rec, err := s.scanRecord(s.stmt("GetByScope").QueryRowContext(ctx, c.Scope[:]))
 	if err == nil {
 		return rec, false, nil
 	}
@@ -86,7 +86,7 @@ func (s *Store) Reserve(ctx context.Context, c registry.Claim) (registry.Record,
 	defer tx.Rollback() //nolint:errcheck // after Commit it is a no-op
 	for attempt := 1; ; attempt++ {
 		query, args := s.insertQuery("ReserveInsert", c)
-		rec, err = scanRecord(s.txStmt(ctx, tx, query).QueryRowContext(ctx, args...))
+		rec, err = s.scanRecord(s.txStmt(ctx, tx, query).QueryRowContext(ctx, args...))
 		if err == nil {
 			if err := tx.Commit(); err != nil {
 				return registry.Record{}, false, s.fail("reserve", err)
@@ -94,7 +94,7 @@ func (s *Store) Reserve(ctx context.Context, c registry.Claim) (registry.Record,
 			return rec, true, nil
 		}
 		if errors.Is(err, sql.ErrNoRows) { // the scope exists, or the writer fence or active limit held
-			rec, err = scanRecord(s.txStmt(ctx, tx, "GetByScope").QueryRowContext(ctx, c.Scope[:]))
+			rec, err = s.scanRecord(s.txStmt(ctx, tx, "GetByScope").QueryRowContext(ctx, c.Scope[:]))
 			if errors.Is(err, sql.ErrNoRows) {
 				if ferr := writerFenced(ctx, tx, c.WriterEpoch); ferr != nil {
 					return registry.Record{}, false, s.fail("reserve", ferr)
@@ -153,7 +153,7 @@ func (s *Store) TakeOver(ctx context.Context, rec registry.Record, lease time.Du
 	lease = registry.LeaseOrDefault(lease)
 	var out registry.Record
 	err := s.writeTx(ctx, "take over", func(tx *sql.Tx, now any) (err error) {
-		out, err = scanRecord(s.txStmt(ctx, tx, "TakeOver").QueryRowContext(ctx,
+		out, err = s.scanRecord(s.txStmt(ctx, tx, "TakeOver").QueryRowContext(ctx,
 			now, rec.Scope[:], rec.OwnerGen, lease.Microseconds(), rec.OperationID))
 		if errors.Is(err, sql.ErrNoRows) {
 			return registry.ErrFenced
@@ -173,7 +173,7 @@ func (s *Store) Get(ctx context.Context, scope idem.ScopeHash) (registry.Record,
 	if err := s.checkOpen(); err != nil {
 		return registry.Record{}, err
 	}
-	rec, err := scanRecord(s.stmt("GetByScope").QueryRowContext(ctx, scope[:]))
+	rec, err := s.scanRecord(s.stmt("GetByScope").QueryRowContext(ctx, scope[:]))
 	if err != nil {
 		return registry.Record{}, s.fail("get", err)
 	}
@@ -187,7 +187,7 @@ func (s *Store) GetByID(ctx context.Context, operationID string) (registry.Recor
 	if err := s.checkOpen(); err != nil {
 		return registry.Record{}, err
 	}
-	rec, err := scanRecord(s.stmt("GetByID").QueryRowContext(ctx, operationID))
+	rec, err := s.scanRecord(s.stmt("GetByID").QueryRowContext(ctx, operationID))
 	if err != nil {
 		return registry.Record{}, s.fail("get by id", err)
 	}

@@ -10,8 +10,8 @@
 --   scope, operation_id, operation, owner, fingerprint, contract, state,
 --   owner_gen, writer_epoch, lease_until, expires_at, created_at,
 --   updated_at, resp_status, resp_media_type, resp_location, resp_etag,
---   resp_body, resp_digest, retired_at, tombstone_until, tombstone_ttl
---   (the last three: migration 004)
+--   resp_body, resp_digest, resp_key, retired_at, tombstone_until,
+--   tombstone_ttl (resp_key: migration 009; the last three: 004)
 
 -- name: CreateMigrationsTable
 CREATE TABLE IF NOT EXISTS idem_schema_migrations (
@@ -43,7 +43,7 @@ WHERE $8 >= (SELECT writer_epoch FROM idem_control WHERE id = 1) -- the writer f
 ON CONFLICT (scope) DO NOTHING
 RETURNING scope, operation_id, operation, owner, fingerprint, contract, state,
           owner_gen, writer_epoch, lease_until, expires_at, created_at, updated_at,
-          resp_status, resp_media_type, resp_location, resp_etag, resp_body, resp_digest,
+          resp_status, resp_media_type, resp_location, resp_etag, resp_body, resp_digest, resp_key,
           retired_at, tombstone_until, tombstone_ttl;
 
 -- name: ClaimInsert
@@ -57,14 +57,14 @@ SELECT $2, $3, $4, $5, $6, $7, 'RESERVED', 1, $8, now + $9, now + $10, now, now,
 WHERE $8 >= (SELECT writer_epoch FROM idem_control WHERE id = 1) -- the writer fence (migration 003)
 RETURNING scope, operation_id, operation, owner, fingerprint, contract, state,
           owner_gen, writer_epoch, lease_until, expires_at, created_at, updated_at,
-          resp_status, resp_media_type, resp_location, resp_etag, resp_body, resp_digest,
+          resp_status, resp_media_type, resp_location, resp_etag, resp_body, resp_digest, resp_key,
           retired_at, tombstone_until, tombstone_ttl;
 
 -- name: ReserveInsertLimited
 -- ReserveInsert with Claim.MaxActive: $12 is MaxActive (> 0). The row is
--- inserted only while the owner holds fewer than $12 RESERVED or
--- EXECUTING records of the operation (idem_operations_active, migration
--- 002; the LIMIT stops the count at $12). Inside BEGIN IMMEDIATE the
+-- inserted only while the owner holds fewer than $12 RESERVED,
+-- EXECUTING or UNKNOWN records of the operation (idem_operations_inflight,
+-- migration 008; the LIMIT stops the count at $12). Inside BEGIN IMMEDIATE the
 -- count is exact. No row back: the scope exists or the limit held (the
 -- caller's GetByScope in the same transaction tells which). The WHERE
 -- clause already keeps ON CONFLICT from being read as a join constraint.
@@ -75,12 +75,12 @@ INSERT INTO idem_operations (scope, operation_id, operation, owner, fingerprint,
 SELECT $2, $3, $4, $5, $6, $7, 'RESERVED', 1, $8, now + $9, now + $10, now, now, $11 FROM clock
 WHERE $8 >= (SELECT writer_epoch FROM idem_control WHERE id = 1)
   AND (SELECT count(*) FROM (SELECT 1 FROM idem_operations
-                             WHERE owner = $5 AND operation = $4 AND state IN ('RESERVED', 'EXECUTING')
+                             WHERE owner = $5 AND operation = $4 AND state IN ('RESERVED', 'EXECUTING', 'UNKNOWN')
                              LIMIT $12)) < $12
 ON CONFLICT (scope) DO NOTHING
 RETURNING scope, operation_id, operation, owner, fingerprint, contract, state,
           owner_gen, writer_epoch, lease_until, expires_at, created_at, updated_at,
-          resp_status, resp_media_type, resp_location, resp_etag, resp_body, resp_digest,
+          resp_status, resp_media_type, resp_location, resp_etag, resp_body, resp_digest, resp_key,
           retired_at, tombstone_until, tombstone_ttl;
 
 -- name: ClaimInsertLimited
@@ -94,24 +94,24 @@ INSERT INTO idem_operations (scope, operation_id, operation, owner, fingerprint,
 SELECT $2, $3, $4, $5, $6, $7, 'RESERVED', 1, $8, now + $9, now + $10, now, now, $11 FROM clock
 WHERE $8 >= (SELECT writer_epoch FROM idem_control WHERE id = 1)
   AND (SELECT count(*) FROM (SELECT 1 FROM idem_operations
-                             WHERE owner = $5 AND operation = $4 AND state IN ('RESERVED', 'EXECUTING')
+                             WHERE owner = $5 AND operation = $4 AND state IN ('RESERVED', 'EXECUTING', 'UNKNOWN')
                              LIMIT $12)) < $12
 RETURNING scope, operation_id, operation, owner, fingerprint, contract, state,
           owner_gen, writer_epoch, lease_until, expires_at, created_at, updated_at,
-          resp_status, resp_media_type, resp_location, resp_etag, resp_body, resp_digest,
+          resp_status, resp_media_type, resp_location, resp_etag, resp_body, resp_digest, resp_key,
           retired_at, tombstone_until, tombstone_ttl;
 
 -- name: GetByScope
 SELECT scope, operation_id, operation, owner, fingerprint, contract, state,
        owner_gen, writer_epoch, lease_until, expires_at, created_at, updated_at,
-       resp_status, resp_media_type, resp_location, resp_etag, resp_body, resp_digest,
+       resp_status, resp_media_type, resp_location, resp_etag, resp_body, resp_digest, resp_key,
        retired_at, tombstone_until, tombstone_ttl
 FROM idem_operations WHERE scope = $1;
 
 -- name: GetByID
 SELECT scope, operation_id, operation, owner, fingerprint, contract, state,
        owner_gen, writer_epoch, lease_until, expires_at, created_at, updated_at,
-       resp_status, resp_media_type, resp_location, resp_etag, resp_body, resp_digest,
+       resp_status, resp_media_type, resp_location, resp_etag, resp_body, resp_digest, resp_key,
        retired_at, tombstone_until, tombstone_ttl
 FROM idem_operations WHERE operation_id = $1;
 
@@ -119,18 +119,19 @@ FROM idem_operations WHERE operation_id = $1;
 -- The fenced compare-and-set to a terminal state; no row back means the
 -- owner generation or the state moved on (ErrFenced), or that $12, the
 -- committing writer's epoch, is older than idem_control's (ErrWriterFenced,
--- migration 003). The transition trigger of the migration refuses illegal
+-- migration 003). $13 is the body's key ID (NULL: plaintext; migration
+-- 009). The transition trigger of the migration refuses illegal
 -- target states.
 WITH clock(now) AS (SELECT coalesce($1, CAST(round(unixepoch('subsec') * 1000000) AS INTEGER)))
 UPDATE idem_operations
 SET state = $4, resp_status = $5, resp_media_type = $6, resp_location = $7, resp_etag = $8,
-    resp_body = coalesce($9, x''), resp_digest = $10, updated_at = clock.now
+    resp_body = coalesce($9, x''), resp_digest = $10, resp_key = $13, updated_at = clock.now
 FROM clock
 WHERE scope = $2 AND operation_id = $11 AND owner_gen = $3 AND state IN ('RESERVED', 'EXECUTING')
   AND $12 >= (SELECT writer_epoch FROM idem_control WHERE id = 1)
 RETURNING scope, operation_id, operation, owner, fingerprint, contract, state,
           owner_gen, writer_epoch, lease_until, expires_at, created_at, updated_at,
-          resp_status, resp_media_type, resp_location, resp_etag, resp_body, resp_digest,
+          resp_status, resp_media_type, resp_location, resp_etag, resp_body, resp_digest, resp_key,
           retired_at, tombstone_until, tombstone_ttl;
 
 -- name: InsertOutbox
@@ -153,7 +154,7 @@ WHERE scope = $2 AND operation_id = $5 AND owner_gen = $3 AND state IN ('RESERVE
   AND lease_until <= clock.now
 RETURNING scope, operation_id, operation, owner, fingerprint, contract, state,
           owner_gen, writer_epoch, lease_until, expires_at, created_at, updated_at,
-          resp_status, resp_media_type, resp_location, resp_etag, resp_body, resp_digest,
+          resp_status, resp_media_type, resp_location, resp_etag, resp_body, resp_digest, resp_key,
           retired_at, tombstone_until, tombstone_ttl;
 
 -- name: ClaimOutbox

@@ -14,11 +14,13 @@ type scanner interface {
 	Scan(dest ...any) error
 }
 
-// scanRecord reads one record in the column order of queries.sql and
-// verifies its response against the stored digest. It returns the scan
+// scanRecord reads one record in the column order of queries.sql, opens
+// a sealed response body with the Store's Sealer (an error wrapping
+// registry.ErrUnreadable if it cannot) and verifies the response against
+// the stored digest. It returns the scan
 // error untranslated (sql.ErrNoRows included), and an error wrapping
 // idem.ErrDigestMismatch when the stored response does not match.
-func scanRecord(row scanner) (registry.Record, error) {
+func (s *Store) scanRecord(row scanner) (registry.Record, error) {
 	var (
 		rec                            registry.Record
 		scope, owner, fingerprint      []byte
@@ -28,11 +30,12 @@ func scanRecord(row scanner) (registry.Record, error) {
 		status                         sql.NullInt64
 		mediaType, location, etag      sql.NullString
 		body, digest                   []byte
+		bodyKey                        sql.NullString
 		retired, tombstoneUntil, ttl   sql.NullInt64
 	)
 	err := row.Scan(&scope, &rec.OperationID, &rec.Operation, &owner, &fingerprint, &rec.Contract,
 		&state, &rec.OwnerGen, &rec.WriterEpoch, &leaseUntil, &expiresAt, &created, &updated,
-		&status, &mediaType, &location, &etag, &body, &digest,
+		&status, &mediaType, &location, &etag, &body, &digest, &bodyKey,
 		&retired, &tombstoneUntil, &ttl)
 	if err != nil {
 		return registry.Record{}, err
@@ -53,6 +56,10 @@ func scanRecord(row scanner) (registry.Record, error) {
 	rec.CreatedAt = fromMicros(created)
 	rec.UpdatedAt = fromMicros(updated)
 	if status.Valid {
+		body, err := registry.OpenBody(s.sealer, nullable(bodyKey), body, registry.ResponseAAD(rec.Scope))
+		if err != nil {
+			return registry.Record{}, fmt.Errorf("operation %s: %w", rec.OperationID, err)
+		}
 		resp := idem.Response{
 			Status:    int(status.Int64),
 			MediaType: mediaType.String,
@@ -83,4 +90,12 @@ func copyHash(dst, src []byte, column string) error {
 // fromMicros converts a stored time to a UTC time.Time.
 func fromMicros(us int64) time.Time {
 	return time.UnixMicro(us).UTC()
+}
+
+// nullable returns a NULL-able text column as a pointer: nil for NULL.
+func nullable(s sql.NullString) *string {
+	if !s.Valid {
+		return nil
+	}
+	return &s.String
 }

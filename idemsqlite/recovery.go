@@ -69,7 +69,7 @@ func (s *Store) recordsByIDs(ctx context.Context, idsQuery string, args ...any) 
 	recs := make([]registry.Record, 0, len(ids))
 	get := s.txStmt(ctx, tx, "GetByID")
 	for _, id := range ids {
-		rec, err := scanRecord(get.QueryRowContext(ctx, id))
+		rec, err := s.scanRecord(get.QueryRowContext(ctx, id))
 		if err != nil {
 			return nil, err
 		}

@@ -18,7 +18,7 @@ SELECT coalesce($1, CAST(round(unixepoch('subsec') * 1000000) AS INTEGER));
 UPDATE idem_operations
 SET retired_at = $1, tombstone_until = $1 + tombstone_ttl,
     resp_status = NULL, resp_media_type = NULL, resp_location = NULL,
-    resp_etag = NULL, resp_body = NULL, resp_digest = NULL,
+    resp_etag = NULL, resp_body = NULL, resp_digest = NULL, resp_key = NULL,
     updated_at = $1
 WHERE scope IN (SELECT o.scope FROM idem_operations AS o
                 WHERE o.retired_at IS NULL AND o.state IN ('SUCCEEDED', 'FAILED_FINAL', 'REJECTED')

@@ -90,7 +90,7 @@ func TestMigration004Upgrade(t *testing.T) {
 	}
 	rows.Close()
 	got := strings.Join(names, " ")
-	for _, want := range []string{"idem_operations_lease", "idem_operations_expires", "idem_operations_active",
+	for _, want := range []string{"idem_operations_lease", "idem_operations_expires", "idem_operations_inflight",
 		"idem_operations_retire", "idem_operations_tombstones", "idem_outbox_operation", "idem_outbox_pending",
 		"idem_operations_transition", "idem_operations_retire_terminal_only", "idem_operations_terminal",
 		"idem_operations_tombstone", "idem_operations_identity", "idem_operations_delete"} {

@@ -29,6 +29,12 @@ type Options struct {
 	// concurrent use; to move time at runtime (tests), have it read an
 	// atomic value. nil means database time.
 	Now func() time.Time
+	// Sealer, when set, encrypts the bodies the Store keeps — response
+	// snapshots, effect requests and answers — with the scope or effect as
+	// associated data (registry.Sealer; package keyring). nil keeps them in
+	// plaintext. Bodies stored under another key stay readable while the
+	// Sealer holds it; Reseal moves them to its active key.
+	Sealer registry.Sealer
 }
 
 // Store is the SQLite registry.Store. It is safe for concurrent use by
@@ -37,6 +43,7 @@ type Options struct {
 type Store struct {
 	db     *sql.DB
 	now    func() time.Time // nil: database time
+	sealer registry.Sealer  // Options.Sealer, may be nil
 	ownsDB bool             // Close closes db (Open), or leaves it (OpenDB)
 	stmts  map[string]*sql.Stmt
 	closed atomic.Bool
@@ -59,7 +66,7 @@ func OpenDB(ctx context.Context, db *sql.DB, opts Options) (*Store, error) {
 	if db == nil {
 		return nil, errors.New("idemsqlite: OpenDB: nil *sql.DB")
 	}
-	s := &Store{db: db, now: opts.Now}
+	s := &Store{db: db, now: opts.Now, sealer: opts.Sealer}
 	if err := migrate(ctx, db, s.nowParam()); err != nil {
 		return nil, err
 	}

@@ -41,8 +41,13 @@ func (c *testClock) set(t time.Time) { c.t.Store(&t) }
 // an injectable clock, and closes it when t ends.
 func openTest(t testing.TB) (*Store, *testClock) {
 	t.Helper()
+	return openTestAt(t, filepath.Join(t.TempDir(), "idem.db"))
+}
+
+// openTestAt is openTest on the database file at path.
+func openTestAt(t testing.TB, path string) (*Store, *testClock) {
+	t.Helper()
 	clock := &testClock{}
-	path := filepath.Join(t.TempDir(), "idem.db")
 	s, err := Open(context.Background(), "sqlite:"+path, Options{Now: clock.now})
 	if err != nil {
 		t.Fatalf("Open: %v", err)
@@ -76,11 +81,20 @@ func inTx(ctx context.Context, s *Store, c registry.Claim, fn registry.BusinessF
 var failTrigger atomic.Int64
 
 func newHarness(t *testing.T) *registrytest.Harness {
-	s, clock := openTest(t)
+	path := filepath.Join(t.TempDir(), "idem.db")
+	s, clock := openTestAt(t, path)
 	db := s.DB()
 	return &registrytest.Harness{
 		Name:  "sqlite",
 		Store: s,
+		Sealed: func(t *testing.T, sealer registry.Sealer) registry.Store {
+			st, err := Open(t.Context(), "sqlite:"+path, Options{Sealer: sealer})
+			if err != nil {
+				t.Fatalf("Open with a sealer: %v", err)
+			}
+			t.Cleanup(st.Close)
+			return st
+		},
 		ClaimAndExecute: func(ctx context.Context, c registry.Claim, fn registry.BusinessFunc) (registry.Result, error) {
 			return inTx(ctx, s, c, fn)
 		},

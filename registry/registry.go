@@ -51,8 +51,8 @@ type Claim struct {
 	Retention time.Duration
 	// WriterEpoch is the epoch of the writer making the claim.
 	WriterEpoch int64
-	// MaxActive, if positive, bounds the in-flight (RESERVED or
-	// EXECUTING) records one owner may hold for one operation: Reserve
+	// MaxActive, if positive, bounds the in-flight (RESERVED, EXECUTING
+	// or UNKNOWN) records one owner may hold for one operation: Reserve
 	// refuses a new scope with ErrActiveLimit when the owner holds that
 	// many. The check and the insert are one statement, so concurrent
 	// reservations may overshoot the bound by at most the number of racing

@@ -42,6 +42,11 @@ type Harness struct {
 	// are.
 	FailClaims func(ctx context.Context, operation string) error
 
+	// Sealed opens another Store of the driver on the same database with
+	// the given Sealer (the driver's Options.Sealer), closed when t ends.
+	// It must also implement registry.Resealer.
+	Sealed func(t *testing.T, s registry.Sealer) registry.Store
+
 	// Name is the driver's name, used in subtest names.
 	Name string
 }

@@ -94,7 +94,7 @@ func (e *env) refused(what string, c registry.Claim) {
 // testMaxActive: with Claim.MaxActive set, Reserve refuses a new scope of
 // an owner holding that many in-flight records of the operation — and only
 // then: existing scopes, other owners, other operations, unbounded claims
-// and terminal, UNKNOWN or released records are not affected.
+// and terminal or released records are not affected; UNKNOWN ones count.
 // ClaimAndExecute honours the bound the same way.
 func testMaxActive(t *testing.T, nh NewHarness) {
 	e := setup(t, nh)
@@ -157,7 +157,8 @@ func testMaxActive(t *testing.T, nh NewHarness) {
 	e.refused("at exactly the count", e.limitClaim(owner, op, max+1))
 	e.reserve(e.limitClaim(owner, op, max+2))
 
-	// EXECUTING counts; UNKNOWN does not; a released record frees its slot.
+	// EXECUTING and UNKNOWN count (an UNKNOWN operation is still in flight
+	// for its owner); a released record frees its slot.
 	c := e.limitClaim(owner, op+".states", 2)
 	e.reserve(c)
 	second := e.reserve(e.limitClaim(owner, c.Operation, 2))
@@ -168,12 +169,12 @@ func testMaxActive(t *testing.T, nh NewHarness) {
 	if err := e.move(c.Scope, idem.StateUnknown); err != nil {
 		t.Fatalf("move to UNKNOWN: %v", err)
 	}
-	e.reserve(e.limitClaim(owner, c.Operation, 2))
-	e.refused("with two RESERVED and one UNKNOWN", e.limitClaim(owner, c.Operation, 2))
+	e.refused("with one RESERVED and one UNKNOWN", e.limitClaim(owner, c.Operation, 2))
 	if err := e.h.Store.Release(e.ctx, second); err != nil {
 		t.Fatalf("Release: %v", err)
 	}
 	e.reserve(e.limitClaim(owner, c.Operation, 2))
+	e.refused("with one RESERVED and one UNKNOWN after a release", e.limitClaim(owner, c.Operation, 2))
 }
 
 // testMaxActiveRace: racing reservations of distinct scopes by one owner

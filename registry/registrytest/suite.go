@@ -98,6 +98,9 @@ var cases = []struct {
 	{"OnceExistingScope", testOnceExistingScope},
 	{"OnceFencedByEpoch", testOnceFencedByEpoch},
 	{"OnceOldWriterReplays", testOnceOldWriterReplays},
+	{"SealedAtRest", testSealedAtRest},
+	{"SealedBodyBound", testSealedBodyBound},
+	{"ResealRotates", testResealRotates},
 }
 
 const (

@@ -1,0 +1,179 @@
+package idemsqlite
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"fmt"
+
+	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/internal/reseal"
+	"github.com/idemkit/idem/internal/sqlfile"
+	"github.com/idemkit/idem/registry"
+)
+
+//go:embed seal.sql
+var sealFiles embed.FS
+
+// sealQueries holds the named statements of seal.sql.
+var sealQueries = sqlfile.MustLoad(sealFiles, "seal.sql")
+
+var _ registry.Resealer = (*Store)(nil)
+
+// Reseal re-encrypts stored bodies under the Sealer's active key; see
+// registry.Resealer. Each batch is one write transaction (queued with the
+// Store's other writers), durable with Open's synchronous=FULL. ctx
+// governs the call.
+func (s *Store) Reseal(ctx context.Context, cursor string, limit int) (string, int, error) {
+	if s.sealer == nil {
+		return "", 0, fmt.Errorf("idemsqlite: reseal: %w", registry.ErrNoSealer)
+	}
+	c, err := reseal.Parse(cursor)
+	if err != nil {
+		return "", 0, fmt.Errorf("idemsqlite: %w", err)
+	}
+	limit = max(limit, 1)
+	var next string
+	var changed int
+	err = s.writeTx(ctx, "reseal", func(tx *sql.Tx, _ any) error {
+		var n int
+		var err error
+		if c.Effects {
+			n, changed, err = s.resealEffects(ctx, tx, &c, limit)
+		} else {
+			n, changed, err = s.resealResponses(ctx, tx, &c, limit)
+		}
+		next = c.Next(n, limit)
+		return err
+	})
+	if err != nil {
+		return "", 0, err
+	}
+	return next, changed, nil
+}
+
+// resealResponses re-seals the next batch of response bodies after
+// c.Scope and moves c.Scope to the last one; it returns the batch's size
+// and how many it changed (the same: the query lists only bodies to
+// re-seal).
+func (s *Store) resealResponses(ctx context.Context, tx *sql.Tx, c *reseal.Cursor, limit int) (int, int, error) {
+	type row struct {
+		scope, digest []byte
+		operationID   string
+		key           sql.NullString
+		resp          idem.Response
+	}
+	rows, err := tx.QueryContext(ctx, sealQueries.Get("ResealResponses"), c.Scope, s.sealer.ActiveKeyID(), limit)
+	if err != nil {
+		return 0, 0, err
+	}
+	var batch []row
+	for rows.Next() {
+		var b row
+		var mediaType, location, etag sql.NullString
+		if err := rows.Scan(&b.scope, &b.operationID, &b.key, &b.resp.Body, &b.resp.Status, &mediaType,
+			&location, &etag, &b.digest); err != nil {
+			rows.Close()
+			return 0, 0, err
+		}
+		b.resp.MediaType, b.resp.Location, b.resp.ETag = mediaType.String, location.String, etag.String
+		if b.resp.Body == nil { // the driver returns an empty BLOB as nil
+			b.resp.Body = []byte{}
+		}
+		batch = append(batch, b)
+	}
+	if err := rows.Err(); err != nil {
+		return 0, 0, err
+	}
+	for _, b := range batch {
+		var scope idem.ScopeHash
+		if err := copyHash(scope[:], b.scope, "scope"); err != nil {
+			return 0, 0, err
+		}
+		key, sealed, err := reseal.Response(s.sealer, b.operationID, scope, nullable(b.key), b.resp, b.digest)
+		if err != nil {
+			return 0, 0, err
+		}
+		if _, err := tx.ExecContext(ctx, sealQueries.Get("ResealResponse"), b.scope, sealed, key); err != nil {
+			return 0, 0, err
+		}
+		c.Scope = b.scope
+	}
+	return len(batch), len(batch), nil
+}
+
+// resealEffects re-seals the requests and answers of the next batch of
+// effect attempts after (c.OperationID, c.Name) and moves the cursor to
+// the last one; it returns the batch's size and how many bodies it
+// changed.
+func (s *Store) resealEffects(ctx context.Context, tx *sql.Tx, c *reseal.Cursor, limit int) (int, int, error) {
+	type row struct {
+		operationID, name string
+		request, answer   []byte
+		reqKey, ansKey    sql.NullString
+	}
+	rows, err := tx.QueryContext(ctx, sealQueries.Get("ResealEffects"), c.OperationID, c.Name, s.sealer.ActiveKeyID(), limit)
+	if err != nil {
+		return 0, 0, err
+	}
+	var batch []row
+	for rows.Next() {
+		var b row
+		if err := rows.Scan(&b.operationID, &b.name, &b.request, &b.reqKey, &b.answer, &b.ansKey); err != nil {
+			rows.Close()
+			return 0, 0, err
+		}
+		batch = append(batch, b)
+	}
+	if err := rows.Err(); err != nil {
+		return 0, 0, err
+	}
+	changed := 0
+	for _, b := range batch {
+		reqKey, req, reqChanged, err := reseal.Part(s.sealer, b.operationID, b.name, "request", nullable(b.reqKey), b.request)
+		if err != nil {
+			return 0, 0, err
+		}
+		ansKey, ans, ansChanged, err := reseal.Part(s.sealer, b.operationID, b.name, "answer", nullable(b.ansKey), b.answer)
+		if err != nil {
+			return 0, 0, err
+		}
+		if _, err := tx.ExecContext(ctx, sealQueries.Get("ResealEffect"), b.operationID, b.name, req, reqKey, ans, ansKey); err != nil {
+			return 0, 0, err
+		}
+		if reqChanged {
+			changed++
+		}
+		if ansChanged {
+			changed++
+		}
+		c.OperationID, c.Name = b.operationID, b.name
+	}
+	return len(batch), changed, nil
+}
+
+// KeyUsage counts stored bodies by sealing key; see registry.Resealer.
+// ctx governs the query.
+func (s *Store) KeyUsage(ctx context.Context) (map[string]int64, error) {
+	if err := s.checkOpen(); err != nil {
+		return nil, s.fail("key usage", err)
+	}
+	rows, err := s.db.QueryContext(ctx, sealQueries.Get("KeyUsage"))
+	if err != nil {
+		return nil, s.fail("key usage", err)
+	}
+	defer rows.Close()
+	usage := map[string]int64{}
+	for rows.Next() {
+		var key string
+		var n int64
+		if err := rows.Scan(&key, &n); err != nil {
+			return nil, s.fail("key usage", err)
+		}
+		usage[key] += n
+	}
+	if err := rows.Err(); err != nil {
+		return nil, s.fail("key usage", err)
+	}
+	return usage, nil
+}

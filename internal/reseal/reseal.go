@@ -1,0 +1,96 @@
+// Package reseal holds what both drivers' Store.Reseal share: the cursor
+// through their two tables and the re-sealing of one body.
+package reseal
+
+import (
+	"encoding/hex"
+	"fmt"
+	"strings"
+
+	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/registry"
+)
+
+// Cursor is where a Reseal batch starts: in the responses, after Scope
+// (nil: from the first), or in the effects, after (OperationID, Name).
+type Cursor struct {
+	Effects     bool
+	Scope       []byte
+	OperationID string
+	Name        string
+}
+
+// Parse reads a cursor made by String; "" is the start.
+func Parse(s string) (Cursor, error) {
+	kind, rest, _ := strings.Cut(s, ":")
+	switch kind {
+	case "":
+		return Cursor{Scope: []byte{}}, nil
+	case "r":
+		scope, err := hex.DecodeString(rest)
+		if err == nil {
+			return Cursor{Scope: scope}, nil
+		}
+	case "e":
+		op, name, ok := strings.Cut(rest, ":")
+		opID, err1 := hex.DecodeString(op)
+		n, err2 := hex.DecodeString(name)
+		if ok && err1 == nil && err2 == nil {
+			return Cursor{Effects: true, OperationID: string(opID), Name: string(n)}, nil
+		}
+	}
+	return Cursor{}, fmt.Errorf("reseal: malformed cursor %q", s)
+}
+
+// String is the cursor's opaque form.
+func (c Cursor) String() string {
+	if c.Effects {
+		return "e:" + hex.EncodeToString([]byte(c.OperationID)) + ":" + hex.EncodeToString([]byte(c.Name))
+	}
+	return "r:" + hex.EncodeToString(c.Scope)
+}
+
+// Next returns the cursor after a batch that ended at c and held n of the
+// limit rows asked for: the same table onwards while batches are full, the
+// effects after the responses, "" after the effects.
+func (c Cursor) Next(n, limit int) string {
+	switch {
+	case n >= limit:
+		return c.String()
+	case !c.Effects:
+		return Cursor{Effects: true}.String()
+	default:
+		return ""
+	}
+}
+
+// Response re-seals a stored response body under the active key, after
+// opening it and checking the response against its digest. resp holds
+// the stored fields with the stored (sealed) body.
+func Response(s registry.Sealer, operationID string, scope idem.ScopeHash, keyID *string,
+	resp idem.Response, digest []byte) (newKey string, sealed []byte, err error) {
+	newKey, sealed, plain, err := registry.ResealBody(s, keyID, resp.Body, registry.ResponseAAD(scope))
+	if err != nil {
+		return "", nil, fmt.Errorf("operation %s: %w", operationID, err)
+	}
+	resp.Body = plain
+	if err := resp.Verify(digest); err != nil {
+		return "", nil, fmt.Errorf("operation %s: %w", operationID, err)
+	}
+	return newKey, sealed, nil
+}
+
+// Part re-seals one part ("request" or "answer") of an effect attempt
+// unless it is absent or already sealed with the active key, in which case
+// it is returned as stored; changed says whether it was re-sealed.
+func Part(s registry.Sealer, operationID, name, part string, keyID *string, stored []byte) (*string, []byte, bool, error) {
+	active := s.ActiveKeyID()
+	if stored == nil || (keyID != nil && *keyID == active) {
+		return keyID, stored, false, nil
+	}
+	newKey, sealed, _, err := registry.ResealBody(s, keyID, stored, registry.EffectAAD(operationID, name, part))
+	if err != nil {
+		return nil, nil, false, fmt.Errorf("effect %s/%s %s: %w", operationID, name, part, err)
+	}
+	return &newKey, sealed, true, nil
+}
