@@ -323,6 +323,9 @@ func (m *Middleware) refuseErr(w http.ResponseWriter, err error) {
 		code = idem.CodeKeyLimit
 	case errors.Is(err, registry.ErrWriterFenced):
 		code = idem.CodeWriterFenced
+	case errors.Is(err, registry.ErrUnreadable):
+		code = CodeResponseUnreadable
+		m.log().Error("stored body cannot be opened", "operation", m.Operation.Name, "err", err)
 	case code == "" && (errors.Is(err, registry.ErrUnavailable) || errors.Is(err, idem.ErrDigestMismatch)):
 		code = idem.CodeStoreUnavailable
 		m.log().Error("registry unavailable", "operation", m.Operation.Name, "err", err)
@@ -335,6 +338,8 @@ func (m *Middleware) refuseErr(w http.ResponseWriter, err error) {
 	var ce *canon.Error
 	switch {
 	case code == idem.CodeStoreUnavailable:
+	case code == CodeResponseUnreadable:
+		detail = "the stored outcome of this operation cannot be read by this server; nothing was executed"
 	case code == idem.CodeKeyLimit:
 		detail = "too many operations in progress for this principal"
 	case errors.As(err, &ie):

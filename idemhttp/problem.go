@@ -12,6 +12,13 @@ import (
 // so its outcome could not be stored; nothing was committed.
 const CodeResponseTooLarge idem.Code = "RESPONSE_TOO_LARGE"
 
+// CodeResponseUnreadable: the operation's stored response is sealed at
+// rest (registry.Sealer) and could not be opened — its key is not in this
+// server's key ring, or the sealed body does not belong to this record. It
+// is never served; 503 with Retry-After, since an operator can restore the
+// key. Nothing was executed.
+const CodeResponseUnreadable idem.Code = "RESPONSE_UNREADABLE"
+
 // Problem is an RFC 9457 problem detail with the contract's code member.
 type Problem struct {
 	Type      string    `json:"type"`
@@ -30,14 +37,14 @@ func WriteProblem(w http.ResponseWriter, code idem.Code, detail string) {
 }
 
 // Write writes p as an application/problem+json response, not to be
-// cached; a STORE_UNAVAILABLE refusal carries Retry-After: 1 unless one is
-// set. A zero Status is the one the contract assigns p.Code (for codes
+// cached; a STORE_UNAVAILABLE or RESPONSE_UNREADABLE refusal carries
+// Retry-After: 1 unless one is set. A zero Status is the one the contract assigns p.Code (for codes
 // of a service's own, set it); Type is always "about:blank", since the
 // code member carries the meaning; an empty Title is the status text.
 func (p Problem) Write(w http.ResponseWriter) {
 	status, body := p.Marshal()
 	h := w.Header()
-	if p.Code == idem.CodeStoreUnavailable && h.Get("Retry-After") == "" {
+	if (p.Code == idem.CodeStoreUnavailable || p.Code == CodeResponseUnreadable) && h.Get("Retry-After") == "" {
 		h.Set("Retry-After", "1") // storage trouble: nothing is known, retry with the same key
 	}
 	h.Set("Content-Type", "application/problem+json")
@@ -62,8 +69,11 @@ func (p Problem) Marshal() (status int, body []byte) {
 }
 
 func statusOf(c idem.Code) int {
-	if c == CodeResponseTooLarge {
+	switch c {
+	case CodeResponseTooLarge:
 		return http.StatusInternalServerError
+	case CodeResponseUnreadable:
+		return http.StatusServiceUnavailable
 	}
 	return c.Status()
 }

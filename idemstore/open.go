@@ -19,6 +19,10 @@ import (
 type Options struct {
 	// Now replaces database time when set (tests); nil means database time.
 	Now func() time.Time
+	// Sealer, when set, encrypts the bodies the store keeps at rest (the
+	// drivers' Options.Sealer; package keyring); nil keeps them in
+	// plaintext.
+	Sealer registry.Sealer
 }
 
 // Open opens the store named by dsn and applies its migrations. ctx
@@ -26,9 +30,9 @@ type Options struct {
 func Open(ctx context.Context, dsn string, opts Options) (registry.Store, error) {
 	switch Kind(dsn) {
 	case "postgres":
-		return idempg.Open(ctx, dsn, idempg.Options{Now: opts.Now})
+		return idempg.Open(ctx, dsn, idempg.Options{Now: opts.Now, Sealer: opts.Sealer})
 	case "sqlite":
-		return idemsqlite.Open(ctx, dsn, idemsqlite.Options{Now: opts.Now})
+		return idemsqlite.Open(ctx, dsn, idemsqlite.Options{Now: opts.Now, Sealer: opts.Sealer})
 	}
 	return nil, fmt.Errorf("idemstore: unknown database %q: want postgres://… or sqlite:PATH", redact(dsn))
 }

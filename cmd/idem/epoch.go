@@ -96,7 +96,18 @@ func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
 // as every command with --db does), runs fn and closes it. Errors are
 // reported on std.err as "idem NAME: …" with exit code exitRefused.
 func withControl(ctx context.Context, name, dsn string, std stdio, fn func(registry.Store) error) int {
-	store, err := idemstore.Open(ctx, dsn, idemstore.Options{})
+	return withStore(ctx, name, dsn, "", std, fn)
+}
+
+// withStore is withControl with the key ring of --encryption-keys (""
+// for none), for commands that read stored bodies.
+func withStore(ctx context.Context, name, dsn, keysPath string, std stdio, fn func(registry.Store) error) int {
+	opts, err := storeOptions(keysPath)
+	if err != nil {
+		fmt.Fprintf(std.err, "idem %s: %v\n", name, err)
+		return exitRefused
+	}
+	store, err := idemstore.Open(ctx, dsn, opts)
 	if err != nil {
 		fmt.Fprintf(std.err, "idem %s: %v\n", name, err)
 		return exitRefused

@@ -82,6 +82,10 @@ func commands() []command {
 		{name: "fingerprint", summary: "print a request's fingerprint and the parts it hashes", run: runFingerprint},
 		{name: "gate", summary: "launch gate: replay storm on several instances, then verify the database", run: runGate},
 		{name: "help", summary: "list the commands, or show one command's help: idem help CMD"},
+		{name: "keys", summary: "manage the key ring that seals stored bodies at rest", run: runKeys, actions: []action{
+			{"add", "add a fresh key to the key file and make it active"},
+			{"rotate", "re-seal every stored body under the active key, in batches"},
+		}},
 		{name: "migrate", summary: "apply the registry's migrations to a database", run: runMigrate},
 		{name: "ops", summary: "the operator's view of operations and outbox dead letters", run: runOps, actions: []action{
 			{"list", "list operations, oldest first, by state and age"},

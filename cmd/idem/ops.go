@@ -127,9 +127,9 @@ func opsAction(args []string) (action string, rest []string) {
 
 // opsSynopses are the synopses of the ops actions, after "idem ops ACTION".
 var opsSynopses = map[string]string{
-	"list":         "[--state S] [--older-than D] [--limit N] [--json] --db DSN",
-	"show":         "ID [--json] --db DSN",
-	"reconcile":    "ID --outcome succeeded|failed [--handle H] --evidence TEXT [--actor NAME] [--json] --db DSN",
+	"list":         "[--state S] [--older-than D] [--limit N] [--json] [--encryption-keys FILE] --db DSN",
+	"show":         "ID [--json] [--encryption-keys FILE] --db DSN",
+	"reconcile":    "ID --outcome succeeded|failed [--handle H] --evidence TEXT [--actor NAME] [--json] [--encryption-keys FILE] --db DSN",
 	"dead-letters": "[--limit N] [--json] --db DSN",
 	"requeue":      "MESSAGE-ID [--json] --db DSN",
 }
@@ -151,6 +151,7 @@ func opsUsage(w io.Writer) {
 type opsFlags struct {
 	*flags
 	db     *string
+	keys   *string
 	asJSON *bool
 }
 
@@ -159,6 +160,7 @@ func newOpsFlags(action string, std stdio) opsFlags {
 	return opsFlags{
 		flags:  fs,
 		db:     fs.String("db", defaultDB, "registry database `DSN`: sqlite:PATH or postgres://…"),
+		keys:   addKeysFlag(fs.FlagSet),
 		asJSON: fs.Bool("json", false, "print JSON on one line"),
 	}
 }
@@ -202,7 +204,7 @@ func opsList(ctx context.Context, args []string, std stdio) int {
 		fmt.Fprintf(std.err, "idem ops list: --limit %d: want a positive number\n", *limit)
 		return exitUsage
 	}
-	return withControl(ctx, "ops list", *f.db, std, func(store registry.Store) error {
+	return withStore(ctx, "ops list", *f.db, *f.keys, std, func(store registry.Store) error {
 		recs, err := store.ListOperations(ctx, filter)
 		if err != nil {
 			return err
@@ -232,7 +234,7 @@ func opsShow(ctx context.Context, args []string, std stdio) int {
 	if !ok {
 		return code
 	}
-	return withControl(ctx, "ops show", *f.db, std, func(store registry.Store) error {
+	return withStore(ctx, "ops show", *f.db, *f.keys, std, func(store registry.Store) error {
 		return show(ctx, store, words[0], *f.asJSON, std)
 	})
 }
@@ -292,7 +294,7 @@ func opsReconcile(ctx context.Context, args []string, std stdio) int {
 		return exitUsage
 	}
 	id := words[0]
-	return withControl(ctx, "ops reconcile", *f.db, std, func(store registry.Store) error {
+	return withStore(ctx, "ops reconcile", *f.db, *f.keys, std, func(store registry.Store) error {
 		rec, err := store.GetByID(ctx, id)
 		switch {
 		case errors.Is(err, registry.ErrNotFound):

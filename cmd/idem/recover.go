@@ -54,6 +54,7 @@ func runRecover(ctx context.Context, args []string, std stdio) int {
 	batch := fs.Int("batch", registry.DefaultRecoverBatch, "expired records listed per batch")
 	interval := fs.Duration("interval", recovery.DefaultInterval, "time between rounds without --once")
 	lease := fs.Duration("lease", registry.DefaultLease, "lease of a takeover")
+	keys := addKeysFlag(fs.FlagSet)
 	words, code, ok := fs.parse(args)
 	if !ok {
 		return code
@@ -61,7 +62,12 @@ func runRecover(ctx context.Context, args []string, std stdio) int {
 	if len(words) != 0 || *batch <= 0 || *interval <= 0 || *lease <= 0 {
 		return fs.usage("no arguments but flags; --batch, --interval and --lease positive")
 	}
-	store, err := idemstore.Open(ctx, *dsn, idemstore.Options{})
+	opts, err := storeOptions(*keys)
+	if err != nil {
+		fmt.Fprintln(std.err, "idem recover:", err)
+		return exitRefused
+	}
+	store, err := idemstore.Open(ctx, *dsn, opts)
 	if err != nil {
 		fmt.Fprintln(std.err, "idem recover:", err)
 		return exitRefused

@@ -79,6 +79,7 @@ func runServe(ctx context.Context, args []string, std stdio) int {
 	storeTimeout := fs.Duration("store-timeout", registry.DefaultCallTimeout, "bound on each registry call made for a request; a call that takes longer fails the request with 503 STORE_UNAVAILABLE (0: unbounded)")
 	oneTx := fs.Bool("one-transaction", false, "run POST /v1/payments in one database transaction: payment, outbox message and operation record commit together, nothing is reserved first (a duplicate sent meanwhile waits and replays instead of getting 409 IN_PROGRESS)")
 	webhook := addWebhookFlags(fs.FlagSet)
+	keys := addKeysFlag(fs.FlagSet)
 	epoch := fs.Int64("writer-epoch", -1, "writer `EPOCH` to accept and commit operations at; -1: the registry's epoch at start, so a later \"idem epoch bump\" fences this server")
 	words, code, ok := fs.parse(args)
 	if !ok {
@@ -116,7 +117,15 @@ func runServe(ctx context.Context, args []string, std stdio) int {
 		log.Warn(`no --auth file: accepting the demo token "demo" (tenant demo, principal demo)`)
 	}
 
-	store, err := idemstore.Open(ctx, *dsn, idemstore.Options{})
+	opts, err := storeOptions(*keys)
+	if err != nil {
+		log.Error("idem serve: cannot read the key ring", "err", err)
+		return exitRefused
+	}
+	if opts.Sealer == nil {
+		log.Warn("no --encryption-keys file: response bodies are stored in plaintext (required for production: docs/operations.md, \"Encryption at rest\")")
+	}
+	store, err := idemstore.Open(ctx, *dsn, opts)
 	if err != nil {
 		log.Error("idem serve: cannot open the database", "err", err)
 		return exitRefused

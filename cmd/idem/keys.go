@@ -1,0 +1,213 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io/fs"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+
+	"github.com/idemkit/idem/idemstore"
+	"github.com/idemkit/idem/keyring"
+	"github.com/idemkit/idem/registry"
+)
+
+// encryptionKeysUsage is the help of every --encryption-keys flag.
+const encryptionKeysUsage = "key ring `FILE` (JSON, see idem keys): seal response bodies and effect requests and answers at rest " +
+	"with AES-256-GCM; without it they are stored in plaintext (required for production, see docs/threat-model.md)"
+
+// addKeysFlag registers --encryption-keys on fs.
+func addKeysFlag(fs *flag.FlagSet) *string {
+	return fs.String("encryption-keys", "", encryptionKeysUsage)
+}
+
+// storeOptions returns the store options for a --encryption-keys value:
+// the key ring loaded from the file, or no sealer for "".
+func storeOptions(keysPath string) (idemstore.Options, error) {
+	if keysPath == "" {
+		return idemstore.Options{}, nil
+	}
+	ring, err := keyring.Load(keysPath)
+	if err != nil {
+		return idemstore.Options{}, err
+	}
+	return idemstore.Options{Sealer: ring}, nil
+}
+
+// runKeys implements "idem keys add|rotate" (SPEC C4, docs/operations.md,
+// "Encryption at rest"):
+//
+//	idem keys add --encryption-keys FILE --id ID
+//
+// adds a fresh random key named ID to the key file (creating it, mode
+// 0600, if it does not exist) and makes it the active one; servers
+// started with the file seal new bodies with it and still read the
+// others.
+//
+//	idem keys rotate --db DSN --encryption-keys FILE [--batch N] [--json]
+//
+// re-seals every stored body that is not under the file's active key
+// (plaintext ones included), N records per transaction, printing a
+// progress line per batch and then the bodies per key ID; it can be
+// stopped and run again (bodies already re-sealed are skipped). Once no
+// body uses an old key, that key can leave the file.
+func runKeys(ctx context.Context, args []string, std stdio) int {
+	if len(args) > 0 && !isHelp(args[0]) {
+		switch args[0] {
+		case "add":
+			return keysAdd(args[1:], std)
+		case "rotate":
+			return keysRotate(ctx, args[1:], std)
+		}
+	}
+	f := newFlags("keys", "add|rotate [flags]", std)
+	if _, code, ok := f.parse(args); !ok {
+		return code
+	}
+	return f.usage(fmt.Sprintf("want an action, add or rotate, got %q", args))
+}
+
+func keysAdd(args []string, std stdio) int {
+	f := newFlags("keys add", "--encryption-keys FILE --id ID", std)
+	path := addKeysFlag(f.FlagSet)
+	id := f.String("id", "", "`ID` of the new key (1 to 64 of A-Z a-z 0-9 . _ -), e.g. the month: 2026-12")
+	words, code, ok := f.parse(args)
+	if !ok {
+		return code
+	}
+	if len(words) != 0 || *path == "" || *id == "" {
+		return f.usage("--encryption-keys and --id are required, and nothing else")
+	}
+	var file keyring.File
+	data, err := os.ReadFile(*path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+	case err != nil:
+		fmt.Fprintln(std.err, "idem keys add:", err)
+		return exitRefused
+	default:
+		if _, err := keyring.Parse(data); err != nil {
+			fmt.Fprintln(std.err, "idem keys add:", err)
+			return exitRefused
+		}
+		json.Unmarshal(data, &file) // Parse accepted it
+	}
+	key, err := keyring.NewKey(*id)
+	if err != nil {
+		fmt.Fprintln(std.err, "idem keys add:", err)
+		return exitRefused
+	}
+	file.Keys, file.Active = append(file.Keys, key), key.ID
+	if _, err := keyring.New(file); err != nil { // a duplicate ID
+		fmt.Fprintln(std.err, "idem keys add:", err)
+		return exitRefused
+	}
+	out, _ := json.MarshalIndent(file, "", "  ")
+	if err := writeFileAtomic(*path, append(out, '\n')); err != nil {
+		fmt.Fprintln(std.err, "idem keys add:", err)
+		return exitRefused
+	}
+	fmt.Fprintf(std.out, "added key %s to %s and made it active; restart the servers, then run idem keys rotate\n", key.ID, *path)
+	return exitOK
+}
+
+// writeFileAtomic replaces path with data, readable by its owner only.
+func writeFileAtomic(path string, data []byte) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".keys-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}
+
+// rotateJSON is the --json output of idem keys rotate.
+type rotateJSON struct {
+	Active   string           `json:"active"`
+	Resealed int              `json:"resealed"`
+	Batches  int              `json:"batches"`
+	Usage    map[string]int64 `json:"usage"`
+}
+
+func keysRotate(ctx context.Context, args []string, std stdio) int {
+	f := newFlags("keys rotate", "--db DSN --encryption-keys FILE [--batch N] [--json]", std)
+	dsn := f.String("db", defaultDB, "registry database `DSN`: sqlite:PATH or postgres://…")
+	path := addKeysFlag(f.FlagSet)
+	batch := f.Int("batch", 500, "records per batch (one transaction each)")
+	asJSON := f.Bool("json", false, `print {"active":…,"resealed":N,"batches":B,"usage":{"<key ID>":N}} at the end instead of progress`)
+	words, code, ok := f.parse(args)
+	if !ok {
+		return code
+	}
+	if len(words) != 0 || *path == "" || *batch <= 0 {
+		return f.usage("--encryption-keys is required, --batch N positive, and no arguments")
+	}
+	opts, err := storeOptions(*path)
+	if err != nil {
+		fmt.Fprintln(std.err, "idem keys rotate:", err)
+		return exitRefused
+	}
+	store, err := idemstore.Open(ctx, *dsn, opts)
+	if err != nil {
+		fmt.Fprintln(std.err, "idem keys rotate:", err)
+		return exitRefused
+	}
+	defer store.Close()
+	rs, ok := store.(registry.Resealer)
+	if !ok {
+		fmt.Fprintln(std.err, "idem keys rotate: this store cannot re-seal")
+		return exitRefused
+	}
+	active := opts.Sealer.ActiveKeyID()
+	out := rotateJSON{Active: active}
+	for cursor := ""; ; {
+		next, n, err := rs.Reseal(ctx, cursor, *batch)
+		if err != nil {
+			fmt.Fprintf(std.err, "idem keys rotate: %v (%d bodies re-sealed before the error; run it again once fixed)\n", err, out.Resealed)
+			return exitRefused
+		}
+		out.Resealed += n
+		out.Batches++
+		if !*asJSON {
+			fmt.Fprintf(std.out, "batch %d: re-sealed %d bodies under %s (%d so far)\n", out.Batches, n, active, out.Resealed)
+		}
+		if cursor = next; cursor == "" {
+			break
+		}
+	}
+	if out.Usage, err = rs.KeyUsage(ctx); err != nil {
+		fmt.Fprintln(std.err, "idem keys rotate:", err)
+		return exitRefused
+	}
+	if *asJSON {
+		if err := printJSON(std.out, out); err != nil {
+			fmt.Fprintln(std.err, "idem keys rotate:", err)
+			return exitRefused
+		}
+		return exitOK
+	}
+	for _, k := range slices.Sorted(maps.Keys(out.Usage)) {
+		name := k
+		if name == "" {
+			name = "(plaintext)"
+		}
+		fmt.Fprintf(std.out, "%s: %d bodies\n", name, out.Usage[k])
+	}
+	return exitOK
+}
