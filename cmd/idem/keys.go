@@ -57,34 +57,38 @@ func storeOptions(keysPath string) (idemstore.Options, error) {
 // stopped and run again (bodies already re-sealed are skipped). Once no
 // body uses an old key, that key can leave the file.
 func runKeys(ctx context.Context, args []string, std stdio) int {
-	if len(args) > 0 && !isHelp(args[0]) {
-		switch args[0] {
-		case "add":
-			return keysAdd(args[1:], std)
-		case "rotate":
-			return keysRotate(ctx, args[1:], std)
-		}
-	}
-	f := newFlags("keys", "add|rotate [flags]", std)
-	if _, code, ok := f.parse(args); !ok {
-		return code
-	}
-	return f.usage(fmt.Sprintf("want an action, add or rotate, got %q", args))
-}
-
-func keysAdd(args []string, std stdio) int {
-	f := newFlags("keys add", "--encryption-keys FILE --id ID", std)
+	f := newFlags("keys", "add|rotate --encryption-keys FILE [--id ID] [--db DSN] [--batch N] [--json]", std)
 	path := addKeysFlag(f.FlagSet)
-	id := f.String("id", "", "`ID` of the new key (1 to 64 of A-Z a-z 0-9 . _ -), e.g. the month: 2026-12")
+	id := f.String("id", "", "add: `ID` of the new key (1 to 64 of A-Z a-z 0-9 . _ -), e.g. the month: 2026-12")
+	dsn := f.String("db", defaultDB, "rotate: registry database `DSN`: sqlite:PATH or postgres://…")
+	batch := f.Int("batch", 500, "rotate: records per batch (one transaction each)")
+	asJSON := f.Bool("json", false, `rotate: print {"active":…,"resealed":N,"batches":B,"usage":{"<key ID>":N}} at the end instead of progress`)
 	words, code, ok := f.parse(args)
 	if !ok {
 		return code
 	}
-	if len(words) != 0 || *path == "" || *id == "" {
-		return f.usage("--encryption-keys and --id are required, and nothing else")
+	switch {
+	case len(words) != 1:
+		return f.usage(fmt.Sprintf("want one action, add or rotate, got %q", words))
+	case *path == "":
+		return f.usage("--encryption-keys FILE is required")
+	case words[0] == "add" && *id != "":
+		return keysAdd(*path, *id, std)
+	case words[0] == "add":
+		return f.usage("add needs --id ID")
+	case words[0] == "rotate" && *batch > 0:
+		return keysRotate(ctx, *dsn, *path, *batch, *asJSON, std)
+	case words[0] == "rotate":
+		return f.usage("--batch N must be positive")
 	}
+	return f.usage(fmt.Sprintf("unknown action %q: want add or rotate", words[0]))
+}
+
+// keysAdd adds a fresh key named id to the key file at path and makes it
+// active.
+func keysAdd(path, id string, std stdio) int {
 	var file keyring.File
-	data, err := os.ReadFile(*path)
+	data, err := os.ReadFile(path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 	case err != nil:
@@ -97,7 +101,7 @@ func keysAdd(args []string, std stdio) int {
 		}
 		json.Unmarshal(data, &file) // Parse accepted it
 	}
-	key, err := keyring.NewKey(*id)
+	key, err := keyring.NewKey(id)
 	if err != nil {
 		fmt.Fprintln(std.err, "idem keys add:", err)
 		return exitRefused
@@ -108,11 +112,11 @@ func keysAdd(args []string, std stdio) int {
 		return exitRefused
 	}
 	out, _ := json.MarshalIndent(file, "", "  ")
-	if err := writeFileAtomic(*path, append(out, '\n')); err != nil {
+	if err := writeFileAtomic(path, append(out, '\n')); err != nil {
 		fmt.Fprintln(std.err, "idem keys add:", err)
 		return exitRefused
 	}
-	fmt.Fprintf(std.out, "added key %s to %s and made it active; restart the servers, then run idem keys rotate\n", key.ID, *path)
+	fmt.Fprintf(std.out, "added key %s to %s and made it active; restart the servers, then run idem keys rotate\n", key.ID, path)
 	return exitOK
 }
 
@@ -145,25 +149,15 @@ type rotateJSON struct {
 	Usage    map[string]int64 `json:"usage"`
 }
 
-func keysRotate(ctx context.Context, args []string, std stdio) int {
-	f := newFlags("keys rotate", "--db DSN --encryption-keys FILE [--batch N] [--json]", std)
-	dsn := f.String("db", defaultDB, "registry database `DSN`: sqlite:PATH or postgres://…")
-	path := addKeysFlag(f.FlagSet)
-	batch := f.Int("batch", 500, "records per batch (one transaction each)")
-	asJSON := f.Bool("json", false, `print {"active":…,"resealed":N,"batches":B,"usage":{"<key ID>":N}} at the end instead of progress`)
-	words, code, ok := f.parse(args)
-	if !ok {
-		return code
-	}
-	if len(words) != 0 || *path == "" || *batch <= 0 {
-		return f.usage("--encryption-keys is required, --batch N positive, and no arguments")
-	}
-	opts, err := storeOptions(*path)
+// keysRotate re-seals the bodies of the registry at dsn under the active
+// key of the key file at path, batch records per transaction.
+func keysRotate(ctx context.Context, dsn, path string, batch int, asJSON bool, std stdio) int {
+	opts, err := storeOptions(path)
 	if err != nil {
 		fmt.Fprintln(std.err, "idem keys rotate:", err)
 		return exitRefused
 	}
-	store, err := idemstore.Open(ctx, *dsn, opts)
+	store, err := idemstore.Open(ctx, dsn, opts)
 	if err != nil {
 		fmt.Fprintln(std.err, "idem keys rotate:", err)
 		return exitRefused
@@ -177,14 +171,14 @@ func keysRotate(ctx context.Context, args []string, std stdio) int {
 	active := opts.Sealer.ActiveKeyID()
 	out := rotateJSON{Active: active}
 	for cursor := ""; ; {
-		next, n, err := rs.Reseal(ctx, cursor, *batch)
+		next, n, err := rs.Reseal(ctx, cursor, batch)
 		if err != nil {
 			fmt.Fprintf(std.err, "idem keys rotate: %v (%d bodies re-sealed before the error; run it again once fixed)\n", err, out.Resealed)
 			return exitRefused
 		}
 		out.Resealed += n
 		out.Batches++
-		if !*asJSON {
+		if !asJSON {
 			fmt.Fprintf(std.out, "batch %d: re-sealed %d bodies under %s (%d so far)\n", out.Batches, n, active, out.Resealed)
 		}
 		if cursor = next; cursor == "" {
@@ -195,7 +189,7 @@ func keysRotate(ctx context.Context, args []string, std stdio) int {
 		fmt.Fprintln(std.err, "idem keys rotate:", err)
 		return exitRefused
 	}
-	if *asJSON {
+	if asJSON {
 		if err := printJSON(std.out, out); err != nil {
 			fmt.Fprintln(std.err, "idem keys rotate:", err)
 			return exitRefused

@@ -123,7 +123,7 @@ func TestCommandHelp(t *testing.T) {
 
 // jsonCommands are the commands and actions that take --json, as the
 // README's "Commands" section says.
-var jsonCommands = []string{"bench", "check", "drain", "epoch", "gate", "prune", "recover",
+var jsonCommands = []string{"bench", "check", "drain", "epoch", "gate", "keys", "prune", "recover",
 	"ops list", "ops show", "ops reconcile", "ops dead-letters", "ops requeue"}
 
 // TestJSONFlag: exactly the commands of jsonCommands take --json, and
@@ -143,7 +143,7 @@ func TestJSONFlag(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const claim = "`bench`, `check`, `drain`, `epoch`, `gate`, `ops` (every action), `prune` and `recover` take `--json`"
+	const claim = "`bench`, `check`, `drain`, `epoch`, `gate`, `keys rotate`, `ops` (every action), `prune` and `recover` take `--json`"
 	if !strings.Contains(strings.Join(strings.Fields(string(readme)), " "), claim) {
 		t.Errorf("README.md does not say %q", claim)
 	}
