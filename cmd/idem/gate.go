@@ -51,6 +51,7 @@ func runGate(ctx context.Context, args []string, std stdio) int {
 	fs.DurationVar(&cfg.KeyTimeout, "key-timeout", gate.DefaultKeyTimeout, "how long a request is re-sent before it counts as unanswered")
 	fs.DurationVar(&cfg.Lease, "lease", gate.DefaultLease, "--lease of the instances")
 	fs.DurationVar(&cfg.RecoverInterval, "recover-interval", gate.DefaultRecoverInterval, "--recover-interval of the instances")
+	fs.StringVar(&cfg.EncryptionKeys, "encryption-keys", "", "key ring `FILE` passed to every instance (--encryption-keys: bodies sealed at rest) and used to read the registry when verifying")
 	fs.BoolVar(&cfg.OneTransaction, "one-transaction", false, "start every instance with --one-transaction (payment, outbox message and record in one database transaction; nothing reserved first)")
 	fs.Int64Var(&cfg.Seed, "seed", 0, "seed of amounts, conflicts and refusals (0: from the clock)")
 	asJSON := fs.Bool("json", false, "print the report as one JSON object")

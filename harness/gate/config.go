@@ -143,6 +143,11 @@ type Config struct {
 	// IN_PROGRESS. The default (false) is the two-phase style: reserve,
 	// then execute.
 	OneTransaction bool
+	// EncryptionKeys, if set, is a key ring file (package keyring) passed
+	// to every instance as --encryption-keys, so response bodies and
+	// effect requests and answers are sealed at rest; the gate reads the
+	// registry with it when it verifies. Empty: bodies in plaintext.
+	EncryptionKeys string
 	// Seed makes key order and payload variants reproducible; 0 means one
 	// derived from the clock (reported).
 	Seed int64

@@ -15,6 +15,7 @@ import (
 	"github.com/idemkit/idem/example/payments"
 	"github.com/idemkit/idem/idemstore"
 	"github.com/idemkit/idem/internal/failpoint"
+	"github.com/idemkit/idem/keyring"
 	"github.com/idemkit/idem/recovery"
 )
 
@@ -53,7 +54,15 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	cfg.Progress = &syncWriter{w: cfg.Progress}
 	say := func(format string, args ...any) { fmt.Fprintf(cfg.Progress, "gate: "+format+"\n", args...) }
 
-	store, err := idemstore.Open(ctx, cfg.DSN, idemstore.Options{})
+	var opts idemstore.Options
+	if cfg.EncryptionKeys != "" {
+		ring, err := keyring.Load(cfg.EncryptionKeys)
+		if err != nil {
+			return nil, fmt.Errorf("gate: %w", err)
+		}
+		opts.Sealer = ring
+	}
+	store, err := idemstore.Open(ctx, cfg.DSN, opts)
 	if err != nil {
 		return nil, fmt.Errorf("gate: opening the database: %w", err)
 	}
@@ -84,6 +93,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		"--recover-interval", cfg.RecoverInterval.String(), "--prune-interval", "0"}
 	if cfg.OneTransaction {
 		args = append(args, "--one-transaction")
+	}
+	if cfg.EncryptionKeys != "" {
+		args = append(args, "--encryption-keys", cfg.EncryptionKeys)
 	}
 
 	var prov *instance
