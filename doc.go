@@ -34,7 +34,9 @@
 // the Store interface, the conformance suite in registrytest), idempg and
 // idemsqlite (the drivers), idemstore (a store from a DSN), idemhttp (the
 // middleware), effect (effects outside the database and the evidence
-// rule), outbox (the relay), recovery and maintenance. The reference
+// rule), outbox (the relay), recovery, maintenance and keyring (the key
+// ring that seals stored bodies at rest: the drivers' Options.Sealer).
+// The reference
 // application lives under example/ and the command in cmd/idem; the
 // harness that proves all of it under harness/ — none of them is ever
 // imported by the library.
