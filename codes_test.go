@@ -32,6 +32,11 @@ var specStatus = map[idem.Code]int{
 	"STORE_UNAVAILABLE":      503,
 	"UNAUTHENTICATED":        401,
 	"AMOUNT_LIMIT":           422,
+
+	"MALFORMED_REQUEST":             400,
+	"HEADERS_TOO_LARGE":             431,
+	"UNSUPPORTED_TRANSFER_ENCODING": 501,
+	"HTTP_VERSION_UNSUPPORTED":      505,
 }
 
 // serviceCodes are the codes of SPEC R's table that belong to the
@@ -93,6 +98,11 @@ func TestCodeConstants(t *testing.T) {
 		idem.CodeDraining:             "DRAINING",
 		idem.CodeStoreUnavailable:     "STORE_UNAVAILABLE",
 		idem.CodeUnauthenticated:      "UNAUTHENTICATED",
+
+		idem.CodeMalformedRequest:            "MALFORMED_REQUEST",
+		idem.CodeHeadersTooLarge:             "HEADERS_TOO_LARGE",
+		idem.CodeUnsupportedTransferEncoding: "UNSUPPORTED_TRANSFER_ENCODING",
+		idem.CodeHTTPVersionUnsupported:      "HTTP_VERSION_UNSUPPORTED",
 	}
 	if len(consts) != len(specStatus)-len(serviceCodes) {
 		t.Fatalf("%d distinct code constants, want %d (two constants share a value?)", len(consts), len(specStatus)-len(serviceCodes))

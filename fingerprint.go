@@ -56,9 +56,16 @@ type FingerprintParts struct {
 // parts. u is the request URL whose path already holds the route's path
 // parameters; h holds the request headers; body is the whole body (the
 // caller reads it under b.Canon.MaxBytes). Payload refusals are *canon.Error (see
-// CodeOf); a path with malformed percent-encoding (which net/http never
+// CodeOf), among them UNSUPPORTED_MEDIA_TYPE for more than one
+// Content-Type field line; a path with malformed percent-encoding (which net/http never
 // delivers) is a plain error.
 func (b Binding) Fingerprint(method string, u *url.URL, h http.Header, body []byte) (Fingerprint, FingerprintParts, error) {
+	if len(h.Values("Content-Type")) > 1 {
+		// A component that reads the other line would see another
+		// payload than the one fingerprinted.
+		return Fingerprint{}, FingerprintParts{}, &canon.Error{Code: canon.CodeUnsupportedMediaType, Offset: -1,
+			Reason: "more than one Content-Type field line"}
+	}
 	res, err := canon.Canonicalize(h.Get("Content-Type"), body, b.Canon)
 	if err != nil {
 		return Fingerprint{}, FingerprintParts{}, err

@@ -33,6 +33,14 @@ const (
 	CodeDraining             Code = "DRAINING"
 	CodeStoreUnavailable     Code = "STORE_UNAVAILABLE"
 	CodeUnauthenticated      Code = "UNAUTHENTICATED"
+
+	// Refusals of requests the HTTP server cannot read; net/http answers
+	// them before any handler runs (idemhttp.ProblemListener), and
+	// MALFORMED_REQUEST also answers a body that cannot be read.
+	CodeMalformedRequest            Code = "MALFORMED_REQUEST"
+	CodeHeadersTooLarge             Code = "HEADERS_TOO_LARGE"
+	CodeUnsupportedTransferEncoding Code = "UNSUPPORTED_TRANSFER_ENCODING"
+	CodeHTTPVersionUnsupported      Code = "HTTP_VERSION_UNSUPPORTED"
 )
 
 var codeStatus = map[Code]int{
@@ -52,6 +60,11 @@ var codeStatus = map[Code]int{
 	CodeDraining:             http.StatusServiceUnavailable,
 	CodeStoreUnavailable:     http.StatusServiceUnavailable,
 	CodeUnauthenticated:      http.StatusUnauthorized,
+
+	CodeMalformedRequest:            http.StatusBadRequest,
+	CodeHeadersTooLarge:             http.StatusRequestHeaderFieldsTooLarge,
+	CodeUnsupportedTransferEncoding: http.StatusNotImplemented,
+	CodeHTTPVersionUnsupported:      http.StatusHTTPVersionNotSupported,
 }
 
 // Codes returns every code of the contract, sorted.

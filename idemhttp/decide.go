@@ -3,6 +3,7 @@ package idemhttp
 import (
 	"bytes"
 	"cmp"
+	"errors"
 	"io"
 	"net/http"
 	"strconv"
@@ -93,18 +94,25 @@ func preferWait(h http.Header) time.Duration {
 }
 
 // readBody reads the whole body, refusing more than limit bytes while
-// reading (the rest is never read).
+// reading (the rest is never read). A body that cannot be read (a broken
+// chunked encoding, a read timeout, a client gone) is MALFORMED_REQUEST,
+// one cut short by an http.MaxBytesReader BODY_TOO_LARGE: neither is the
+// registry's trouble.
 func readBody(r *http.Request, limit int) ([]byte, error) {
 	limit = cmp.Or(max(limit, 0), canon.DefaultMaxBytes)
+	tooLarge := &idem.Error{Code: idem.CodeBodyTooLarge, Reason: "body larger than " + strconv.Itoa(limit) + " bytes"}
 	if r.ContentLength > int64(limit) {
-		return nil, &idem.Error{Code: idem.CodeBodyTooLarge, Reason: "body larger than " + strconv.Itoa(limit) + " bytes"}
+		return nil, tooLarge
 	}
 	b, err := io.ReadAll(io.LimitReader(r.Body, int64(limit)+1))
-	if err != nil {
-		return nil, err
-	}
-	if len(b) > limit {
-		return nil, &idem.Error{Code: idem.CodeBodyTooLarge, Reason: "body larger than " + strconv.Itoa(limit) + " bytes"}
+	var mbe *http.MaxBytesError
+	switch {
+	case errors.As(err, &mbe):
+		return nil, &idem.Error{Code: idem.CodeBodyTooLarge, Reason: "body larger than " + strconv.FormatInt(mbe.Limit, 10) + " bytes", Err: err}
+	case err != nil:
+		return nil, &idem.Error{Code: idem.CodeMalformedRequest, Reason: "the body could not be read", Err: err}
+	case len(b) > limit:
+		return nil, tooLarge
 	}
 	return b, nil
 }

@@ -113,3 +113,14 @@ func TestStateFor(t *testing.T) {
 		}
 	}
 }
+
+func TestKeyLimitRetryAfter(t *testing.T) {
+	for lease, want := range map[time.Duration]string{
+		0: "30", time.Second: "1", 1500 * time.Millisecond: "2", time.Millisecond: "1", 2 * time.Minute: "120",
+	} {
+		m := &Middleware{Operation: Operation{Name: "op", Lease: lease}}
+		if got := m.keyLimitRetryAfter(); got != want {
+			t.Errorf("lease %v: Retry-After %s, want %s", lease, got, want)
+		}
+	}
+}

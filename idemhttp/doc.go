@@ -30,6 +30,9 @@
 //     registry.Pruner) gets 409 KEY_RETIRED with its operation ID.
 //
 // Errors are RFC 9457 problem+json with a code member; storage trouble
-// answers 503 STORE_UNAVAILABLE (fail closed). Operations can run in
+// answers 503 STORE_UNAVAILABLE (fail closed). The requests net/http
+// refuses itself, before any handler runs (header fields too large, a
+// malformed request line or header field), it answers in text/plain;
+// serve on ProblemListener to answer those in problem+json too. Operations can run in
 // Shadow mode (execute as without idem, count would-be decisions) or Off.
 package idemhttp

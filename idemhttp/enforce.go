@@ -342,6 +342,7 @@ func (m *Middleware) refuseErr(w http.ResponseWriter, err error) {
 		detail = "the stored outcome of this operation cannot be read by this server; nothing was executed"
 	case code == idem.CodeKeyLimit:
 		detail = "too many operations in progress for this principal"
+		w.Header().Set("Retry-After", m.keyLimitRetryAfter())
 	case errors.As(err, &ie):
 		detail = ie.Reason
 	case errors.As(err, &ce):
@@ -351,6 +352,15 @@ func (m *Middleware) refuseErr(w http.ResponseWriter, err error) {
 		}
 	}
 	m.refuse(w, code, detail, "")
+}
+
+// keyLimitRetryAfter is the Retry-After of a 429 KEY_LIMIT: the
+// operation's lease in whole seconds, rounded up. By then every execution
+// in flight when the refusal was sent has finished, or its lease has
+// expired and recovery may take it over, so a slot may be free.
+func (m *Middleware) keyLimitRetryAfter() string {
+	lease := registry.LeaseOrDefault(m.Operation.Lease)
+	return strconv.FormatInt(int64(max((lease+time.Second-1)/time.Second, 1)), 10)
 }
 
 // refuseRetired answers a retry of an operation whose record is a

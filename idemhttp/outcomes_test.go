@@ -3,6 +3,7 @@ package idemhttp_test
 import (
 	"context"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 
@@ -187,8 +188,9 @@ func TestAdmitAndKeyLimit(t *testing.T) {
 				t.Fatalf("reserve %d: %v %v", i, created, err)
 			}
 		}
-		if r := f.post("active-d", `{}`); r.status != 429 || code(r) != "KEY_LIMIT" {
-			t.Errorf("fourth active key: %+v", r)
+		// Retry-After is the operation's lease (the default, 30 s).
+		if r := f.post("active-d", `{}`); r.status != 429 || code(r) != "KEY_LIMIT" || r.header.Get("Retry-After") != "30" {
+			t.Errorf("fourth active key: %+v; want 429 KEY_LIMIT with Retry-After: 30", r)
 		}
 		if r := f.post("active-d", `{}`, "X-Principal", "bob"); r.status != 201 {
 			t.Errorf("another principal is not limited by alice's keys: %+v", r)
@@ -229,6 +231,26 @@ func TestStoreDownFailsClosed(t *testing.T) {
 		if r.status != http.StatusServiceUnavailable || code(r) != "STORE_UNAVAILABLE" || f.app.calls.Load() != 0 ||
 			r.header.Get("Retry-After") == "" {
 			t.Errorf("closed store: %+v, handler calls %d; want 503 STORE_UNAVAILABLE with Retry-After", r, f.app.calls.Load())
+		}
+	})
+}
+
+// TestUnreadableBody: a body that cannot be read (a broken chunked
+// encoding) is the client's fault, 400 MALFORMED_REQUEST, not the
+// registry's: nothing is reserved and the handler never runs.
+func TestUnreadableBody(t *testing.T) {
+	stores(t, func(t *testing.T, store registry.Store) {
+		f := newFixture(t, store, idemhttp.Enforce)
+		r := exchange(t, f.srv.Listener.Addr().String(), "POST /things HTTP/1.1\r\nHost: a\r\nX-Principal: alice\r\n"+
+			"Idempotency-Key: broken\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\nzz\r\n", 1)[0]
+		if r.StatusCode != 400 || r.Header.Get("Content-Type") != "application/problem+json" || !strings.Contains(r.body, `"code":"MALFORMED_REQUEST"`) {
+			t.Errorf("broken chunked body: %d %v %s", r.StatusCode, r.Header, r.body)
+		}
+		if _, err := store.Get(t.Context(), scopeOf(t, "broken")); err == nil {
+			t.Error("an unreadable body left a record")
+		}
+		if f.app.calls.Load() != 0 {
+			t.Errorf("the handler ran %d times", f.app.calls.Load())
 		}
 	})
 }
