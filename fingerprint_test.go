@@ -88,6 +88,9 @@ func setHdr(name string, vs ...string) func(*fpReq) {
 	return func(r *fpReq) { r.header[http.CanonicalHeaderKey(name)] = vs }
 }
 func delHdr(name string) func(*fpReq) { return func(r *fpReq) { r.header.Del(name) } }
+func addHdr(name, value string) func(*fpReq) {
+	return func(r *fpReq) { r.header.Add(name, value) }
+}
 func contentType(ct string) func(*fpReq) {
 	return func(r *fpReq) { r.header.Set("Content-Type", ct) }
 }
@@ -432,6 +435,9 @@ func TestFingerprintErrors(t *testing.T) {
 		{"malformed content type", fpMod(contentType("application/json; charset")), idem.CodeUnsupportedMediaType},
 		{"latin-1 charset", fpMod(contentType("application/json; charset=iso-8859-1")), idem.CodeUnsupportedMediaType},
 		{"json mode refuses xml", fpMod(contentType("application/xml")), idem.CodeUnsupportedMediaType},
+		{"two Content-Type lines", fpMod(addHdr("Content-Type", "text/plain")), idem.CodeUnsupportedMediaType},
+		{"two equal Content-Type lines", fpMod(addHdr("Content-Type", "application/json")), idem.CodeUnsupportedMediaType},
+		{"raw mode, two Content-Type lines", fpMod(mode(canon.ModeRaw), addHdr("Content-Type", "text/plain")), idem.CodeUnsupportedMediaType},
 		{"schema mode refuses text", fpMod(schema(payments), contentType("text/plain")), idem.CodeUnsupportedMediaType},
 		{"invalid JSON", fpMod(body(`{"amount":`)), idem.CodeInvalidJSON},
 		{"empty JSON body", fpMod(body("")), idem.CodeInvalidJSON},

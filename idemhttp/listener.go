@@ -28,9 +28,11 @@ import (
 // "Connection: close" and a body that is net/http's own text for that
 // status — and replaces it with a problem of the same status, with
 // Content-Length, Cache-Control: no-store and Connection: close. Anything
-// else, including every response a handler writes (net/http always adds
-// Date to those) and every Write after the first, passes through
-// unchanged. A refusal on a keep-alive connection that already carried a
+// else passes through unchanged: every Write after the first, and every
+// handler response that is not byte for byte net/http's own refusal
+// (net/http adds a Date header to handler responses, which the fixed form
+// lacks; only a handler that deletes Date and copies the refusal exactly
+// could be mistaken for net/http, and gets the equivalent problem). A refusal on a keep-alive connection that already carried a
 // response therefore keeps net/http's text/plain form: the wrapper cannot
 // tell where the earlier response ended. The 417 net/http answers to an
 // Expect other than 100-continue is a regular response and passes through
