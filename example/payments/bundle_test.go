@@ -82,6 +82,8 @@ var serviceTests = []struct {
 	{"RefundCap", testRefundCap},
 	{"RefundOwnership", testRefundOwnership},
 	{"ConcurrentRefunds", testConcurrentRefunds},
+	{"LargestPayment", testLargestPayment},
+	{"LargestRefund", testLargestRefund},
 }
 
 func runServiceTests(t *testing.T, dsn func(*testing.T) string) {
