@@ -191,10 +191,10 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 		Binding: idem.Binding{
 			Canon: canon.Options{Mode: canon.ModeSchema, Schema: Schema()},
 		},
-		// The contract's baseline key rules (1–255 visible characters),
-		// not the library's strict default: the demo's clients and tests
-		// use short keys.
-		KeyPolicy:      idem.KeyPolicy{MinLength: 1},
+		// The library's strict policy, as seed 000 asks: opaque,
+		// high-entropy keys (idem.StrictKeyPolicy); refunds and transfers
+		// share it.
+		KeyPolicy:      idem.StrictKeyPolicy,
 		FinalStatuses:  []int{http.StatusUnprocessableEntity}, // AMOUNT_LIMIT
 		Lease:          cfg.Lease,
 		Retention:      cfg.Retention,
