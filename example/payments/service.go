@@ -21,7 +21,11 @@
 //
 // Every route but /metrics, /healthz and /readyz needs "Authorization: Bearer
 // TOKEN" with a token of Config.Auth; without one it answers 401
-// UNAUTHENTICATED. Errors are application/problem+json with a code member:
+// UNAUTHENTICATED. The idempotent routes take keys under
+// idem.StrictKeyPolicy (opaque, random: a UUIDv4, a ULID, idem.NewKey);
+// any other key is 400 KEY_INVALID. Every field of their request schemas
+// is bounded (MaxPayee, MaxMemo, …), so every valid request gets an answer
+// that is stored and replayed. Errors are application/problem+json with a code member:
 // the contract's codes, plus NOT_FOUND (404) for an unknown resource or
 // one owned by another principal — the two are indistinguishable — and
 // INTERNAL (500) for defects.
