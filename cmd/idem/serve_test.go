@@ -235,6 +235,27 @@ func TestServeRefuses(t *testing.T) {
 // sends a request again later.
 var noWindows = []string{"--client-retry-window", "0s", "--queue-backlog-window", "0s", "--reconciliation-window", "0s", "--restore-window", "0s"}
 
+// serveExit runs "idem serve --addr 127.0.0.1:0 args…", which must exit
+// without listening, and returns its exit code and stderr; a server that
+// starts instead is stopped and fails the test at once.
+func serveExit(t *testing.T, args ...string) (int, string) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	logs, done := newLogWatch(), make(chan int, 1)
+	args = append([]string{"serve", "--addr", "127.0.0.1:0"}, args...)
+	go func() { done <- run(ctx, args, stdio{in: strings.NewReader(""), out: io.Discard, err: logs}) }()
+	select {
+	case code := <-done:
+		return code, logs.String()
+	case <-logs.addr:
+		cancel()
+		<-done
+		t.Fatalf("%q started instead of refusing:\n%s", args, logs)
+		return 0, ""
+	}
+}
+
 // TestServeRetentionWindows: "idem serve" refuses to start (exit 2, the
 // reason on stderr, never listening) when --retention is shorter than any
 // of the four windows, the defaults included, and starts when it covers
@@ -256,8 +277,7 @@ func TestServeRetentionWindows(t *testing.T) {
 		{append([]string{"--retention", "1s", "--restore-window", "2s"}, noWindows[:6]...), "shorter than --restore-window 2s"},
 		{[]string{"--queue-backlog-window", "-1s"}, "--queue-backlog-window must not be negative"},
 	} {
-		args := append([]string{"serve", "--db", db, "--addr", "127.0.0.1:0"}, c.args...)
-		code, _, stderr := runCmd(t, "", args...)
+		code, stderr := serveExit(t, append([]string{"--db", db}, c.args...)...)
 		if code != exitUsage || !strings.Contains(stderr, c.want) || strings.Contains(stderr, "listening on") {
 			t.Errorf("%q: code %d, want %d and %q; stderr:\n%s", c.args, code, exitUsage, c.want, stderr)
 		}
