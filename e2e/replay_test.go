@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idemkit/idem/example/payments"
 	"github.com/idemkit/idem/internal/keygen"
 )
 
@@ -101,6 +102,8 @@ func TestRefusals(t *testing.T) {
 			{"low-entropy key", "demo", "raw:" + strings.Repeat("k", 20), payBody, nil, 400, "KEY_INVALID"},
 			{"card number as key", "demo", "raw:4111111111111111", payBody, nil, 400, "KEY_INVALID"},
 			{"body over 1 MiB", "demo", "k-bad-6", big, nil, 413, "BODY_TOO_LARGE"},
+			{"memo one character over its bound", "demo", "k-bad-9", `{"amount":"1.00","currency":"EUR","payee":"acct_1","memo":"` +
+				strings.Repeat("m", payments.MaxMemo+1) + `"}`, nil, 400, "SCHEMA_VIOLATION"},
 			{"no token", "", "k-bad-7", payBody, nil, 401, "UNAUTHENTICATED"},
 			{"unknown token", "nobody", "k-bad-8", payBody, nil, 401, "UNAUTHENTICATED"},
 		} {
