@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strings"
 	"testing"
 	"unicode/utf16"
@@ -109,6 +110,12 @@ var fuzzKeySeeds = []string{
 	"\"abc\" ,",
 	"\x00",
 	"\"\x7f\"",
+	"4111111111111111",
+	"acct-0012345678901",
+	"01ARZ3NDEKTSV4RRFFQ69G5FAV",
+	"q83vEjRWeJq83vEjRWeJ-_",
+	"ABCDEFGHIJKLMNOP",
+	"aaaaaaaaaaaaaaaaaaaa",
 }
 
 func FuzzParseKey(f *testing.F) {
@@ -171,7 +178,27 @@ func FuzzParseKey(f *testing.F) {
 		if k.String() != fmt.Sprintf("Key(%d chars)", len(want)) {
 			t.Fatalf("ParseKey(%q).String() = %q, want the length of %d characters", s, k.String(), len(want))
 		}
+		checkStrict(t, s, want)
 	})
+}
+
+// standaloneNumber matches 13 or more digits with no letter or digit on
+// either side: the reference of StrictKeyPolicy's number rule.
+var standaloneNumber = regexp.MustCompile(`(^|[^A-Za-z0-9])[0-9]{13,}($|[^A-Za-z0-9])`)
+
+// checkStrict: a key the baseline accepts (input s, characters want) is
+// accepted by StrictKeyPolicy exactly when it meets each of its rules,
+// and a refusal is KEY_INVALID with a reason that does not repeat the key.
+func checkStrict(t *testing.T, s, want string) {
+	_, err := idem.ParseKey([]string{s}, idem.StrictKeyPolicy)
+	ok := len(want) >= 16 && strings.Trim(want, idem.KeyCharsetOpaque) == "" &&
+		!standaloneNumber.MatchString(want) && idem.EstimateKeyEntropy(want) >= 64
+	if (err == nil) != ok {
+		t.Fatalf("StrictKeyPolicy on %q: err %v, want accepted %v (estimate %.1f bits)", s, err, ok, idem.EstimateKeyEntropy(want))
+	}
+	if err != nil && (idem.CodeOf(err) != idem.CodeKeyInvalid || (len(want) >= 8 && strings.Contains(err.Error(), want))) {
+		t.Fatalf("StrictKeyPolicy on %q: %v, want KEY_INVALID without the key", s, err)
+	}
 }
 
 // jsonEscapeAll writes s as a JSON string in which every character is a

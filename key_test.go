@@ -249,7 +249,7 @@ func TestParseKeyPolicy(t *testing.T) {
 		{"strict accepts sf uuid", idem.StrictKeyPolicy, `"` + uuid + `"`, ""},
 		{"strict accepts ulid", idem.StrictKeyPolicy, "01ARZ3NDEKTSV4RRFFQ69G5FAV", ""},
 		{"strict accepts base64url", idem.StrictKeyPolicy, "q83vEjRWeJq83vEjRWeJ-_", ""},
-		{"strict accepts 16", idem.StrictKeyPolicy, "ABCDEFGHIJKLMNOP", ""},
+		{"strict accepts 16 distinct", idem.StrictKeyPolicy, "ABCDEFGHIJKLMNOP", ""},
 		{"strict refuses 15", idem.StrictKeyPolicy, "ABCDEFGHIJKLMNO", idem.CodeKeyInvalid},
 		{"strict refuses short", idem.StrictKeyPolicy, "short", idem.CodeKeyInvalid},
 		{"strict refuses braced uuid", idem.StrictKeyPolicy, "{" + uuid + "}", idem.CodeKeyInvalid},
@@ -268,7 +268,8 @@ func TestParseKeyPolicy(t *testing.T) {
 
 func TestStrictKeyPolicyValue(t *testing.T) {
 	t.Parallel()
-	want := idem.KeyPolicy{MinLength: 16, Charset: idem.KeyCharsetOpaque, RejectEmailLike: true}
+	want := idem.KeyPolicy{MinLength: 16, Charset: idem.KeyCharsetOpaque, RejectEmailLike: true,
+		RejectNumberLike: true, MinEntropyBits: 64}
 	if idem.StrictKeyPolicy != want {
 		t.Errorf("StrictKeyPolicy = %+v, want %+v", idem.StrictKeyPolicy, want)
 	}

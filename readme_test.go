@@ -115,11 +115,11 @@ func TestReadmeProgram(t *testing.T) {
 	// A normal run: executed, then replayed byte for byte.
 	p := startProgram(t, dir, nil)
 	p.awaitListening(t, base)
-	first, body, err := post("order-key-000000001", `{"sku":"A-1"}`)
+	first, body, err := post("0c9e5d1a-3b7f-4a26-9e84-5f1d2c7b6a30", `{"sku":"A-1"}`)
 	if err != nil || first.StatusCode != http.StatusCreated {
 		t.Fatalf("first request: %v %v %s", first, err, body)
 	}
-	again, body2, err := post("order-key-000000001", `{"sku":"A-1"}`)
+	again, body2, err := post("0c9e5d1a-3b7f-4a26-9e84-5f1d2c7b6a30", `{"sku":"A-1"}`)
 	if err != nil || again.StatusCode != http.StatusCreated || !bytes.Equal(body, body2) || again.Header.Get("Idempotent-Replayed") != "true" {
 		t.Fatalf("retry: %v %v %s; want a replay of %s", again, err, body2, body)
 	}
@@ -131,9 +131,9 @@ func TestReadmeProgram(t *testing.T) {
 	// A crash mid-request.
 	p = startProgram(t, dir, []string{"IDEM_FAILPOINTS=before-commit=pause"})
 	p.awaitListening(t, base)
-	go post("order-key-000000002", `{"sku":"B-2"}`) // waits at the failpoint until the kill
+	go post("b8f4a2e6-91c3-4d57-a0e2-7c6b3f9d1e45", `{"sku":"B-2"}`) // waits at the failpoint until the kill
 	p.awaitLog(t, "failpoint before-commit paused")
-	busy, _, err := post("order-key-000000002", `{"sku":"B-2"}`)
+	busy, _, err := post("b8f4a2e6-91c3-4d57-a0e2-7c6b3f9d1e45", `{"sku":"B-2"}`)
 	if err != nil || busy.StatusCode != http.StatusConflict || busy.Header.Get("Link") == "" {
 		t.Fatalf("duplicate in flight: %v %v; want 409 with a Link", busy, err)
 	}
@@ -147,7 +147,7 @@ func TestReadmeProgram(t *testing.T) {
 	p.awaitListening(t, base)
 	var healed *http.Response
 	for healed == nil {
-		resp, _, err := post("order-key-000000002", `{"sku":"B-2"}`)
+		resp, _, err := post("b8f4a2e6-91c3-4d57-a0e2-7c6b3f9d1e45", `{"sku":"B-2"}`)
 		switch {
 		case err != nil:
 			t.Fatalf("retry after the crash: %v", err)

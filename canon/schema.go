@@ -349,8 +349,11 @@ func appendField(dst []byte, d *doc, i int, f *Field, path string) ([]byte, erro
 	}
 }
 
-// maxDecimalDigits bounds the integer part of a decimal; no amount needs more.
-const maxDecimalDigits = 30
+// MaxDecimalDigits bounds the integer part of every TypeDecimal value: a
+// decimal with more digits before the point is refused. No amount needs
+// more, and it bounds the length of a decimal as MaxLength bounds a
+// string's.
+const MaxDecimalDigits = 30
 
 // appendDecimal writes a decimal string at the field's scale:
 // -?(0|[1-9][0-9]*)(\.[0-9]+)? with at most Scale fraction digits, padded
@@ -369,7 +372,7 @@ func appendDecimal(dst, s []byte, f *Field, path string) ([]byte, error) {
 	if len(intPart) > 1 && intPart[0] == '0' {
 		return bad("decimal with a leading zero")
 	}
-	if len(intPart) > maxDecimalDigits {
+	if len(intPart) > MaxDecimalDigits {
 		return bad("decimal with too many digits")
 	}
 	if len(frac) > f.Scale {

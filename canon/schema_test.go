@@ -15,9 +15,9 @@ func paymentsSchema() *Schema {
 		Revision: "payments.v1",
 		Fields: map[string]*Field{
 			"amount":   {Type: TypeDecimal, Scale: 2, Required: true, Positive: true},
-			"currency": {Type: TypeString, Pattern: "[A-Z]{3}", Required: true},
+			"currency": {Type: TypeString, Pattern: "[A-Z]{3}", MaxLength: 3, Required: true},
 			"payee":    {Type: TypeString, Required: true, MaxLength: 64},
-			"memo":     {Type: TypeString, Null: NullAbsent},
+			"memo":     {Type: TypeString, MaxLength: 4096, Null: NullAbsent},
 		},
 	}
 }

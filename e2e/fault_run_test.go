@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/idemkit/idem/internal/keygen"
 )
 
 // Flags and environment of the fault suite (docs/faults.md).
@@ -82,14 +84,22 @@ func newFault(t *testing.T, dsn string) *faultRun {
 	return f
 }
 
-// key returns a fresh random Idempotency-Key with a readable prefix.
+// key returns a fresh random Idempotency-Key with a readable prefix, one
+// the service's strict key policy accepts: 22 random characters after
+// the prefix, drawn from the run's seeded randomness (so a rerun with the
+// seed sends the same keys), drawn again in the rare case the policy's
+// heuristics refuse them.
 func (f *faultRun) key(prefix string) string {
 	const alphabet = "abcdefghijklmnopqrstuvwxyz0123456789"
-	b := make([]byte, 12)
-	for i := range b {
-		b[i] = alphabet[f.rng.IntN(len(alphabet))]
+	for {
+		b := make([]byte, 22)
+		for i := range b {
+			b[i] = alphabet[f.rng.IntN(len(alphabet))]
+		}
+		if k := prefix + "-" + string(b); keygen.Strict(k) {
+			return k
+		}
 	}
-	return prefix + "-" + string(b)
 }
 
 // amount returns a random amount at scale 2 below the limit.

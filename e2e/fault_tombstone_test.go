@@ -22,7 +22,8 @@ import (
 func TestFaultTombstone(t *testing.T) {
 	eachDB(t, func(t *testing.T, dsn string) {
 		f := newFault(t, dsn)
-		s := f.serve("A", nil, true, "--retention", "1s", "--prune-interval", "100ms")
+		s := f.serve("A", nil, true, "--retention", "1s", "--prune-interval", "100ms", // no late sources: the windows are 0
+			"--client-retry-window", "0s", "--queue-backlog-window", "0s", "--reconciliation-window", "0s", "--restore-window", "0s")
 		keys, bodies := make([]string, pick(4, 16)), make([]string, pick(4, 16))
 		for i := range keys {
 			keys[i], bodies[i] = f.key("tomb"), `{"amount":"`+f.amount()+`","currency":"EUR","payee":"acct_1"}`

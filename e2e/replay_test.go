@@ -7,6 +7,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/idemkit/idem/example/payments"
+	"github.com/idemkit/idem/internal/keygen"
 )
 
 const payBody = `{"amount":"12.50","currency":"EUR","payee":"acct_1","memo":"x"}`
@@ -19,7 +22,7 @@ func TestReplay(t *testing.T) {
 		s := startServer(t, dsn)
 		first := s.post(t, "demo", "k-replay-1", payBody)
 		op := wantCreated(t, "first POST", first)
-		if op == "k-replay-1" || strings.Contains(first.header.Get("Location"), "k-replay-1") {
+		if key := keygen.ForLabel("k-replay-1"); op == key || strings.Contains(first.header.Get("Location"), key) {
 			t.Errorf("the client's key is used as an ID: operation %s, Location %s", op, first.header.Get("Location"))
 		}
 		p := payment(t, "first POST", first.body)
@@ -95,8 +98,12 @@ func TestRefusals(t *testing.T) {
 			{"text/plain", "demo", "k-bad-3", payBody, []string{"Content-Type", "text/plain"}, 415, "UNSUPPORTED_MEDIA_TYPE"},
 			{"missing key", "demo", "", payBody, nil, 400, "KEY_MISSING"},
 			{"two key lines", "demo", "k-bad-4", payBody, []string{"Idempotency-Key", "k-bad-5"}, 400, "KEY_MULTIPLE"},
-			{"key of 129 characters", "demo", strings.Repeat("k", 129), payBody, nil, 400, "KEY_INVALID"},
+			{"key of 129 characters", "demo", "raw:" + strings.Repeat("k", 129), payBody, nil, 400, "KEY_INVALID"},
+			{"low-entropy key", "demo", "raw:" + strings.Repeat("k", 20), payBody, nil, 400, "KEY_INVALID"},
+			{"card number as key", "demo", "raw:4111111111111111", payBody, nil, 400, "KEY_INVALID"},
 			{"body over 1 MiB", "demo", "k-bad-6", big, nil, 413, "BODY_TOO_LARGE"},
+			{"memo one character over its bound", "demo", "k-bad-9", `{"amount":"1.00","currency":"EUR","payee":"acct_1","memo":"` +
+				strings.Repeat("m", payments.MaxMemo+1) + `"}`, nil, 400, "SCHEMA_VIOLATION"},
 			{"no token", "", "k-bad-7", payBody, nil, 401, "UNAUTHENTICATED"},
 			{"unknown token", "nobody", "k-bad-8", payBody, nil, 401, "UNAUTHENTICATED"},
 		} {

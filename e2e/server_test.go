@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idem/harness/launch"
+	"github.com/idemkit/idem/internal/keygen"
 )
 
 const (
@@ -132,10 +133,13 @@ func (s *server) post(t *testing.T, token, key, body string, kv ...string) reply
 	return r
 }
 
+// postHeader holds the key a test means by key (keygen.ForLabel: a label
+// such as "k-ref" becomes a key the service's strict key policy accepts,
+// "raw:VALUE" is sent as VALUE) and the extra lines, sent as they are.
 func postHeader(key string, kv ...string) http.Header {
 	h := http.Header{}
 	if key != "" {
-		h.Add("Idempotency-Key", key)
+		h.Add("Idempotency-Key", keygen.ForLabel(key))
 	}
 	for i := 0; i+1 < len(kv); i += 2 {
 		h.Add(kv[i], kv[i+1])

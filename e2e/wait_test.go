@@ -12,6 +12,7 @@ import (
 	"github.com/idemkit/idem/canon"
 	"github.com/idemkit/idem/example/payments"
 	"github.com/idemkit/idem/idemstore"
+	"github.com/idemkit/idem/internal/keygen"
 	"github.com/idemkit/idem/registry"
 )
 
@@ -32,7 +33,7 @@ func TestPreferWait(t *testing.T) {
 func reserveElsewhere(t *testing.T, dsn, key, body string) (registry.Store, registry.Record) {
 	t.Helper()
 	ctx := context.Background()
-	k, err := idem.ParseKey([]string{key}, idem.KeyPolicy{})
+	k, err := idem.ParseKey([]string{keygen.ForLabel(key)}, idem.StrictKeyPolicy) // the key postHeader sends
 	if err != nil {
 		t.Fatal(err)
 	}

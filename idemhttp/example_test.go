@@ -65,9 +65,9 @@ func ExampleNew() {
 	})))
 	defer srv.Close()
 
-	send(srv.URL, "7c0d2f6e91ab4c55a1", `{"sku":"A-1"}`)
-	send(srv.URL, "7c0d2f6e91ab4c55a1", `{ "sku": "A-1" }`)
-	send(srv.URL, "7c0d2f6e91ab4c55a1", `{"sku":"B-2"}`)
+	send(srv.URL, "7f7b1eb9-fed4-48ae-b7c2-667664a69f0c", `{"sku":"A-1"}`)
+	send(srv.URL, "7f7b1eb9-fed4-48ae-b7c2-667664a69f0c", `{ "sku": "A-1" }`)
+	send(srv.URL, "7f7b1eb9-fed4-48ae-b7c2-667664a69f0c", `{"sku":"B-2"}`)
 	fmt.Println("handler ran", n, "time(s)")
 	// Output:
 	// 201 replayed="" {"order":1}
@@ -108,8 +108,8 @@ func ExampleOperation_oneTransaction() {
 	})))
 	defer srv.Close()
 
-	send(srv.URL, "note-key-0000000001", `{"text":"hi"}`)
-	send(srv.URL, "note-key-0000000001", `{"text":"hi"}`)
+	send(srv.URL, "898ccc32-df24-48cb-8d83-a60b596745c6", `{"text":"hi"}`)
+	send(srv.URL, "898ccc32-df24-48cb-8d83-a60b596745c6", `{"text":"hi"}`)
 	var notes int
 	store.InTx(ctx, func(ctx context.Context, tx registry.Tx) error {
 		return tx.QueryRow(ctx, `SELECT count(*) FROM notes`).Scan(&notes)
@@ -181,8 +181,8 @@ func ExampleEffect() {
 	})))
 	defer srv.Close()
 
-	send(srv.URL, "payout-key-00000001", `{"amount":"10.00"}`)
-	send(srv.URL, "payout-key-00000001", `{"amount":"10.00"}`)
+	send(srv.URL, "696a959e-e212-482c-a2c8-fe00d764d423", `{"amount":"10.00"}`)
+	send(srv.URL, "696a959e-e212-482c-a2c8-fe00d764d423", `{"amount":"10.00"}`)
 	fmt.Println("bank executed", len(b.done), "transfer(s)")
 	// Output:
 	// 201 replayed="" {"payout":"op_","bank_transfer":"tx_1"}

@@ -42,8 +42,9 @@ type Options struct {
 // every request (an error answers 401 UNAUTHENTICATED), and checks the
 // configuration — what Handler would panic on is an error here. Defaults
 // beyond the zero values of Operation: keys must follow
-// idem.StrictKeyPolicy (opaque, high-entropy: at least 16 characters)
-// unless op.KeyPolicy is set, and the writer epoch is the registry's
+// idem.StrictKeyPolicy (opaque, high-entropy: 16 to 128 characters, at
+// least 64 estimated bits, no e-mail address or card number) unless
+// op.KeyPolicy is set, and the writer epoch is the registry's
 // (read with ctx, which governs only that read). Wrap store with
 // registry.WithTimeout to fail requests closed when the database does not
 // answer. The returned Middleware must not be changed once Handler is

@@ -26,7 +26,7 @@ func ExampleOpen() {
 	defer store.Close()
 
 	id := idem.Identity{Tenant: "acme", Principal: "ann"}
-	key, _ := idem.ParseKey([]string{"7c0d2f6e91ab4c55a1"}, idem.StrictKeyPolicy)
+	key, _ := idem.ParseKey([]string{"7f7b1eb9-fed4-48ae-b7c2-667664a69f0c"}, idem.StrictKeyPolicy)
 	c := registry.Claim{Scope: idem.ScopeOf(id, "orders.create", "v1", key), Operation: "orders.create", Owner: registry.OwnerOf(id)}
 
 	rec, created, _ := store.Reserve(ctx, c)

@@ -26,8 +26,9 @@ func (f *checkHeaders) Set(line string) error {
 // of package check, pointed at one write endpoint of any HTTP API (see
 // docs/check.md). Progress goes to stderr while it runs; the report goes
 // to stdout, as a table or, with --json, as one JSON object. Exit codes:
-// 0 every scenario that applied passed, 1 one failed (or the run was
-// interrupted), 2 bad usage. Flags may come before or after URL.
+// 0 every scenario that applied passed or warned (a warning, such as a
+// low-entropy key accepted by key-entropy, does not fail the run), 1 one
+// failed (or the run was interrupted), 2 bad usage. Flags may come before or after URL.
 func runCheck(ctx context.Context, args []string, std stdio) int {
 	fs := newFlags("check", "[flags] URL", std)
 	var header, alt checkHeaders

@@ -33,7 +33,7 @@ func checkArgs(s *server, extra ...string) []string {
 		"--concurrency", "10", "--load", "10", "--timeout", "2m"}, extra...)
 }
 
-var scenarioList = []string{"replay", "conflict", "concurrent", "in-flight", "scoping", "hygiene", "load"}
+var scenarioList = []string{"replay", "conflict", "concurrent", "in-flight", "scoping", "hygiene", "load", "key-entropy"}
 
 func TestCheckTable(t *testing.T) {
 	t.Parallel()
@@ -47,7 +47,7 @@ func TestCheckTable(t *testing.T) {
 			t.Errorf("%s: no PASS row or progress line\nstdout:\n%s\nstderr:\n%s", name, stdout, stderr)
 		}
 	}
-	if strings.Contains(stdout, "FAIL") || !strings.Contains(stdout, "PASSED: 7 passed, 0 failed, 0 skipped") ||
+	if strings.Contains(stdout, "FAIL") || !strings.Contains(stdout, "PASSED: 8 passed, 0 failed, 0 skipped in") ||
 		!strings.Contains(stdout, "same status and body") {
 		t.Errorf("table:\n%s", stdout)
 	}
@@ -98,7 +98,7 @@ func TestCheckJSON(t *testing.T) {
 		t.Fatalf("not one JSON report (%v):\n%s", err, stdout)
 	}
 	if rep.Passed == nil || !*rep.Passed || rep.Target != "POST "+s.url+"/v1/payments" || rep.Duration <= 0 || time.Since(rep.StartedAt) > time.Hour ||
-		rep.Counts["passed"] != 6 || rep.Counts["skipped"] != 1 || len(rep.Scenarios) != len(scenarioList) {
+		rep.Counts["passed"] != 7 || rep.Counts["skipped"] != 1 || rep.Counts["warnings"] != 0 || len(rep.Scenarios) != len(scenarioList) {
 		t.Fatalf("report:\n%s", stdout)
 	}
 	for i, sc := range rep.Scenarios {
@@ -134,7 +134,7 @@ func TestCheckFails(t *testing.T) {
 		}
 	}
 	code, stdout, stderr := runCmd(t, "", args...)
-	if code != exitRefused || !strings.Contains(stdout, "FAILED: 1 passed, 1 failed, 5 skipped (failed: scoping)") ||
+	if code != exitRefused || !strings.Contains(stdout, "FAILED: 1 passed, 1 failed, 6 skipped (failed: scoping)") ||
 		!strings.Contains(stdout, "second credential was refused with 401") {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
 	}

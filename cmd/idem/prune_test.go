@@ -137,7 +137,7 @@ func TestServePrunes(t *testing.T) {
 	if code, _, stderr := runCmd(t, "", "serve", "--db", db, "--prune-interval", "-1s"); code != exitUsage {
 		t.Errorf("serve --prune-interval -1s: code %d, stderr %q", code, stderr)
 	}
-	s := startServe(t, "--db", db, "--retention", "50ms", "--prune-interval", "20ms")
+	s := startServe(t, append([]string{"--db", db, "--retention", "50ms", "--prune-interval", "20ms"}, noWindows...)...)
 	const body = `{"amount":"1.00","currency":"EUR","payee":"acct_prune"}`
 	first, _ := s.post(t, "demo", "prune-key", body)
 	opID := first.Header.Get("Idempotency-Operation")

@@ -35,6 +35,13 @@ import (
 // deleted=M") and carrying on after errors; see maintenance.Runner and "idem
 // prune".
 //
+// Records keep their response for --retention (default 24h), which must
+// cover the longest of four windows in which a request may come again
+// (see retentionFlags): --client-retry-window (default 24h),
+// --queue-backlog-window (1h), --reconciliation-window (24h) and
+// --restore-window (24h). A shorter --retention is refused at start with
+// exit status 2.
+//
 // Every --recover-interval (default 5s) its recovery worker takes over the
 // operations whose lease expired after an effect outside the database
 // began, and settles UNKNOWN transfers on evidence from --provider (a
@@ -73,7 +80,8 @@ func runServe(ctx context.Context, args []string, std stdio) int {
 	providerTimeout := fs.Duration("provider-timeout", payments.DefaultProviderTimeout, "bound on one provider call; a call that takes longer leaves its transfer UNKNOWN until settled on evidence")
 	lease := fs.Duration("lease", 30*time.Second, "how long an execution owns its operation before recovery may take over")
 	recoverEvery := fs.Duration("recover-interval", 5*time.Second, "how often the recovery worker looks for expired leases (see idem recover)")
-	retention := fs.Duration("retention", 24*time.Hour, "how long operation records are kept with their response; then they become tombstones (409 KEY_RETIRED)")
+	retention := fs.Duration("retention", 24*time.Hour, "how long operation records are kept with their response; then they become tombstones (409 KEY_RETIRED); at least the longest of --client-retry-window, --queue-backlog-window, --reconciliation-window and --restore-window")
+	windows := addRetentionFlags(fs.FlagSet)
 	pruneEvery := fs.Duration("prune-interval", time.Minute, "how often to retire expired records and delete expired tombstones; 0 turns it off (run \"idem prune\" instead)")
 	apiRevision := fs.String("api-revision", payments.APIRevision, "API major `REVISION` bound into every operation's scope; for testing a revision change, the routes stay the same")
 	storeTimeout := fs.Duration("store-timeout", registry.DefaultCallTimeout, "bound on each registry call made for a request; a call that takes longer fails the request with 503 STORE_UNAVAILABLE (0: unbounded)")
@@ -90,6 +98,10 @@ func runServe(ctx context.Context, args []string, std stdio) int {
 	}
 	if *lease <= 0 || *recoverEvery <= 0 || *retention <= 0 || *pruneEvery < 0 || *storeTimeout < 0 {
 		fmt.Fprintln(std.err, "idem serve: --lease, --recover-interval and --retention must be positive, --prune-interval and --store-timeout not negative")
+		return exitUsage
+	}
+	if err := windows.check(*retention); err != nil {
+		fmt.Fprintf(std.err, "idem serve: %v\n", err)
 		return exitUsage
 	}
 	if *apiRevision == "" {

@@ -13,6 +13,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/idemkit/idem/internal/keygen"
 )
 
 // listeningLine matches the line "idem serve" logs once it is bound.
@@ -128,7 +130,7 @@ func (s *server) post(t *testing.T, token, key, body string) (*http.Response, []
 		t.Fatal(err)
 	}
 	req.Header.Set("Authorization", "Bearer "+token)
-	req.Header.Set("Idempotency-Key", key)
+	req.Header.Set("Idempotency-Key", keygen.ForLabel(key)) // "key-1": a strict key derived from it
 	req.Header.Set("Content-Type", "application/json")
 	return do(t, req)
 }
@@ -182,7 +184,8 @@ func TestServeAuthFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := startServe(t, "--db", "sqlite:"+filepath.Join(dir, "serve.db"), "--auth", auth,
-		"--lease", "5s", "--retention", "1h", "--recover-interval", "1s", "--provider", "http://127.0.0.1:1")
+		"--lease", "5s", "--retention", "1h", "--client-retry-window", "1h", "--queue-backlog-window", "10m",
+		"--reconciliation-window", "30m", "--restore-window", "0s", "--recover-interval", "1s", "--provider", "http://127.0.0.1:1")
 	const body = `{"amount":"1","currency":"EUR","payee":"p"}`
 	if resp, b := s.post(t, "demo", "k", body); resp.StatusCode != http.StatusUnauthorized {
 		t.Errorf("demo token with --auth: %d %s", resp.StatusCode, b)
@@ -224,5 +227,69 @@ func TestServeRefuses(t *testing.T) {
 		if code != c.code || strings.Contains(stderr, "hunter2") || strings.Contains(stderr, "listening on") {
 			t.Errorf("%q: code %d, want %d; stderr:\n%s", c.args, code, c.code, stderr)
 		}
+	}
+}
+
+// noWindows are the retention windows of a test that retires records
+// within seconds: no client, queue, reconciliation or restored backup
+// sends a request again later.
+var noWindows = []string{"--client-retry-window", "0s", "--queue-backlog-window", "0s", "--reconciliation-window", "0s", "--restore-window", "0s"}
+
+// serveExit runs "idem serve --addr 127.0.0.1:0 args…", which must exit
+// without listening, and returns its exit code and stderr; a server that
+// starts instead is stopped and fails the test at once.
+func serveExit(t *testing.T, args ...string) (int, string) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	logs, done := newLogWatch(), make(chan int, 1)
+	args = append([]string{"serve", "--addr", "127.0.0.1:0"}, args...)
+	go func() { done <- run(ctx, args, stdio{in: strings.NewReader(""), out: io.Discard, err: logs}) }()
+	select {
+	case code := <-done:
+		return code, logs.String()
+	case <-logs.addr:
+		cancel()
+		<-done
+		t.Fatalf("%q started instead of refusing:\n%s", args, logs)
+		return 0, ""
+	}
+}
+
+// TestServeRetentionWindows: "idem serve" refuses to start (exit 2, the
+// reason on stderr, never listening) when --retention is shorter than any
+// of the four windows, the defaults included, and starts when it covers
+// the longest.
+func TestServeRetentionWindows(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	db := "sqlite:" + filepath.Join(dir, "x.db")
+	for _, c := range []struct {
+		args []string
+		want string // in stderr
+	}{
+		{[]string{"--retention", "1h"}, "--retention 1h0m0s is shorter than --client-retry-window 24h0m0s"},
+		{[]string{"--retention", "23h59m"}, "shorter than --client-retry-window 24h0m0s"},
+		{[]string{"--retention", "1h", "--client-retry-window", "1h", "--reconciliation-window", "1h", "--restore-window", "1h",
+			"--queue-backlog-window", "90m"}, "shorter than --queue-backlog-window 1h30m0s"},
+		{[]string{"--reconciliation-window", "48h"}, "--retention 24h0m0s is shorter than --reconciliation-window 48h0m0s"},
+		{[]string{"--retention", "168h", "--restore-window", "169h"}, "shorter than --restore-window 169h0m0s"},
+		{append([]string{"--retention", "1s", "--restore-window", "2s"}, noWindows[:6]...), "shorter than --restore-window 2s"},
+		{[]string{"--queue-backlog-window", "-1s"}, "--queue-backlog-window must not be negative"},
+	} {
+		code, stderr := serveExit(t, append([]string{"--db", db}, c.args...)...)
+		if code != exitUsage || !strings.Contains(stderr, c.want) || strings.Contains(stderr, "listening on") {
+			t.Errorf("%q: code %d, want %d and %q; stderr:\n%s", c.args, code, exitUsage, c.want, stderr)
+		}
+	}
+	// Covering the longest window starts the server: equal, longer, or
+	// every window 0.
+	for _, args := range [][]string{
+		{"--retention", "168h", "--restore-window", "168h"},
+		{"--retention", "2h", "--client-retry-window", "2h", "--queue-backlog-window", "2h", "--reconciliation-window", "1h", "--restore-window", "0s"},
+		append([]string{"--retention", "1s"}, noWindows...),
+	} {
+		s := startServe(t, append([]string{"--db", db}, args...)...)
+		s.stop(t)
 	}
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/idemstore"
+	"github.com/idemkit/idem/internal/keygen"
 	"github.com/idemkit/idem/internal/pgtest"
 	"github.com/idemkit/idem/registry"
 )
@@ -82,6 +83,9 @@ var serviceTests = []struct {
 	{"RefundCap", testRefundCap},
 	{"RefundOwnership", testRefundOwnership},
 	{"ConcurrentRefunds", testConcurrentRefunds},
+	{"LargestPayment", testLargestPayment},
+	{"LargestRefund", testLargestRefund},
+	{"StrictKeys", testStrictKeys},
 }
 
 func runServiceTests(t *testing.T, dsn func(*testing.T) string) {
@@ -132,6 +136,11 @@ func TestNewConcurrent(t *testing.T) {
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
 
+// testKey is the key a test means by label (keygen.ForLabel): "k1" is
+// sent as a key the service's strict key policy accepts, the same for the
+// same label; "raw:VALUE" is sent as VALUE.
+func testKey(label string) string { return keygen.ForLabel(label) }
+
 // response is what a test request got.
 type response struct {
 	status int
@@ -167,7 +176,7 @@ func (b *testBundle) do(t *testing.T, method, path, token, key, body string) res
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
 	if key != "" {
-		req.Header.Set("Idempotency-Key", key)
+		req.Header.Set("Idempotency-Key", testKey(key))
 	}
 	if body != "" {
 		req.Header.Set("Content-Type", "application/json")

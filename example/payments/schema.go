@@ -6,15 +6,34 @@ import "github.com/idemkit/idem/canon"
 // bound into every fingerprint of POST /v1/payments.
 const SchemaRevision = "payments.v1"
 
-// Schema returns the schema of POST /v1/payments bodies, revision
-// payments.v1 (the same schema as canon/testdata/payments.v1.json):
+// MaxPayee is the longest payee a payment or transfer may name, in
+// characters.
+const MaxPayee = 64
+
+// MaxMemo is the longest memo a payment or transfer may carry, in
+// characters. Every field of every request schema of the service is
+// bounded, so that the largest valid request renders a response far below
+// the snapshot cap (idem.DefaultMaxResponseBody, 64 KiB) even when every
+// character is written as a six-byte JSON escape: a valid request always
+// gets an answer that can be stored and replayed, and 500
+// RESPONSE_TOO_LARGE means a defect of the service.
+const MaxMemo = 4096
+
+// Schema returns the schema of POST /v1/payments and POST /v1/transfers
+// bodies, revision payments.v1 (the same schema as
+// canon/testdata/payments.v1.json):
 //
 //   - amount: required decimal string, scale 2, greater than zero
-//     ("12.5" and "12.50" are the same amount, written "12.50");
+//     ("12.5" and "12.50" are the same amount, written "12.50"), at most
+//     canon.MaxDecimalDigits digits before the point;
 //   - currency: required string of three upper-case letters;
-//   - payee: required string of at most 64 characters;
-//   - memo: optional string; null means absent.
+//   - payee: required string of at most MaxPayee characters;
+//   - memo: optional string of at most MaxMemo characters; null means
+//     absent.
 //
+// A longer value is refused with 400 SCHEMA_VIOLATION before anything is
+// recorded. The bounds only refuse: no payload they accept is written
+// differently, so the revision (and with it every fingerprint) stays.
 // Any other member is refused. Each call returns a new, validated Schema,
 // so callers may not change one another's.
 func Schema() *canon.Schema {
@@ -22,9 +41,9 @@ func Schema() *canon.Schema {
 		Revision: SchemaRevision,
 		Fields: map[string]*canon.Field{
 			"amount":   {Type: canon.TypeDecimal, Scale: 2, Required: true, Positive: true},
-			"currency": {Type: canon.TypeString, Pattern: "[A-Z]{3}", Required: true},
-			"payee":    {Type: canon.TypeString, Required: true, MaxLength: 64},
-			"memo":     {Type: canon.TypeString, Null: canon.NullAbsent},
+			"currency": {Type: canon.TypeString, Pattern: "[A-Z]{3}", MaxLength: 3, Required: true},
+			"payee":    {Type: canon.TypeString, Required: true, MaxLength: MaxPayee},
+			"memo":     {Type: canon.TypeString, MaxLength: MaxMemo, Null: canon.NullAbsent},
 		},
 	}
 	if err := s.Validate(); err != nil {
@@ -44,8 +63,8 @@ const RefundMaxReason = 200
 // bodies, revision refunds.v1 (the same schema as
 // canon/testdata/refunds.v1.json):
 //
-//   - amount: required decimal string, scale 2, greater than zero, as in
-//     payments.v1;
+//   - amount: required decimal string, scale 2, greater than zero, at most
+//     canon.MaxDecimalDigits digits before the point, as in payments.v1;
 //   - reason: optional string of at most RefundMaxReason characters; null
 //     means absent.
 //

@@ -21,7 +21,11 @@
 //
 // Every route but /metrics, /healthz and /readyz needs "Authorization: Bearer
 // TOKEN" with a token of Config.Auth; without one it answers 401
-// UNAUTHENTICATED. Errors are application/problem+json with a code member:
+// UNAUTHENTICATED. The idempotent routes take keys under
+// idem.StrictKeyPolicy (opaque, random: a UUIDv4, a ULID, idem.NewKey);
+// any other key is 400 KEY_INVALID. Every field of their request schemas
+// is bounded (MaxPayee, MaxMemo, …), so every valid request gets an answer
+// that is stored and replayed. Errors are application/problem+json with a code member:
 // the contract's codes, plus NOT_FOUND (404) for an unknown resource or
 // one owned by another principal — the two are indistinguishable — and
 // INTERNAL (500) for defects.
@@ -191,10 +195,10 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 		Binding: idem.Binding{
 			Canon: canon.Options{Mode: canon.ModeSchema, Schema: Schema()},
 		},
-		// The contract's baseline key rules (1–255 visible characters),
-		// not the library's strict default: the demo's clients and tests
-		// use short keys.
-		KeyPolicy:      idem.KeyPolicy{MinLength: 1},
+		// The library's strict policy, as seed 000 asks: opaque,
+		// high-entropy keys (idem.StrictKeyPolicy); refunds and transfers
+		// share it.
+		KeyPolicy:      idem.StrictKeyPolicy,
 		FinalStatuses:  []int{http.StatusUnprocessableEntity}, // AMOUNT_LIMIT
 		Lease:          cfg.Lease,
 		Retention:      cfg.Retention,

@@ -88,7 +88,7 @@ func (b *trBench) post(t *testing.T, key, body string) trAnswer {
 	}
 	req.Header.Set("Authorization", "Bearer tok-tr")
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Idempotency-Key", key)
+	req.Header.Set("Idempotency-Key", testKey(key))
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Error(err)

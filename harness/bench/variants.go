@@ -16,6 +16,7 @@ import (
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/example/payments"
 	"github.com/idemkit/idem/idemhttp"
+	"github.com/idemkit/idem/internal/keygen"
 	"github.com/idemkit/idem/registry"
 )
 
@@ -92,9 +93,15 @@ func (t *target) op(variant string) op {
 	panic("bench: unknown variant " + variant)
 }
 
-func (t *target) firstKey(n int64) string { return t.runID + "-f-" + strconv.FormatInt(n, 10) }
+// firstKey is the key of the n-th first execution: derived from the run
+// and n, so that the service's strict key policy accepts it.
+func (t *target) firstKey(n int64) string {
+	return keygen.Derive(t.runID + "-f-" + strconv.FormatInt(n, 10))
+}
 
-func (t *target) replayKey(k int) string { return t.runID + "-r-" + strconv.Itoa(k) }
+// replayKey is the key of the k-th replayed operation, the same on every
+// call.
+func (t *target) replayKey(k int) string { return keygen.Derive(t.runID + "-r-" + strconv.Itoa(k)) }
 
 // post sends one create request as principal p, with key unless it is
 // "", and checks the answer: 201 with a Location and a payment body,

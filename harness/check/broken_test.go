@@ -36,6 +36,7 @@ func TestBrokenServers(t *testing.T) {
 		flaw  flaw
 		fails []string
 		why   []string // in each failure's detail
+		warns []string // scenarios that warn
 		tweak func(*Config)
 	}{
 		{flaw: sound},
@@ -48,6 +49,7 @@ func TestBrokenServers(t *testing.T) {
 		{flaw: unscoped, fails: []string{"scoping"}, why: []string{"got the first credential's outcome"}},
 		{flaw: leakyReplay, fails: []string{"hygiene"}, why: []string{"repeats the first answer's Set-Cookie"}},
 		{flaw: staleDate, fails: []string{"hygiene"}, why: []string{"is not later than the first answer's"}},
+		{flaw: weakKeys, warns: []string{"key-entropy"}},
 	} {
 		name := string(c.flaw)
 		if c.tweak != nil {
@@ -76,6 +78,9 @@ func TestBrokenServers(t *testing.T) {
 			if rep.Passed != (len(c.fails) == 0) {
 				t.Errorf("Passed = %v", rep.Passed)
 			}
+			if got := rep.Warned(); !slices.Equal(got, c.warns) || rep.Counts.Warnings != len(c.warns) {
+				t.Errorf("warned %q (count %d), want %q", got, rep.Counts.Warnings, c.warns)
+			}
 			for _, s := range rep.Scenarios {
 				if s.Status == Skipped {
 					t.Errorf("%s skipped: %s", s.Name, s.Detail)
@@ -96,5 +101,39 @@ func TestBrokenServers(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestKeyEntropyWarning: an API that takes guessable keys gets a warning
+// from key-entropy, with both keys as evidence, in the table and the
+// counts, and the run still passes; one that refuses them passes it.
+func TestKeyEntropyWarning(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		flaw flaw
+		want Status
+		why  string
+	}{
+		{weakKeys, Warned, "low-entropy keys accepted"},
+		{sound, Passed, "low-entropy keys refused (400 KEY_INVALID, 400 KEY_INVALID)"},
+	} {
+		srv := httptest.NewServer(newFakeAPI(c.flaw))
+		defer srv.Close()
+		cfg := fakeConfig(srv)
+		cfg.Only = []string{"key-entropy"}
+		rep, err := Run(t.Context(), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, _ := rep.Result("key-entropy")
+		var table strings.Builder
+		rep.WriteTable(&table)
+		if r.Status != c.want || !strings.Contains(r.Detail, c.why) || len(r.Evidence) != 2 || r.Requests != 2 || !rep.Passed {
+			t.Errorf("%s: %+v, run passed %v\n%s", c.flaw, r, rep.Passed, table.String())
+		}
+		if c.want == Warned && (!strings.Contains(table.String(), "WARN") || !strings.Contains(table.String(), "1 warned (key-entropy)") ||
+			rep.Counts != (Counts{Skipped: len(Scenarios()) - 1, Warnings: 1})) {
+			t.Errorf("%s: table or counts do not show the warning: %+v\n%s", c.flaw, rep.Counts, table.String())
+		}
 	}
 }

@@ -14,6 +14,7 @@
 //	scoping     a second credential reusing a key never gets the first one's outcome
 //	hygiene     a replay carries a fresh Date and not the first answer's Set-Cookie
 //	load        many keys at the configured concurrency: one resource per key
+//	key-entropy a low-entropy key is refused; accepting one is a warning
 //
 // The request body comes from a template (Config.Body) in which every
 // {{unique}} becomes a fresh number per key and {{variant}} becomes
@@ -34,6 +35,8 @@
 // A scenario that cannot apply (scoping without Config.AltHeader, conflict
 // without {{variant}}, in-flight when no duplicate could ever be sent
 // before the original was answered) is reported as skipped, never as
-// passed. Report.Passed is true only when at least one scenario passed
-// and none failed.
+// passed. A scenario whose property does not hold although no retry broke
+// (key-entropy: the API accepted a guessable key) is reported as a
+// warning (Warned), which does not fail the run. Report.Passed is true
+// only when none failed and at least one passed or warned.
 package check

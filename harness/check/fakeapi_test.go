@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/idemkit/idem"
 )
 
 // flaw is what a fakeAPI gets wrong; each breaks one property on purpose.
@@ -34,6 +36,9 @@ const (
 	leakyReplay flaw = "leaky-replay"
 	// staleDate replays the first answer's Date header only.
 	staleDate flaw = "stale-date"
+	// weakKeys takes any key, however guessable; every other fake refuses
+	// keys idem.StrictKeyPolicy refuses with 400 KEY_INVALID.
+	weakKeys flaw = "weak-keys"
 )
 
 // companionWindow is how long a fresh execution of a fakeAPI waits for a
@@ -116,6 +121,10 @@ func (a *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	body, err := io.ReadAll(r.Body)
 	if key == "" || err != nil || !json.Valid(body) {
 		fakeProblem(w, http.StatusBadRequest, "BAD_REQUEST")
+		return
+	}
+	if _, err := idem.ParseKey([]string{key}, idem.StrictKeyPolicy); err != nil && a.flaw != weakKeys {
+		fakeProblem(w, http.StatusBadRequest, "KEY_INVALID")
 		return
 	}
 	fp := sha256.Sum256(body)

@@ -82,6 +82,11 @@ func checkPayments(t *testing.T, base string, tweak func(*Config)) *Report {
 	if !rep.Passed || rep.Counts.Passed != len(Scenarios()) {
 		t.Fatalf("the reference service did not pass every scenario: %+v", rep.Counts)
 	}
+	// Its strict key policy refuses the low-entropy keys: no warning.
+	if r, _ := rep.Result("key-entropy"); r.Status != Passed || rep.Counts.Warnings != 0 ||
+		r.Statuses["400 KEY_INVALID"] != 2 {
+		t.Fatalf("key-entropy against the reference service: %+v", r)
+	}
 	return rep
 }
 

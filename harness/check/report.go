@@ -18,6 +18,9 @@ const (
 	Passed  Status = "passed"
 	Failed  Status = "failed"
 	Skipped Status = "skipped" // could not apply; never counts as passed
+	// Warned: the property does not hold, but nothing a retry relies on
+	// broke (key-entropy); it neither passes nor fails the run.
+	Warned Status = "warning"
 )
 
 // Result is the outcome of one scenario.
@@ -63,6 +66,7 @@ func (r *Result) verdict(s Status, format string, a ...any) {
 func (r *Result) pass(format string, a ...any) { r.verdict(Passed, format, a...) }
 func (r *Result) fail(format string, a ...any) { r.verdict(Failed, format, a...) }
 func (r *Result) skip(format string, a ...any) { r.verdict(Skipped, format, a...) }
+func (r *Result) warn(format string, a ...any) { r.verdict(Warned, format, a...) }
 
 // note adds a line of evidence.
 func (r *Result) note(format string, a ...any) {
@@ -91,7 +95,8 @@ func statusList(m map[string]int) string {
 // Report is the outcome of a run.
 type Report struct {
 	// Target is the method and URL checked.
-	Target    string    `json:"target"`
+	Target string `json:"target"`
+	// Passed: no scenario failed, and at least one passed or warned.
 	Passed    bool      `json:"passed"`
 	StartedAt time.Time `json:"started_at"`
 	// DurationMS is the whole run's wall time.
@@ -105,13 +110,20 @@ type Counts struct {
 	Passed  int `json:"passed"`
 	Failed  int `json:"failed"`
 	Skipped int `json:"skipped"`
+	// Warnings counts the scenarios that warned; they do not fail the run.
+	Warnings int `json:"warnings"`
 }
 
 // Failed lists the names of the failed scenarios.
-func (rep *Report) Failed() []string {
+func (rep *Report) Failed() []string { return rep.named(Failed) }
+
+// Warned lists the names of the scenarios that warned.
+func (rep *Report) Warned() []string { return rep.named(Warned) }
+
+func (rep *Report) named(st Status) []string {
 	var names []string
 	for _, s := range rep.Scenarios {
-		if s.Status == Failed {
+		if s.Status == st {
 			names = append(names, s.Name)
 		}
 	}
@@ -137,11 +149,14 @@ func (rep *Report) finish(start time.Time) {
 			rep.Counts.Passed++
 		case Failed:
 			rep.Counts.Failed++
+		case Warned:
+			rep.Counts.Warnings++
 		default:
 			rep.Counts.Skipped++
 		}
 	}
-	rep.Passed = rep.Counts.Failed == 0 && rep.Counts.Passed > 0
+	// A warning applied and broke no retry: it counts like a pass here.
+	rep.Passed = rep.Counts.Failed == 0 && rep.Counts.Passed+rep.Counts.Warnings > 0
 }
 
 // WriteTable writes the human-readable report: a table with one row per
@@ -172,6 +187,9 @@ func (rep *Report) WriteTable(w io.Writer) error {
 	if f := rep.Failed(); len(f) > 0 {
 		fmt.Fprintf(&b, " (failed: %s)", strings.Join(f, ", "))
 	}
+	if w := rep.Warned(); len(w) > 0 {
+		fmt.Fprintf(&b, ", %d warned (%s)", len(w), strings.Join(w, ", "))
+	}
 	fmt.Fprintf(&b, " in %s\n", time.Duration(rep.DurationMS*float64(time.Millisecond)).Round(time.Millisecond))
 	_, err := io.WriteString(w, b.String())
 	return err
@@ -183,6 +201,8 @@ func verdictWord(s Status) string {
 		return "pass"
 	case Failed:
 		return "fail"
+	case Warned:
+		return "warn"
 	}
 	return "skip"
 }

@@ -28,6 +28,7 @@ func Scenarios() []Scenario {
 		{"scoping", "keys are scoped per credential: another credential never gets the first one's outcome", checkScoping},
 		{"hygiene", "a replay has a fresh Date and does not repeat the first answer's Set-Cookie", checkHygiene},
 		{"load", "many keys at --concurrency: one resource per key; throughput", checkLoad},
+		{"key-entropy", "a low-entropy key is refused (accepting one is a warning, not a failure)", checkKeyEntropy},
 	}
 }
 

@@ -22,7 +22,7 @@ func TestSkips(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !rep.Passed || rep.Counts != (Counts{Passed: 1, Skipped: 6}) {
+	if !rep.Passed || rep.Counts != (Counts{Passed: 1, Skipped: 7}) {
 		t.Fatalf("%+v", rep)
 	}
 	for name, why := range map[string]string{"conflict": "no {{variant}}", "scoping": "--alt-header", "load": "not selected"} {
