@@ -1,6 +1,10 @@
 // Package keyring holds the key ring that encrypts the bodies a registry
 // keeps at rest (registry.Sealer): AES-256-GCM from the standard library,
-// keys named by ID, one of them active.
+// keys named by ID, one of them active. The standard library's AEAD is the
+// well-kept implementation for the job (constant-time, hardware AES where
+// the CPU has it); what is written here is only the key file and the
+// choice of key. A service that keeps its keys in a KMS implements
+// registry.Sealer itself.
 //
 // New bodies are sealed with the active key; bodies sealed with any other
 // key of the ring stay readable, so a rotation is: add a key, make it
