@@ -82,12 +82,14 @@ func TestServeCutsOffSlowHeaders(t *testing.T) {
 	const timeout = 300 * time.Millisecond
 	addr := startHTTP(t, &http.Server{ReadHeaderTimeout: timeout,
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(204) })})
+	// The server's timer starts when it accepts the connection, after
+	// this instant (not necessarily before Dial returns).
+	start := time.Now()
 	c, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	start := time.Now()
 	c.SetDeadline(start.Add(20 * time.Second))
 	stop := make(chan struct{})
 	defer close(stop)
