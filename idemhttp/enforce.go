@@ -23,7 +23,9 @@ var (
 // serveEnforce is the contract: prepare, reserve, decide, then execute,
 // replay, wait or refuse. A OneTransaction operation reserves nothing:
 // it looks the scope up and executes in one transaction when there is no
-// record (once.go); a record it meets is decided the same way.
+// record (once.go); a record it meets is decided the same way. A
+// duplicate of an operation this handler is executing (fl) waits for that
+// execution, in both styles, instead of answering 409 IN_PROGRESS.
 func (m *Middleware) serveEnforce(w http.ResponseWriter, r *http.Request, next http.Handler, fl *flightSet) {
 	w.Header().Set(HeaderContract, idem.ContractVersion)
 	id, err := m.Identity(r)
@@ -69,8 +71,23 @@ func (m *Middleware) serveEnforce(w http.ResponseWriter, r *http.Request, next h
 				return
 			}
 		}
+		if d.Verdict == registry.InProgress && !leaseExpired(rec) && attempt == 0 {
+			if done, ok := fl.executing(claim.Scope); ok {
+				// This handler is executing the key: wait for that
+				// execution rather than answer 409 and have the client
+				// poll, then decide again (replay, conflict, or run it
+				// if it was released) — for at most the wait cap.
+				m.Metrics.join(m.Operation.Name)
+				if m.awaitFlight(r.Context(), done) {
+					continue
+				}
+				m.refuseInFlight(w, rec.OperationID, d.Code)
+				return
+			}
+		}
 		switch {
 		case d.Verdict == registry.Execute:
+			defer fl.track(claim.Scope)()
 			m.execute(w, r, next, rec, req, body)
 			return
 		case d.Verdict == registry.Replay:
@@ -82,6 +99,7 @@ func (m *Middleware) serveEnforce(w http.ResponseWriter, r *http.Request, next h
 		case d.Verdict == registry.InProgress && leaseExpired(rec):
 			if mine, ok := m.takeOver(w, r, rec); ok { // settle.go
 				rec = mine
+				defer fl.track(claim.Scope)()
 				m.execute(w, r, next, rec, req, body)
 			}
 			return

@@ -6,14 +6,15 @@ import (
 	"github.com/idemkit/idem"
 )
 
-// A flightSet holds the one-transaction executions running in one
-// handler (Middleware.Handler makes one per handler), by scope. A request
-// whose key is being executed there waits for that execution and then
-// looks the record up, instead of running the handler too only to have
-// its record insert lose and its writes roll back. This saves work; it is
-// not what makes the operation run once — the record's unique scope in
-// the database is, across handlers and processes as well. Safe for
-// concurrent use.
+// A flightSet holds the executions running in one handler
+// (Middleware.Handler makes one per handler), by scope. A request whose
+// key is being executed there waits for that execution and then looks the
+// record up — in the one-transaction style instead of running the handler
+// too only to have its record insert lose and its writes roll back, in
+// the two-phase style instead of answering 409 IN_PROGRESS and having the
+// client poll. This saves work; it is not what makes the operation run
+// once — the record's unique scope in the database is, across handlers
+// and processes as well. Safe for concurrent use.
 type flightSet struct {
 	mu      sync.Mutex
 	running map[idem.ScopeHash]chan struct{}
@@ -44,4 +45,27 @@ func (f *flightSet) land(scope idem.ScopeHash, done chan struct{}) {
 	delete(f.running, scope)
 	f.mu.Unlock()
 	close(done)
+}
+
+// track registers an execution of scope that a two-phase request is about
+// to run and returns the function that ends it (waking its waiters). If
+// an execution of scope is still registered — one that released its
+// reservation and has not returned yet — nothing is registered and the
+// function does nothing: this request's duplicates then get the
+// two-phase answers (409 IN_PROGRESS, or Prefer: wait).
+func (f *flightSet) track(scope idem.ScopeHash) func() {
+	done, leader := f.lead(scope)
+	if !leader {
+		return func() {}
+	}
+	return func() { f.land(scope, done) }
+}
+
+// executing returns the done channel of the execution of scope registered
+// in f, if there is one.
+func (f *flightSet) executing(scope idem.ScopeHash) (<-chan struct{}, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	d, ok := f.running[scope]
+	return d, ok
 }

@@ -26,7 +26,7 @@ type Metrics struct {
 //	idem_shadow_decisions_total{operation, decision} what enforce mode would have done
 //	idem_reservation_seconds{operation}            latency of the acceptance point
 //	idem_in_flight{operation}                      executions running in this process
-//	idem_joined_total{operation}                   one-transaction requests that waited for an execution of their key in this process
+//	idem_joined_total{operation}                   requests that waited for an execution of their key in this process
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -49,7 +49,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}
 	m.joined = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "idem_joined_total",
-		Help: "Requests of one-transaction operations that waited for an execution of the same key in this process instead of running the handler.",
+		Help: "Requests that waited for an execution of the same key in this process instead of running the handler (one-transaction) or answering 409 IN_PROGRESS (two-phase).",
 	}, []string{"operation"})
 	reg.MustRegister(m.requests, m.shadow, m.reservation, m.inFlight, m.joined)
 	return m

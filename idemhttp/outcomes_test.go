@@ -112,28 +112,64 @@ func TestRefusals(t *testing.T) {
 	})
 }
 
+// TestInProgressAndWait: a duplicate of an operation in flight waits for
+// it when the same handler is executing it, and replays its outcome; a
+// duplicate that reaches another server (here: another middleware on the
+// same store) gets 409 IN_PROGRESS with Retry-After and the monitor link,
+// and with Prefer: wait it polls the registry and replays the outcome.
 func TestInProgressAndWait(t *testing.T) {
 	stores(t, func(t *testing.T, store registry.Store) {
 		f := newFixture(t, store, idemhttp.Enforce)
+		other := newFixture(t, store, idemhttp.Enforce) // another process on the same registry
 		var wg sync.WaitGroup
-		var first result
+		var first, local, waited result
 		wg.Go(func() { first = f.post("slow", `{}`, "X-Test", "block") })
 		<-f.app.started
-		busy := f.post("slow", `{}`)
+		wg.Go(func() { local = f.post("slow", `{}`) })
+		waitUntil(t, "the duplicate waiting for the execution of its key", func() bool {
+			return f.counted("idem_joined_total", "operation", "things.create") == 1
+		})
+		busy := other.post("slow", `{}`)
 		if busy.status != 409 || code(busy) != "IN_PROGRESS" || busy.header.Get("Retry-After") == "" ||
 			busy.header.Get("Link") != "</v1/operations/"+busy.header.Get("Idempotency-Operation")+`>; rel="monitor"` {
-			t.Errorf("in progress: %+v", busy)
+			t.Errorf("in progress elsewhere: %+v", busy)
 		}
-		var waited result
-		wg.Go(func() { waited = f.post("slow", `{}`, "Prefer", "wait=10") })
+		wg.Go(func() { waited = other.post("slow", `{}`, "Prefer", "wait=10") })
 		// The waiter polls the registry; let the first request finish.
 		f.app.release <- struct{}{}
 		wg.Wait()
-		if first.status != 201 || waited.status != 201 || waited.body != first.body || waited.header.Get("Idempotent-Replayed") != "true" {
-			t.Errorf("Prefer: wait did not replay the outcome:\n first %+v\n waited %+v", first, waited)
+		if first.status != 201 {
+			t.Fatalf("first: %+v", first)
 		}
-		if f.app.calls.Load() != 1 {
-			t.Errorf("handler ran %d times, want 1", f.app.calls.Load())
+		for name, r := range map[string]result{"the local duplicate": local, "Prefer: wait elsewhere": waited} {
+			if r.status != 201 || r.body != first.body || r.header.Get("Idempotent-Replayed") != "true" ||
+				r.header.Get("Idempotency-Operation") != first.header.Get("Idempotency-Operation") {
+				t.Errorf("%s did not replay the outcome:\n first %+v\n got   %+v", name, first, r)
+			}
+		}
+		if n := f.app.calls.Load() + other.app.calls.Load(); n != 1 {
+			t.Errorf("handlers ran %d times, want 1", n)
+		}
+	})
+}
+
+// TestInProgressWaitCap: a local duplicate waits at most the wait cap —
+// with a negative cap not at all — and is then answered 409 IN_PROGRESS.
+func TestInProgressWaitCap(t *testing.T) {
+	stores(t, func(t *testing.T, store registry.Store) {
+		f := newFixtureWith(t, store, idemhttp.Enforce, func(mw *idemhttp.Middleware) { mw.WaitCap = -1 })
+		var wg sync.WaitGroup
+		var first result
+		wg.Go(func() { first = f.post("capped", `{}`, "X-Test", "block") })
+		<-f.app.started
+		busy := f.post("capped", `{}`)
+		f.app.release <- struct{}{}
+		wg.Wait()
+		if busy.status != 409 || code(busy) != "IN_PROGRESS" || busy.header.Get("Retry-After") == "" {
+			t.Errorf("duplicate past the wait cap: %+v", busy)
+		}
+		if first.status != 201 || f.app.calls.Load() != 1 {
+			t.Errorf("first %+v; handler ran %d times; want 201, 1", first, f.app.calls.Load())
 		}
 	})
 }

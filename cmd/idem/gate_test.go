@@ -39,6 +39,7 @@ type gateReport struct {
 	OneTransaction   bool             `json:"one_transaction"`
 	ServeFlags       []string         `json:"serve_flags"`
 	Resends          map[string]int64 `json:"resends"`
+	Problems         []string         `json:"problems"` // printed with a failed report
 	Gates            []struct {
 		Name   string `json:"name"`
 		Passed bool   `json:"passed"`

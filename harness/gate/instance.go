@@ -28,6 +28,9 @@ type instance struct {
 	// op is the operation whose reservation histogram scrape reads; ""
 	// means payments.OperationCreate.
 	op string
+	// restarted: the instance replaces one the gate killed; it may have
+	// got no request before the load ended.
+	restarted bool
 }
 
 // startInstance runs "BIN serve --addr 127.0.0.1:0 ARGS…" and returns once
