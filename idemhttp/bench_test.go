@@ -28,6 +28,7 @@ import (
 	"github.com/idemkit/idem/idemhttp"
 	"github.com/idemkit/idem/idemstore"
 	"github.com/idemkit/idem/internal/pgtest"
+	"github.com/idemkit/idem/keyring"
 	"github.com/idemkit/idem/registry"
 )
 
@@ -44,7 +45,10 @@ import (
 //     (Reserve, then Complete with the payment insert, the outcome, the
 //     response snapshot and the outbox message queued with AddOutbox);
 //   - replay: behind the middleware, every request repeating one key whose
-//     operation already succeeded (Reserve finds it; the handler never runs).
+//     operation already succeeded (Reserve finds it; the handler never runs);
+//   - first_sealed, replay_sealed: first and replay on a store that seals
+//     the bodies it keeps at rest (Options.Sealer, a keyring.Ring with one
+//     AES-256-GCM key): the cost of encryption at rest.
 //
 // The operation uses canon.ModeSchema with payments.Schema(), metrics on
 // and logs discarded. Each sub-benchmark db=…/clients=…/variant runs on a
@@ -56,7 +60,7 @@ func BenchmarkMiddleware(b *testing.B) {
 		b.Run("db="+db, func(b *testing.B) {
 			for _, clients := range []int{1, 16, 64} {
 				b.Run(fmt.Sprintf("clients=%d", clients), func(b *testing.B) {
-					for _, variant := range []string{"plain", "first", "replay"} {
+					for _, variant := range []string{"plain", "first", "replay", "first_sealed", "replay_sealed"} {
 						b.Run(variant, func(b *testing.B) { benchMWRun(b, db, clients, variant) })
 					}
 				})
@@ -87,13 +91,13 @@ const (
 // benchMWOpen opens a fresh store of the kind db with the business table.
 // PostgreSQL gets a pool of 16 connections, as in the driver benchmarks,
 // so that 16 clients are not limited by the default pool of 4.
-func benchMWOpen(b *testing.B, db string) registry.Store {
+func benchMWOpen(b *testing.B, db string, sealer registry.Sealer) registry.Store {
 	b.Helper()
 	dsn := "sqlite:" + filepath.Join(b.TempDir(), "b.db")
 	if db == "postgres" {
 		dsn = pgtest.DSN(b) + "&pool_max_conns=16"
 	}
-	store, err := idemstore.Open(b.Context(), dsn, idemstore.Options{})
+	store, err := idemstore.Open(b.Context(), dsn, idemstore.Options{Sealer: sealer})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -238,7 +242,17 @@ func (h *benchMWHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // benchMWRun runs one sub-benchmark: b.N POSTs spread over clients
 // goroutines against a fresh server and database.
 func benchMWRun(b *testing.B, db string, clients int, variant string) {
-	store := &benchMWTimedStore{Store: benchMWOpen(b, db)}
+	var sealer registry.Sealer
+	if strings.HasSuffix(variant, "_sealed") {
+		key, err := keyring.NewKey("bench")
+		if err != nil {
+			b.Fatal(err)
+		}
+		if sealer, err = keyring.New(keyring.File{Active: "bench", Keys: []keyring.Key{key}}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	store := &benchMWTimedStore{Store: benchMWOpen(b, db, sealer)}
 	handler := &benchMWHandler{store: store}
 	var srvHandler http.Handler = handler
 	if variant != "plain" {
@@ -297,7 +311,7 @@ func benchMWRun(b *testing.B, db string, clients int, variant string) {
 	}
 
 	var keyOf func(n int64) string
-	switch variant {
+	switch strings.TrimSuffix(variant, "_sealed") {
 	case "plain":
 		keyOf = func(int64) string { return "" }
 	case "first":
@@ -326,7 +340,7 @@ func benchMWRun(b *testing.B, db string, clients int, variant string) {
 					return
 				}
 				t0 := time.Now()
-				if err := post(ctx, keyOf(n), variant == "replay"); err != nil {
+				if err := post(ctx, keyOf(n), strings.HasPrefix(variant, "replay")); err != nil {
 					failed.CompareAndSwap(nil, &err)
 					return
 				}
