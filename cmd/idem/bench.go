@@ -11,9 +11,11 @@ import (
 )
 
 // runBench implements "idem bench --db DSN": one side-by-side run of the
-// plain payments handler, the same handler behind idem (first execution
-// in both styles, and replay) and the database's raw insert rate, at each
-// client count (package bench). It prints a table, or the report as JSON
+// plain payments handler, the floor (the plain handler with a 32-byte
+// scope row in its transaction), the same handler behind idem (first
+// execution in both styles, and replay) and the database's raw insert
+// rate, at each client count, with the WAL bytes per operation of each on
+// PostgreSQL (package bench). It prints tables, or the report as JSON
 // with --json; progress goes to stderr. The exit code is 0 when the run
 // worked, whether or not the targets were met; with --check a missed
 // target exits 1 too.

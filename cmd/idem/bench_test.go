@@ -22,7 +22,8 @@ func TestBenchSQLite(t *testing.T) {
 	if code != exitOK || stderr != "" {
 		t.Fatalf("code %d, stderr %q", code, stderr)
 	}
-	for _, want := range []string{"idem bench: sqlite", "clients", "two-phase", "one-tx", "÷ plain", "reserve p99", "accept p99",
+	for _, want := range []string{"idem bench: sqlite", "clients", "floor", "two-phase", "one-tx", "÷ plain", "÷ floor",
+		"reserve p99", "accept p99", "WAL bytes per operation: measured on PostgreSQL only, not on sqlite.\n",
 		"The targets are set for PostgreSQL; they do not apply to sqlite.\n"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("table lacks %q:\n%s", want, out)
@@ -62,7 +63,13 @@ func testBenchJSON(t *testing.T, dsn, kind string) {
 			IdemFirstOneTxRPS    float64 `json:"idem_first_one_tx_rps"`
 			FirstOneTxRatio      float64 `json:"first_one_tx_ratio"`
 			OneTxAcceptanceP99Ms float64 `json:"one_tx_acceptance_p99_ms"`
-			Pass                 map[string]bool
+			// The floor and the ratios to it, both styles.
+			FloorRPS             float64 `json:"floor_rps"`
+			FirstFloorRatio      float64 `json:"first_floor_ratio"`
+			FirstOneTxFloorRatio float64 `json:"first_one_tx_floor_ratio"`
+			// WAL bytes per operation by variant: PostgreSQL only.
+			WALBytesPerOp map[string]float64 `json:"wal_bytes_per_op"`
+			Pass          map[string]bool
 		}
 	}
 	if err := json.Unmarshal([]byte(out), &rep); err != nil {
@@ -74,10 +81,25 @@ func testBenchJSON(t *testing.T, dsn, kind string) {
 	met := true
 	for _, r := range rep.Results {
 		for _, v := range []float64{r.PlainRPS, r.IdemFirstRPS, r.IdemReplayRPS, r.DBInsertRPS, r.ReservationP99Ms,
-			r.IdemFirstOneTxRPS, r.OneTxAcceptanceP99Ms} {
+			r.IdemFirstOneTxRPS, r.OneTxAcceptanceP99Ms, r.FloorRPS, r.FirstFloorRatio, r.FirstOneTxFloorRatio} {
 			if !(v > 0) {
 				t.Errorf("non-positive figure in %+v", r)
 			}
+		}
+		if math.Abs(r.FirstFloorRatio-r.IdemFirstRPS/r.FloorRPS) > 1e-9 || math.Abs(r.FirstOneTxFloorRatio-r.IdemFirstOneTxRPS/r.FloorRPS) > 1e-9 {
+			t.Errorf("floor ratios are not idem ÷ floor: %+v", r)
+		}
+		// Every variant that writes wrote WAL; a replay only reads (0,
+		// unless the other test's run on the cluster wrote meanwhile).
+		if kind == "postgres" {
+			for _, v := range []string{"plain", "floor", "idem_first", "idem_first_one_tx", "idem_replay", "db_insert"} {
+				b, ok := r.WALBytesPerOp[v]
+				if !ok || !(b > 0 || v == "idem_replay" && b == 0) {
+					t.Errorf("WAL bytes per op of %s: %v (present %v) in %v", v, b, ok, r.WALBytesPerOp)
+				}
+			}
+		} else if r.WALBytesPerOp != nil || strings.Contains(out, "wal_bytes_per_op") {
+			t.Errorf("%s report with WAL figures: %s", kind, out)
 		}
 		if math.Abs(r.FirstRatio-r.IdemFirstRPS/r.PlainRPS) > 1e-9 || math.Abs(r.ReplayRatio-r.IdemReplayRPS/r.PlainRPS) > 1e-9 ||
 			math.Abs(r.FirstOneTxRatio-r.IdemFirstOneTxRPS/r.PlainRPS) > 1e-9 {

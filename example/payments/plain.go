@@ -40,14 +40,27 @@ var plainQueries = sqlfile.MustLoad(plainFS, "plain.sql")
 // the operation_id columns, so the rows have the same shape and indexes as
 // the idempotent route's. A retried request creates a second payment: that
 // is what the baseline is for. Safe for concurrent use.
-func (s *Service) PlainCreate() http.Handler {
+func (s *Service) PlainCreate() http.Handler { return s.PlainCreateWith(nil) }
+
+// PlainStep is extra work PlainCreateWith runs in the plain handler's
+// transaction, before InsertPlain: id is the authenticated caller and r
+// the request (its body already read). An error rolls the transaction
+// back and answers 503 STORE_UNAVAILABLE, as a failed insert does. ctx
+// governs the step's statements.
+type PlainStep func(ctx context.Context, tx registry.Tx, id idem.Identity, r *http.Request) error
+
+// PlainCreateWith returns PlainCreate's handler with step run in its
+// transaction (see PlainStep); a nil step makes it PlainCreate. "idem
+// bench" uses it for its floor variant: the plain handler plus the
+// smallest idempotency row. Safe for concurrent use if step is.
+func (s *Service) PlainCreateWith(step PlainStep) http.Handler {
 	opts := canon.Options{Mode: canon.ModeSchema, Schema: Schema()}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		s.plainCreate(w, r, opts)
+		s.plainCreate(w, r, opts, step)
 	})
 }
 
-func (s *Service) plainCreate(w http.ResponseWriter, r *http.Request, opts canon.Options) {
+func (s *Service) plainCreate(w http.ResponseWriter, r *http.Request, opts canon.Options, step PlainStep) {
 	ctx := r.Context()
 	id, err := s.auth.Identity(r)
 	if err != nil {
@@ -89,6 +102,11 @@ func (s *Service) plainCreate(w http.ResponseWriter, r *http.Request, opts canon
 		return
 	}
 	if err := s.store.InTx(ctx, func(ctx context.Context, tx registry.Tx) error {
+		if step != nil {
+			if err := step(ctx, tx, id, r); err != nil {
+				return err
+			}
+		}
 		return InsertPlain(ctx, tx, id, requestID, p, out)
 	}); err != nil {
 		s.storeFailed(w, r, "plain create: insert", err)

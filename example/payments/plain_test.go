@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -150,4 +152,46 @@ func withoutIdentity(t *testing.T, body []byte) string {
 	delete(m, "created_at")
 	b, _ := json.Marshal(m)
 	return string(b)
+}
+
+// TestPlainCreateWith: the step runs in the plain transaction with the
+// caller's identity and the request; when it fails, the answer is 503
+// and the payment is rolled back with it.
+func TestPlainCreateWith(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	store, err := idemstore.Open(ctx, "sqlite:"+filepath.Join(t.TempDir(), "w.db"), idemstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(store.Close)
+	svc, err := New(ctx, Config{Store: store, Auth: testTokens, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seen []string
+	mux := http.NewServeMux()
+	mux.Handle("POST /v1/payments", svc.PlainCreateWith(func(ctx context.Context, tx registry.Tx, id idem.Identity, r *http.Request) error {
+		key := r.Header.Get(idem.KeyHeader)
+		seen = append(seen, id.Tenant+"/"+id.Principal+" "+key) // one request at a time below
+		if key == testKey("fail") {
+			return errors.New("step failed")
+		}
+		var n int
+		return tx.QueryRow(ctx, "SELECT count(*) FROM payments").Scan(&n) // inside the transaction
+	}))
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	b := &testBundle{store: store, srv: srv}
+	const body = `{"amount": "1", "currency": "EUR", "payee": "acct_1"}`
+	if r := b.post(t, "tok-bob", "k1", body); r.status != http.StatusCreated {
+		t.Fatalf("create with a step: %v", r)
+	}
+	requireProblem(t, b.post(t, "tok-alice", "fail", body), http.StatusServiceUnavailable, idem.CodeStoreUnavailable)
+	if want := []string{"acme/bob " + testKey("k1"), "acme/alice " + testKey("fail")}; !slices.Equal(seen, want) {
+		t.Errorf("step saw %q, want %q", seen, want)
+	}
+	if n := countPayments(t, store); n != 1 {
+		t.Errorf("%d payments, want 1 (the failed step's rolled back)", n)
+	}
 }

@@ -39,8 +39,8 @@ func TestRunSQLite(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "bench.db")
 	cfg := tinyConfig("sqlite:" + path)
 	cfg.Keep = true
-	runAndCheck(t, cfg, "sqlite")
-	checkRows(t, "sqlite:"+path, cfg.ReplayKeys)
+	rep := runAndCheck(t, cfg, "sqlite")
+	checkRows(t, "sqlite:"+path, cfg.ReplayKeys, rep)
 
 	// Without Keep, the file is gone afterwards.
 	path2 := filepath.Join(t.TempDir(), "bench2.db")
@@ -87,7 +87,7 @@ func TestRunPostgresKeep(t *testing.T) {
 	cfg.Clients, cfg.Rounds, cfg.Keep = []int{3}, 1, true
 	var progress bytes.Buffer
 	cfg.Progress = &progress
-	runAndCheck(t, cfg, "postgres")
+	rep := runAndCheck(t, cfg, "postgres")
 	// The progress names the kept schema; open the store in it.
 	_, rest, ok := strings.Cut(progress.String(), "working in schema ")
 	schema, _, _ := strings.Cut(rest, " ")
@@ -97,7 +97,10 @@ func TestRunPostgresKeep(t *testing.T) {
 	if n := strings.Count(progress.String(), "\nround "); n != len(variants) {
 		t.Errorf("%d progress lines for cells, want %d:\n%s", n, len(variants), progress.String())
 	}
-	checkRows(t, dsn+"&search_path="+schema, cfg.ReplayKeys)
+	if n := strings.Count(progress.String(), " WAL B/op\n"); n != len(variants) {
+		t.Errorf("%d progress lines with WAL bytes, want %d:\n%s", n, len(variants), progress.String())
+	}
+	checkRows(t, dsn+"&search_path="+schema, cfg.ReplayKeys, rep)
 }
 
 // runAndCheck runs cfg and checks the report's shape and consistency,
@@ -139,8 +142,9 @@ func runAndCheck(t *testing.T, cfg Config, kind string) *Report {
 		if c := num("clients"); c != float64(cfg.Clients[i]) {
 			t.Errorf("result %d: clients %v, want %d", i, c, cfg.Clients[i])
 		}
-		for _, f := range []string{"plain_rps", "idem_first_rps", "idem_first_one_tx_rps", "idem_replay_rps", "db_insert_rps",
-			"first_ratio", "first_one_tx_ratio", "replay_ratio", "reservation_p99_ms", "reservation_p50_ms", "replay_reservation_p99_ms",
+		for _, f := range []string{"plain_rps", "floor_rps", "idem_first_rps", "idem_first_one_tx_rps", "idem_replay_rps", "db_insert_rps",
+			"first_ratio", "first_one_tx_ratio", "replay_ratio", "floor_ratio", "first_floor_ratio", "first_one_tx_floor_ratio",
+			"reservation_p99_ms", "reservation_p50_ms", "replay_reservation_p99_ms",
 			"reservations", "one_tx_acceptance_p99_ms", "one_tx_acceptance_p50_ms", "one_tx_acceptances"} {
 			if v := num(f); !(v > 0) || math.IsInf(v, 0) {
 				t.Errorf("result %d: %s = %v, want a positive number", i, f, v)
@@ -149,8 +153,13 @@ func runAndCheck(t *testing.T, cfg Config, kind string) *Report {
 		near := func(a, b float64) bool { return math.Abs(a-b) <= 1e-9*math.Max(1, math.Abs(b)) }
 		if !near(num("first_ratio"), num("idem_first_rps")/num("plain_rps")) ||
 			!near(num("first_one_tx_ratio"), num("idem_first_one_tx_rps")/num("plain_rps")) ||
-			!near(num("replay_ratio"), num("idem_replay_rps")/num("plain_rps")) {
-			t.Errorf("result %d: ratios are not idem ÷ plain: %s", i, b)
+			!near(num("replay_ratio"), num("idem_replay_rps")/num("plain_rps")) ||
+			!near(num("floor_ratio"), num("floor_rps")/num("plain_rps")) {
+			t.Errorf("result %d: ratios are not ÷ plain: %s", i, b)
+		}
+		if !near(num("first_floor_ratio"), num("idem_first_rps")/num("floor_rps")) ||
+			!near(num("first_one_tx_floor_ratio"), num("idem_first_one_tx_rps")/num("floor_rps")) {
+			t.Errorf("result %d: ratios are not idem ÷ floor: %s", i, b)
 		}
 		if num("reservation_p50_ms") > num("reservation_p99_ms") || num("one_tx_acceptance_p50_ms") > num("one_tx_acceptance_p99_ms") {
 			t.Errorf("result %d: reservation p50 above p99: %s", i, b)
@@ -159,12 +168,13 @@ func runAndCheck(t *testing.T, cfg Config, kind string) *Report {
 		if err := json.Unmarshal(raw["rounds_rps"], &rounds); err != nil {
 			t.Fatal(err)
 		}
-		for v, med := range map[string]string{"plain": "plain_rps", "idem_first": "idem_first_rps", "idem_first_one_tx": "idem_first_one_tx_rps",
-			"idem_replay": "idem_replay_rps", "db_insert": "db_insert_rps"} {
+		for v, med := range map[string]string{"plain": "plain_rps", "floor": "floor_rps", "idem_first": "idem_first_rps",
+			"idem_first_one_tx": "idem_first_one_tx_rps", "idem_replay": "idem_replay_rps", "db_insert": "db_insert_rps"} {
 			if len(rounds[v]) != cfg.Rounds || !near(median(rounds[v]), num(med)) {
 				t.Errorf("result %d: %s rounds %v, median %v", i, v, rounds[v], num(med))
 			}
 		}
+		checkWAL(t, kind, cfg.Rounds, raw)
 		var pass map[string]bool
 		if err := json.Unmarshal(raw["pass"], &pass); err != nil {
 			t.Fatal(err)
@@ -202,12 +212,26 @@ func checkTable(t *testing.T, rep *Report) string {
 	if !strings.HasSuffix(table, "\n") || !strings.HasPrefix(table, "idem bench: "+rep.DB+", ") {
 		t.Errorf("table does not start with the run or end with a newline:\n%s", table)
 	}
+	// Throughput, ratios, times, and the WAL table on PostgreSQL.
+	tables := 3
+	const noWAL = "\nWAL bytes per operation: measured on PostgreSQL only, not on "
+	if rep.DB == "postgres" {
+		tables = 4
+		if !strings.Contains(table, "\nWAL bytes per operation: PostgreSQL's WAL insert position") {
+			t.Errorf("postgres table without the WAL table:\n%s", table)
+		}
+	} else if !strings.Contains(table, noWAL+rep.DB+".\n") {
+		t.Errorf("%s table does not say WAL is not measured:\n%s", rep.DB, table)
+	}
 	rows := 0
 	for _, r := range rep.Results {
 		rows += len(regexp.MustCompile(fmt.Sprintf(`(?m)^ +%d  +\d`, r.Clients)).FindAllString(table, -1))
 	}
-	if rows != 2*len(rep.Results) {
-		t.Errorf("%d rows for %d client counts in two tables:\n%s", rows, len(rep.Results), table)
+	if rows != tables*len(rep.Results) {
+		t.Errorf("%d rows for %d client counts in %d tables:\n%s", rows, len(rep.Results), tables, table)
+	}
+	if !strings.Contains(table, "floor ÷ plain") || !strings.Contains(table, "÷ floor") {
+		t.Errorf("no ratios to floor:\n%s", table)
 	}
 	marks := strings.Count(table, " ok") + strings.Count(table, " MISS")
 	const met = "They are met\nwhen, at every client count, the replay meets its target and one style meets both of its own.\n"
@@ -237,10 +261,21 @@ func TestWriteTable(t *testing.T) {
 	// cell makes a Result from one round's throughputs and the times.
 	cell := func(clients int, plain, first, oneTx, replay, insert, p50, p99, acc50, acc99, replayP99 float64) Result {
 		r := Result{Clients: clients, ReservationP50Ms: p50, ReservationP99Ms: p99, OneTxAcceptanceP50Ms: acc50,
-			OneTxAcceptanceP99Ms: acc99, ReplayReservationP99Ms: replayP99, RoundsRPS: RoundsRPS{Plain: []float64{plain},
-				IdemFirst: []float64{first}, IdemFirstOneTx: []float64{oneTx}, IdemReplay: []float64{replay}, DBInsert: []float64{insert}}}
+			OneTxAcceptanceP99Ms: acc99, ReplayReservationP99Ms: replayP99, RoundsRPS: PerRound{Plain: []float64{plain},
+				Floor: []float64{plain * 0.9}, IdemFirst: []float64{first}, IdemFirstOneTx: []float64{oneTx},
+				IdemReplay: []float64{replay}, DBInsert: []float64{insert}},
+			// WAL figures as wide as the throughputs; dropped for SQLite below.
+			RoundsWALBytesPerOp: &PerRound{Plain: []float64{plain}, Floor: []float64{plain}, IdemFirst: []float64{first},
+				IdemFirstOneTx: []float64{oneTx}, IdemReplay: []float64{replay}, DBInsert: []float64{insert}}}
 		r.summarise(DefaultTargets)
 		return r
+	}
+	noWAL := func(rs ...Result) []Result {
+		for i := range rs {
+			rs[i].RoundsWALBytesPerOp = nil
+			rs[i].summarise(DefaultTargets)
+		}
+		return rs
 	}
 	wide := cell(1024, 1234567, 123456, 123456, 12345678, 1234567, 12345.67, 123456.78, 12345.67, 123456.78, 123456.78)
 	good := cell(1, 100, 90, 95, 300, 120, 1, 3, 1, 2, 1)
@@ -253,7 +288,7 @@ func TestWriteTable(t *testing.T) {
 		{"postgres", []Result{good, wide}, "The targets were not met; missed:"},
 		{"postgres", []Result{good}, "Every target was met, in both styles."},
 		{"postgres", []Result{good, oneTx}, "The targets were met (in one style at every client count); missed:"},
-		{"sqlite", []Result{good, wide}, ""},
+		{"sqlite", noWAL(good, wide), ""},
 	} {
 		rep := &Report{DB: c.db, Go: "go1.26.8", CPUs: 128, Load: &Load{Start: 123.45, End: 678.9}, Rounds: 100,
 			DurationSeconds: 1234.5, WarmupSeconds: 123.25, ReplayKeys: 1000000, Targets: DefaultTargets, Results: c.results}
@@ -266,9 +301,10 @@ func TestWriteTable(t *testing.T) {
 }
 
 // checkRows opens a kept run's database and checks what the run wrote:
-// every payment has exactly one outbox message, and every operation
-// succeeded and created one payment.
-func checkRows(t *testing.T, dsn string, replayKeys int) {
+// every payment has exactly one outbox message, every operation
+// succeeded and created one payment, and every floor request answered
+// 201 left one floor row (and nothing else did).
+func checkRows(t *testing.T, dsn string, replayKeys int, rep *Report) {
 	t.Helper()
 	ctx := context.Background()
 	store, err := idemstore.Open(ctx, dsn, idemstore.Options{})
@@ -276,11 +312,13 @@ func checkRows(t *testing.T, dsn string, replayKeys int) {
 		t.Fatal(err)
 	}
 	defer store.Close()
-	var pays, msgs, orphans, ops, succeeded, withPayment int
+	var pays, msgs, orphans, ops, succeeded, withPayment, floorRows, floorNot32 int
 	err = store.InTx(ctx, func(ctx context.Context, tx registry.Tx) error {
 		for q, dst := range map[string]*int{
-			`SELECT count(*) FROM payments`:    &pays,
-			`SELECT count(*) FROM idem_outbox`: &msgs,
+			queries.Get("count_floor"):                                        &floorRows,
+			`SELECT count(*) FROM idem_bench_floor WHERE length(scope) <> 32`: &floorNot32,
+			`SELECT count(*) FROM payments`:                                   &pays,
+			`SELECT count(*) FROM idem_outbox`:                                &msgs,
 			`SELECT count(*) FROM payments p WHERE (SELECT count(*) FROM idem_outbox o WHERE o.operation_id = p.operation_id AND o.topic = 'payment.created') <> 1`: &orphans,
 			`SELECT count(*) FROM idem_operations`:                                                      &ops,
 			`SELECT count(*) FROM idem_operations WHERE state = '` + string(idem.StateSucceeded) + `'`:  &succeeded,
@@ -301,6 +339,45 @@ func checkRows(t *testing.T, dsn string, replayKeys int) {
 	if ops < replayKeys || succeeded != ops || withPayment != ops || ops >= pays {
 		t.Errorf("%d operations (%d succeeded, %d with a payment) for %d payments and %d replay keys",
 			ops, succeeded, withPayment, pays, replayKeys)
+	}
+	// Floor payments have no operation: plain's, floor's and db insert's
+	// payments together are pays - ops.
+	if floorRows == 0 || int64(floorRows) != rep.floorCreated || floorNot32 != 0 || floorRows > pays-ops {
+		t.Errorf("%d floor rows (%d not 32 bytes) for %d floor requests answered 201, %d payments without an operation",
+			floorRows, floorNot32, rep.floorCreated, pays-ops)
+	}
+}
+
+// checkWAL checks one result's WAL figures in the JSON: on PostgreSQL a
+// figure per variant, each the median of one per round, positive for
+// every variant that writes (a replay only reads: it may be 0, unless
+// another test's run on the same cluster wrote meanwhile); on SQLite no
+// figures at all, not zeros.
+func checkWAL(t *testing.T, kind string, rounds int, raw map[string]json.RawMessage) {
+	t.Helper()
+	perOp, perRound := raw["wal_bytes_per_op"], raw["rounds_wal_bytes_per_op"]
+	if kind != "postgres" {
+		if perOp != nil || perRound != nil {
+			t.Errorf("%s result with WAL figures: %s, %s", kind, perOp, perRound)
+		}
+		return
+	}
+	var med map[string]float64
+	var all map[string][]float64
+	if err := json.Unmarshal(perOp, &med); err != nil {
+		t.Fatalf("wal_bytes_per_op %s: %v", perOp, err)
+	}
+	if err := json.Unmarshal(perRound, &all); err != nil {
+		t.Fatalf("rounds_wal_bytes_per_op %s: %v", perRound, err)
+	}
+	if len(med) != len(variants) || len(all) != len(variants) {
+		t.Errorf("WAL figures for %d and %d variants, want %d: %s, %s", len(med), len(all), len(variants), perOp, perRound)
+	}
+	for _, v := range variants {
+		b, ok := med[v]
+		if !ok || !(b > 0 || v == variantReplay && b == 0) || math.IsInf(b, 0) || len(all[v]) != rounds || median(all[v]) != b {
+			t.Errorf("%s: %v WAL bytes per op (rounds %v), want a positive median of %d rounds", v, b, all[v], rounds)
+		}
 	}
 }
 

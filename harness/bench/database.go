@@ -24,7 +24,10 @@ type freshDB struct {
 	kind  string // "postgres" or "sqlite"
 	dsn   string // the DSN the store is opened with
 	where string // the schema or file, for messages
-	drop  func(ctx context.Context) error
+	// conn configures a connection outside the store's pool (the WAL
+	// meter's); nil on SQLite.
+	conn *pgx.ConnConfig
+	drop func(ctx context.Context) error
 }
 
 // newFreshDB creates the run's database from the user's DSN: a new schema
@@ -72,7 +75,7 @@ func newSchema(ctx context.Context, dsn string) (*freshDB, error) {
 	q := u.Query()
 	q.Set("search_path", schema)
 	u.RawQuery = q.Encode()
-	return &freshDB{kind: "postgres", dsn: u.String(), where: "schema " + schema,
+	return &freshDB{kind: "postgres", dsn: u.String(), where: "schema " + schema, conn: cfg.ConnConfig.Copy(),
 		drop: func(ctx context.Context) error { return exec(ctx, "DROP SCHEMA "+ident+" CASCADE") }}, nil
 }
 

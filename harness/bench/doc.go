@@ -1,12 +1,20 @@
 // Package bench measures what idem costs: in one run, on one machine and
 // one database, it drives the reference payments service's create
-// endpoint four ways and reports their throughput side by side.
+// endpoint six ways and reports their throughput side by side.
 //
 //   - plain: payments.Service.PlainCreate, the handler a careful service
 //     would write without idem (same validation, its own transaction
 //     writing one payment row and one outbox row, 201 with the same body);
+//   - floor: the plain handler (payments.Service.PlainCreateWith) with
+//     the smallest idempotency row in its transaction — a 32-byte scope,
+//     SHA-256 of the caller and the Idempotency-Key header, as the only
+//     column and primary key of idem_bench_floor (floor.sql) — served and
+//     sent exactly like plain, a new key per request: what any
+//     idempotency layer must at least add;
 //   - idem first: the real service route behind the real
-//     idemhttp.Middleware, a new Idempotency-Key per request;
+//     idemhttp.Middleware, a new Idempotency-Key per request, in the
+//     two-phase style and, on a second instance of the service, in the
+//     one-transaction style;
 //   - idem replay: the same route, every request repeating one of
 //     Config.ReplayKeys keys whose operations succeeded before timing
 //     began, spread over all of them;
@@ -28,4 +36,9 @@
 // not the middleware's idem_reservation_seconds histogram, whose buckets
 // are 0.2 ms × 2^k wide): its p99 over every timed first execution of all
 // rounds is Result.ReservationP99Ms.
+//
+// On PostgreSQL every timed cell also reads the WAL insert position
+// before and after, on a connection of its own; the difference ÷ the
+// requests completed is Result.WALBytesPerOp. The position is the
+// cluster's: the run should have the cluster to itself.
 package bench

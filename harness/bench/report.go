@@ -38,14 +38,24 @@ type Report struct {
 	Targets         Targets `json:"targets"`
 	// Results holds one entry per client count, in Config.Clients order.
 	Results []Result `json:"results"`
+
+	// floorCreated is how many floor requests were answered 201, warm-ups
+	// included: one idem_bench_floor row each (checked by the tests).
+	floorCreated int64
 }
 
 // Result is one client count's figures. Throughputs are requests (or
 // transactions, for DBInsertRPS) per second, the median over the rounds;
-// ratios are idem ÷ plain of those medians.
+// ratios are idem ÷ plain (or ÷ floor, where the name says so) of those
+// medians.
 type Result struct {
-	Clients       int     `json:"clients"`
-	PlainRPS      float64 `json:"plain_rps"`
+	Clients  int     `json:"clients"`
+	PlainRPS float64 `json:"plain_rps"`
+	// FloorRPS is the floor variant: the plain handler with the smallest
+	// idempotency row (a 32-byte scope primary key) in its transaction;
+	// FloorRatio is floor ÷ plain.
+	FloorRPS      float64 `json:"floor_rps"`
+	FloorRatio    float64 `json:"floor_ratio"`
 	IdemFirstRPS  float64 `json:"idem_first_rps"`
 	IdemReplayRPS float64 `json:"idem_replay_rps"`
 	DBInsertRPS   float64 `json:"db_insert_rps"`
@@ -65,6 +75,11 @@ type Result struct {
 	// ratio to plain.
 	IdemFirstOneTxRPS float64 `json:"idem_first_one_tx_rps"`
 	FirstOneTxRatio   float64 `json:"first_one_tx_ratio"`
+	// FirstFloorRatio and FirstOneTxFloorRatio are a first execution ÷
+	// floor, two-phase and one-transaction: the share of the floor's
+	// throughput each style keeps. No target applies to them.
+	FirstFloorRatio      float64 `json:"first_floor_ratio"`
+	FirstOneTxFloorRatio float64 `json:"first_one_tx_floor_ratio"`
 	// OneTxAcceptanceP99Ms is the p99 (nearest rank) over every timed
 	// one-transaction first execution of the time its request spent in
 	// the registry outside the handler: the lookup, then ExecuteOnce's
@@ -77,7 +92,16 @@ type Result struct {
 	// Pass says which targets the cell met.
 	Pass Pass `json:"pass"`
 	// RoundsRPS holds every round's throughput, in round order.
-	RoundsRPS RoundsRPS `json:"rounds_rps"`
+	RoundsRPS PerRound `json:"rounds_rps"`
+	// WALBytesPerOp is, per variant, the median over the rounds of the
+	// bytes of PostgreSQL write-ahead log inserted during the timed cell
+	// (pg_current_wal_insert_lsn before and after, cluster-wide) ÷ the
+	// requests (db insert: transactions) it completed; nil, and absent
+	// from the JSON, on SQLite, where it is not measured.
+	WALBytesPerOp *PerVariant `json:"wal_bytes_per_op,omitempty"`
+	// RoundsWALBytesPerOp holds every round's figure behind
+	// WALBytesPerOp; nil when it is.
+	RoundsWALBytesPerOp *PerRound `json:"rounds_wal_bytes_per_op,omitempty"`
 }
 
 // Pass says which of the Targets a Result met: First and Reservation
@@ -96,26 +120,56 @@ type Pass struct {
 // targets.
 func (p Pass) styleMet() bool { return p.First && p.Reservation || p.FirstOneTx && p.AcceptanceOneTx }
 
-// RoundsRPS are the per-round throughputs behind a Result's medians.
-type RoundsRPS struct {
+// PerRound holds one figure per round for each variant, in round order:
+// the per-round values behind a Result's medians.
+type PerRound struct {
 	Plain          []float64 `json:"plain"`
+	Floor          []float64 `json:"floor"`
 	IdemFirst      []float64 `json:"idem_first"`
 	IdemFirstOneTx []float64 `json:"idem_first_one_tx"`
 	IdemReplay     []float64 `json:"idem_replay"`
 	DBInsert       []float64 `json:"db_insert"`
 }
 
+// add appends x to variant v's figures.
+func (p *PerRound) add(v string, x float64) {
+	dst := map[string]*[]float64{variantPlain: &p.Plain, variantFloor: &p.Floor, variantFirst: &p.IdemFirst,
+		variantFirstOneTx: &p.IdemFirstOneTx, variantReplay: &p.IdemReplay, variantDBInsert: &p.DBInsert}[v]
+	*dst = append(*dst, x)
+}
+
+// medians returns each variant's median.
+func (p *PerRound) medians() *PerVariant {
+	return &PerVariant{Plain: median(p.Plain), Floor: median(p.Floor), IdemFirst: median(p.IdemFirst),
+		IdemFirstOneTx: median(p.IdemFirstOneTx), IdemReplay: median(p.IdemReplay), DBInsert: median(p.DBInsert)}
+}
+
+// PerVariant holds one figure for each variant.
+type PerVariant struct {
+	Plain          float64 `json:"plain"`
+	Floor          float64 `json:"floor"`
+	IdemFirst      float64 `json:"idem_first"`
+	IdemFirstOneTx float64 `json:"idem_first_one_tx"`
+	IdemReplay     float64 `json:"idem_replay"`
+	DBInsert       float64 `json:"db_insert"`
+}
+
 // summarise fills the medians, ratios and pass flags from RoundsRPS and
-// the reservation figures.
+// the reservation figures, and WALBytesPerOp from RoundsWALBytesPerOp.
 func (r *Result) summarise(t Targets) {
-	r.PlainRPS = median(r.RoundsRPS.Plain)
-	r.IdemFirstRPS = median(r.RoundsRPS.IdemFirst)
-	r.IdemReplayRPS = median(r.RoundsRPS.IdemReplay)
-	r.DBInsertRPS = median(r.RoundsRPS.DBInsert)
-	r.IdemFirstOneTxRPS = median(r.RoundsRPS.IdemFirstOneTx)
+	rps := r.RoundsRPS.medians()
+	r.PlainRPS, r.FloorRPS, r.IdemFirstRPS = rps.Plain, rps.Floor, rps.IdemFirst
+	r.IdemFirstOneTxRPS, r.IdemReplayRPS, r.DBInsertRPS = rps.IdemFirstOneTx, rps.IdemReplay, rps.DBInsert
 	r.FirstRatio = r.IdemFirstRPS / r.PlainRPS
 	r.FirstOneTxRatio = r.IdemFirstOneTxRPS / r.PlainRPS
 	r.ReplayRatio = r.IdemReplayRPS / r.PlainRPS
+	r.FloorRatio = r.FloorRPS / r.PlainRPS
+	r.FirstFloorRatio = r.IdemFirstRPS / r.FloorRPS
+	r.FirstOneTxFloorRatio = r.IdemFirstOneTxRPS / r.FloorRPS
+	r.WALBytesPerOp = nil
+	if r.RoundsWALBytesPerOp != nil {
+		r.WALBytesPerOp = r.RoundsWALBytesPerOp.medians()
+	}
 	r.Pass = Pass{
 		First:           r.FirstRatio >= t.FirstRatio,
 		Replay:          r.ReplayRatio >= t.ReplayRatio,
@@ -163,8 +217,10 @@ func (rep *Report) Misses() []string {
 }
 
 // WriteTable writes the report for people, in lines of at most 100
-// columns: the run's settings, then two tables — throughput with the
-// ratios to plain, and the times spent at the acceptance point. On
+// columns: the run's settings, then the tables — throughput, the ratios
+// (to plain, to floor), the times spent at the acceptance point and, on
+// PostgreSQL, the WAL bytes per operation (elsewhere one line saying it
+// is not measured). On
 // PostgreSQL, for which the Targets are set, every figure with a target
 // is marked ok or MISS, and a paragraph says what the targets are, when
 // they count as met, and which were missed; other databases get no marks
@@ -185,14 +241,25 @@ func (rep *Report) WriteTable(w io.Writer) error {
 		return fmt.Sprintf("%.2f %s", v, mark(ok))
 	}
 
-	fmt.Fprint(w, "\nrequests per second, each idem figure also ÷ plain (db insert: transactions per second)\n")
+	fmt.Fprint(w, "\nrequests per second (db insert: transactions per second)\n")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "clients\tplain\ttwo-phase\t÷ plain\tone-tx\t÷ plain\treplay\t÷ plain\tdb insert\t")
+	fmt.Fprintln(tw, "clients\tplain\tfloor\ttwo-phase\tone-tx\treplay\tdb insert\t")
 	for _, r := range rep.Results {
-		fmt.Fprintf(tw, "%d\t%.0f\t%.0f\t%s\t%.0f\t%s\t%.0f\t%s\t%.0f\t\n",
-			r.Clients, r.PlainRPS, r.IdemFirstRPS, marked(r.FirstRatio, r.Pass.First),
-			r.IdemFirstOneTxRPS, marked(r.FirstOneTxRatio, r.Pass.FirstOneTx),
-			r.IdemReplayRPS, marked(r.ReplayRatio, r.Pass.Replay), r.DBInsertRPS)
+		fmt.Fprintf(tw, "%d\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t\n", r.Clients, r.PlainRPS, r.FloorRPS,
+			r.IdemFirstRPS, r.IdemFirstOneTxRPS, r.IdemReplayRPS, r.DBInsertRPS)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+
+	fmt.Fprint(w, "\nratios of those medians: floor and each idem figure ÷ plain, a first execution ÷ floor\n")
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "clients\tfloor ÷ plain\ttwo-phase ÷ plain\t÷ floor\tone-tx ÷ plain\t÷ floor\treplay ÷ plain\t")
+	for _, r := range rep.Results {
+		fmt.Fprintf(tw, "%d\t%.2f\t%s\t%.2f\t%s\t%.2f\t%s\t\n", r.Clients, r.FloorRatio,
+			marked(r.FirstRatio, r.Pass.First), r.FirstFloorRatio,
+			marked(r.FirstOneTxRatio, r.Pass.FirstOneTx), r.FirstOneTxFloorRatio,
+			marked(r.ReplayRatio, r.Pass.Replay))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -207,6 +274,10 @@ func (rep *Report) WriteTable(w io.Writer) error {
 			r.OneTxAcceptanceP50Ms, marked(r.OneTxAcceptanceP99Ms, r.Pass.AcceptanceOneTx), r.ReplayReservationP99Ms)
 	}
 	if err := tw.Flush(); err != nil {
+		return err
+	}
+
+	if err := rep.writeWAL(w); err != nil {
 		return err
 	}
 
@@ -236,6 +307,28 @@ func (rep *Report) WriteTable(w io.Writer) error {
 		_, err = fmt.Fprintf(w, "  %s\n", miss)
 	}
 	return err
+}
+
+// writeWAL writes the WAL table, or one line saying that the run has no
+// WAL figures.
+func (rep *Report) writeWAL(w io.Writer) error {
+	if len(rep.Results) == 0 || rep.Results[0].WALBytesPerOp == nil {
+		_, err := fmt.Fprintf(w, "\nWAL bytes per operation: measured on PostgreSQL only, not on %s.\n", rep.DB)
+		return err
+	}
+	fmt.Fprint(w, "\nWAL bytes per operation: PostgreSQL's WAL insert position around each timed cell\n"+
+		"÷ the requests it completed (db insert: transactions), median of the rounds\n")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "clients\tplain\tfloor\ttwo-phase\tone-tx\treplay\tdb insert\t")
+	for _, r := range rep.Results {
+		b := r.WALBytesPerOp
+		if b == nil {
+			b = &PerVariant{}
+		}
+		fmt.Fprintf(tw, "%d\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t\n", r.Clients, b.Plain, b.Floor,
+			b.IdemFirst, b.IdemFirstOneTx, b.IdemReplay, b.DBInsert)
+	}
+	return tw.Flush()
 }
 
 func mark(ok bool) string {

@@ -79,6 +79,18 @@ func Run(ctx context.Context, cfg Config) (_ *Report, err error) {
 		return nil, err
 	}
 	defer stopPlain()
+	// The floor: the plain handler, served the same way, with the
+	// smallest idempotency row in its transaction (floor.go).
+	if err := createFloorTable(ctx, store); err != nil {
+		return nil, fmt.Errorf("bench: creating the floor table: %w", err)
+	}
+	floorMux := http.NewServeMux()
+	floorMux.Handle("POST /v1/payments", svc.PlainCreateWith(floorStep))
+	floorURL, stopFloor, err := serve(floorMux)
+	if err != nil {
+		return nil, err
+	}
+	defer stopFloor()
 	idemURL, stopIdem, err := serve(svc.Handler())
 	if err != nil {
 		return nil, err
@@ -101,23 +113,34 @@ func Run(ctx context.Context, cfg Config) (_ *Report, err error) {
 	rand.Read(rnd[:])
 	t := &target{
 		plainURL: plainURL + "/v1/payments", idemURL: idemURL + "/v1/payments",
-		oneTxURL: oneTxURL + "/v1/payments",
-		client:   &http.Client{Transport: transport}, store: store,
+		floorURL: floorURL + "/v1/payments", oneTxURL: oneTxURL + "/v1/payments",
+		client: &http.Client{Transport: transport}, store: store,
 		runID: hex.EncodeToString(rnd[:]), replayKeys: cfg.ReplayKeys,
+	}
+	var wal *walMeter // nil on SQLite: no WAL figures
+	if db.conn != nil {
+		if wal, err = openWAL(ctx, db.conn); err != nil {
+			return nil, fmt.Errorf("bench: connecting the WAL meter: %w", err)
+		}
+		defer wal.close(context.WithoutCancel(ctx))
 	}
 	startLoad, haveLoad := machine.LoadAverage()
 	if err := t.prepareReplays(ctx); err != nil {
 		return nil, err
 	}
-	rep, err := measure(ctx, cfg, db.kind, t, timed)
+	rep, err := measure(ctx, cfg, db.kind, t, timed, wal)
 	if endLoad, ok := machine.LoadAverage(); err == nil && ok && haveLoad {
 		rep.Load = &Load{Start: startLoad, End: endLoad}
+	}
+	if err == nil {
+		rep.floorCreated = t.floorCreated.Load()
 	}
 	return rep, err
 }
 
 // measure times every cell cfg.Rounds times, interleaved, and summarises.
-func measure(ctx context.Context, cfg Config, kind string, t *target, timed *timedStore) (*Report, error) {
+// wal, if not nil, measures the WAL each timed cell inserted.
+func measure(ctx context.Context, cfg Config, kind string, t *target, timed *timedStore, wal *walMeter) (*Report, error) {
 	rep := &Report{
 		DB: kind, Go: runtime.Version(), CPUs: runtime.NumCPU(),
 		Rounds: cfg.Rounds, DurationSeconds: cfg.Duration.Seconds(), WarmupSeconds: cfg.Warmup.Seconds(),
@@ -151,26 +174,32 @@ func measure(ctx context.Context, cfg Config, kind string, t *target, timed *tim
 				case variantReplay:
 					stop = timed.record(&replayRes[ci])
 				}
+				lsn, err := wal.position(ctx)
+				if err != nil {
+					return nil, fmt.Errorf("bench: reading the WAL position: %w", err)
+				}
 				w, err := drive(ctx, clients, cfg.Duration, &seq, do)
 				stop()
 				if err != nil {
 					return nil, fmt.Errorf("bench: %s, %d clients, round %d: %w", v, clients, round+1, err)
 				}
-				rps := w.rps()
-				switch v {
-				case variantPlain:
-					r.RoundsRPS.Plain = append(r.RoundsRPS.Plain, rps)
-				case variantFirst:
-					r.RoundsRPS.IdemFirst = append(r.RoundsRPS.IdemFirst, rps)
-				case variantFirstOneTx:
-					r.RoundsRPS.IdemFirstOneTx = append(r.RoundsRPS.IdemFirstOneTx, rps)
-				case variantReplay:
-					r.RoundsRPS.IdemReplay = append(r.RoundsRPS.IdemReplay, rps)
-				case variantDBInsert:
-					r.RoundsRPS.DBInsert = append(r.RoundsRPS.DBInsert, rps)
+				walBytes, measured, err := wal.since(ctx, lsn)
+				if err != nil {
+					return nil, fmt.Errorf("bench: reading the WAL position: %w", err)
 				}
-				fmt.Fprintf(cfg.Progress, "round %d/%d  clients %-3d  %-17s  %8.0f/s  (%d in %.2fs)\n",
+				rps := w.rps()
+				r.RoundsRPS.add(v, rps)
+				line := fmt.Sprintf("round %d/%d  clients %-3d  %-17s  %8.0f/s  (%d in %.2fs)",
 					round+1, cfg.Rounds, clients, v, rps, w.requests, w.elapsed.Seconds())
+				if measured {
+					if r.RoundsWALBytesPerOp == nil {
+						r.RoundsWALBytesPerOp = &PerRound{}
+					}
+					perOp := float64(walBytes) / float64(w.requests)
+					r.RoundsWALBytesPerOp.add(v, perOp)
+					line += fmt.Sprintf("  %.0f WAL B/op", perOp)
+				}
+				fmt.Fprintln(cfg.Progress, line)
 			}
 		}
 	}

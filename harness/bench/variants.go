@@ -23,13 +23,14 @@ import (
 // The variants, in their base order within a round.
 const (
 	variantPlain      = "plain"
+	variantFloor      = "floor"
 	variantFirst      = "idem_first"
 	variantFirstOneTx = "idem_first_one_tx"
 	variantReplay     = "idem_replay"
 	variantDBInsert   = "db_insert"
 )
 
-var variants = []string{variantPlain, variantFirst, variantFirstOneTx, variantReplay, variantDBInsert}
+var variants = []string{variantPlain, variantFloor, variantFirst, variantFirstOneTx, variantReplay, variantDBInsert}
 
 // requestBody is the payments.v1 body every HTTP request sends.
 const requestBody = `{"amount":"12.50","currency":"EUR","payee":"acct_1","memo":"invoice 2026-117"}`
@@ -60,11 +61,13 @@ func token(i int) string { return "bench-" + strconv.Itoa(i) }
 // and the store.
 type target struct {
 	plainURL, idemURL string // ".../v1/payments" on each server
+	floorURL          string // the same on the floor server
 	oneTxURL          string // the same on the one-transaction server
 	client            *http.Client
 	store             registry.Store // the run's store, untimed
 	runID             string         // makes keys unique to the run
 	replayKeys        int
+	floorCreated      atomic.Int64 // floor requests answered 201, warm-ups included
 }
 
 // op returns the request function of a variant.
@@ -73,6 +76,14 @@ func (t *target) op(variant string) op {
 	case variantPlain:
 		return func(ctx context.Context, n int64) error {
 			return t.post(ctx, t.plainURL, int(n%principals), "", false)
+		}
+	case variantFloor:
+		return func(ctx context.Context, n int64) error {
+			err := t.post(ctx, t.floorURL, int(n%principals), t.firstKey(n), false)
+			if err == nil {
+				t.floorCreated.Add(1)
+			}
+			return err
 		}
 	case variantFirst:
 		return func(ctx context.Context, n int64) error {
@@ -93,8 +104,9 @@ func (t *target) op(variant string) op {
 	panic("bench: unknown variant " + variant)
 }
 
-// firstKey is the key of the n-th first execution: derived from the run
-// and n, so that the service's strict key policy accepts it.
+// firstKey is the key of the n-th first execution, and of the n-th floor
+// request: derived from the run and n, so that the service's strict key
+// policy accepts it.
 func (t *target) firstKey(n int64) string {
 	return keygen.Derive(t.runID + "-f-" + strconv.FormatInt(n, 10))
 }
