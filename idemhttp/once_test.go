@@ -83,29 +83,35 @@ func TestOneTransactionConcurrentDuplicate(t *testing.T) {
 	})
 }
 
-// A duplicate waits for the execution of its key at most the wait cap;
-// then (here at once: no waiting) it is refused as in progress, and the
-// handler still ran once.
-func TestOneTransactionWaitCap(t *testing.T) {
-	stores(t, func(t *testing.T, store registry.Store) {
-		f := newFixtureWith(t, store, idemhttp.Enforce, func(mw *idemhttp.Middleware) {
-			oneTransaction(mw)
-			mw.WaitCap = -1
+// TestLocalWaitCap: a duplicate waits for the execution of its key in
+// this handler at most the wait cap, in both styles; then (here at once:
+// no waiting) it is refused as in progress, and the handler still ran once.
+func TestLocalWaitCap(t *testing.T) {
+	for style, shape := range map[string]func(*idemhttp.Middleware){"two-phase": nil, "one-transaction": oneTransaction} {
+		t.Run(style, func(t *testing.T) {
+			stores(t, func(t *testing.T, store registry.Store) {
+				f := newFixtureWith(t, store, idemhttp.Enforce, func(mw *idemhttp.Middleware) {
+					if shape != nil {
+						shape(mw)
+					}
+					mw.WaitCap = -1
+				})
+				var wg sync.WaitGroup
+				var first result
+				wg.Go(func() { first = f.post("capped", `{}`, "X-Test", "block") })
+				<-f.app.started
+				busy := f.post("capped", `{}`)
+				f.app.release <- struct{}{}
+				wg.Wait()
+				if busy.status != 409 || code(busy) != "IN_PROGRESS" || busy.header.Get("Retry-After") == "" {
+					t.Errorf("duplicate past the wait cap: %+v", busy)
+				}
+				if first.status != 201 || f.app.calls.Load() != 1 || f.effects() != 1 {
+					t.Errorf("first %+v; handler ran %d times, %d effects; want 201, 1, 1", first, f.app.calls.Load(), f.effects())
+				}
+			})
 		})
-		var wg sync.WaitGroup
-		var first result
-		wg.Go(func() { first = f.post("capped", `{}`, "X-Test", "block") })
-		<-f.app.started
-		busy := f.post("capped", `{}`)
-		f.app.release <- struct{}{}
-		wg.Wait()
-		if busy.status != 409 || code(busy) != "IN_PROGRESS" || busy.header.Get("Retry-After") == "" {
-			t.Errorf("duplicate past the wait cap: %+v", busy)
-		}
-		if first.status != 201 || f.app.calls.Load() != 1 || f.effects() != 1 {
-			t.Errorf("first %+v; handler ran %d times, %d effects; want 201, 1, 1", first, f.app.calls.Load(), f.effects())
-		}
-	})
+	}
 }
 
 // waitUntil polls cond until it holds, failing the test after 10 s.

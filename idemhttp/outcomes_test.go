@@ -153,27 +153,6 @@ func TestInProgressAndWait(t *testing.T) {
 	})
 }
 
-// TestInProgressWaitCap: a local duplicate waits at most the wait cap —
-// with a negative cap not at all — and is then answered 409 IN_PROGRESS.
-func TestInProgressWaitCap(t *testing.T) {
-	stores(t, func(t *testing.T, store registry.Store) {
-		f := newFixtureWith(t, store, idemhttp.Enforce, func(mw *idemhttp.Middleware) { mw.WaitCap = -1 })
-		var wg sync.WaitGroup
-		var first result
-		wg.Go(func() { first = f.post("capped", `{}`, "X-Test", "block") })
-		<-f.app.started
-		busy := f.post("capped", `{}`)
-		f.app.release <- struct{}{}
-		wg.Wait()
-		if busy.status != 409 || code(busy) != "IN_PROGRESS" || busy.header.Get("Retry-After") == "" {
-			t.Errorf("duplicate past the wait cap: %+v", busy)
-		}
-		if first.status != 201 || f.app.calls.Load() != 1 {
-			t.Errorf("first %+v; handler ran %d times; want 201, 1", first, f.app.calls.Load())
-		}
-	})
-}
-
 func TestClientDisconnectAfterAcceptance(t *testing.T) {
 	stores(t, func(t *testing.T, store registry.Store) {
 		f := newFixture(t, store, idemhttp.Enforce)
