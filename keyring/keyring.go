@@ -140,9 +140,6 @@ func NewKey(id string) (Key, error) {
 // ActiveKeyID returns the ID of the key Seal uses.
 func (r *Ring) ActiveKeyID() string { return r.active }
 
-// Has reports whether the ring holds a key with that ID.
-func (r *Ring) Has(id string) bool { _, ok := r.aeads[id]; return ok }
-
 // Seal encrypts plaintext under the active key, binding aad, with a fresh
 // random nonce.
 func (r *Ring) Seal(plaintext, aad []byte) (string, []byte, error) {
