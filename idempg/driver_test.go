@@ -16,6 +16,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/internal/pgtest"
@@ -277,6 +278,32 @@ func TestSchemaRefusesTerminalWithoutDigest(t *testing.T) {
 	var pgErr *pgconn.PgError
 	if !errors.As(err, &pgErr) || pgErr.Code != "23514" {
 		t.Errorf("terminal state without digest: %v, want a check violation", err)
+	}
+}
+
+// migrateBefore applies, on an empty database, the embedded migrations
+// whose versions sort before version ("008": 001 to 007) and records them
+// as applied, as Open would have: the starting point of an upgrade test.
+func migrateBefore(t *testing.T, pool *pgxpool.Pool, version string) {
+	t.Helper()
+	ctx := t.Context()
+	if _, err := pool.Exec(ctx, queries.Get("CreateMigrationsTable")); err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range embeddedMigrations(t) {
+		if v >= version {
+			break
+		}
+		ddl, err := fs.ReadFile(migrationFS, "migrations/"+v+".sql")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := pool.Exec(ctx, string(ddl)); err != nil {
+			t.Fatalf("%s: %v", v, err)
+		}
+		if _, err := pool.Exec(ctx, queries.Get("RecordMigration"), v); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 

@@ -1,8 +1,6 @@
 package idempg
 
 import (
-	"io/fs"
-	"path"
 	"slices"
 	"strings"
 	"testing"
@@ -27,29 +25,7 @@ func TestMigration008Upgrade(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pool.Close()
-	if _, err := pool.Exec(ctx, queries.Get("CreateMigrationsTable")); err != nil {
-		t.Fatal(err)
-	}
-	files, err := fs.Glob(migrationFS, "migrations/*.sql")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range files {
-		v := strings.TrimSuffix(path.Base(f), ".sql")
-		if v >= "008" {
-			break
-		}
-		ddl, err := fs.ReadFile(migrationFS, f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := pool.Exec(ctx, string(ddl)); err != nil {
-			t.Fatalf("%s: %v", v, err)
-		}
-		if _, err := pool.Exec(ctx, queries.Get("RecordMigration"), v); err != nil {
-			t.Fatal(err)
-		}
-	}
+	migrateBefore(t, pool, "008")
 	const insert = `INSERT INTO idem_outbox (message_id, operation_id, topic, payload, created_at, claimed_until, published_at)
 		VALUES ($1, $2, 'upgrade', '{}', now() - interval '1 hour', now() + $3 * interval '1 minute', $4)`
 	for _, r := range []struct {

@@ -1,7 +1,6 @@
 package idempg
 
 import (
-	"io/fs"
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -23,21 +22,7 @@ func TestMigration004Upgrade(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pool.Close()
-	if _, err := pool.Exec(ctx, queries.Get("CreateMigrationsTable")); err != nil {
-		t.Fatal(err)
-	}
-	for _, v := range []string{"001_registry", "002_active_index", "003_control"} {
-		ddl, err := fs.ReadFile(migrationFS, "migrations/"+v+".sql")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := pool.Exec(ctx, string(ddl)); err != nil {
-			t.Fatalf("%s: %v", v, err)
-		}
-		if _, err := pool.Exec(ctx, queries.Get("RecordMigration"), v); err != nil {
-			t.Fatal(err)
-		}
-	}
+	migrateBefore(t, pool, "004")
 	reserved, done := newClaim("upgrade"), newClaim("upgrade")
 	resp := idem.Response{Status: 201, MediaType: "application/json", Location: "/x/1", ETag: `"1"`, Body: []byte("{}\x00")}
 	d := resp.Digest()

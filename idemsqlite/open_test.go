@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io/fs"
 	"net/url"
+	"path"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -177,5 +178,37 @@ func TestTranslate(t *testing.T) {
 	other := errors.New("boom")
 	if translate(other) != other || translate(nil) != nil {
 		t.Errorf("an unknown error was changed")
+	}
+}
+
+// migrateBefore applies, on an empty database, the embedded migrations
+// whose versions sort before version ("007": 001 to 006) and records them
+// as applied, as Open would have: the starting point of an upgrade test.
+func migrateBefore(t *testing.T, db *sql.DB, version string) {
+	t.Helper()
+	ctx := t.Context()
+	if _, err := db.ExecContext(ctx, queries.Get("CreateMigrationsTable")); err != nil {
+		t.Fatal(err)
+	}
+	files, err := fs.Glob(migrationFiles, "migrations/*.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(files)
+	for _, f := range files {
+		v := strings.TrimSuffix(path.Base(f), ".sql")
+		if v >= version {
+			break
+		}
+		ddl, err := fs.ReadFile(migrationFiles, f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := db.ExecContext(ctx, string(ddl)); err != nil {
+			t.Fatalf("%s: %v", v, err)
+		}
+		if _, err := db.ExecContext(ctx, queries.Get("RecordMigration"), 1, v); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

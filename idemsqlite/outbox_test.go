@@ -2,8 +2,6 @@ package idemsqlite
 
 import (
 	"database/sql"
-	"io/fs"
-	"path"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -25,30 +23,7 @@ func TestMigration007Upgrade(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	if _, err := db.ExecContext(ctx, queries.Get("CreateMigrationsTable")); err != nil {
-		t.Fatal(err)
-	}
-	files, err := fs.Glob(migrationFiles, "migrations/*.sql")
-	if err != nil {
-		t.Fatal(err)
-	}
-	slices.Sort(files)
-	for _, f := range files {
-		v := strings.TrimSuffix(path.Base(f), ".sql")
-		if v >= "007" {
-			break
-		}
-		ddl, err := fs.ReadFile(migrationFiles, f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := db.ExecContext(ctx, string(ddl)); err != nil {
-			t.Fatalf("%s: %v", v, err)
-		}
-		if _, err := db.ExecContext(ctx, queries.Get("RecordMigration"), 1, v); err != nil {
-			t.Fatal(err)
-		}
-	}
+	migrateBefore(t, db, "007")
 	now := time.Now().UnixMicro()
 	const insert = `INSERT INTO idem_outbox (message_id, operation_id, topic, payload, created_at, claimed_until, published_at)
 		VALUES ($1, $2, 'upgrade', CAST('{}' AS BLOB), $3, $4, $5)`

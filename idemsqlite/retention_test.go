@@ -2,7 +2,6 @@ package idemsqlite
 
 import (
 	"database/sql"
-	"io/fs"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -22,21 +21,7 @@ func TestMigration004Upgrade(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	if _, err := db.ExecContext(ctx, queries.Get("CreateMigrationsTable")); err != nil {
-		t.Fatal(err)
-	}
-	for _, v := range []string{"001_registry", "002_active_index", "003_control"} {
-		ddl, err := fs.ReadFile(migrationFiles, "migrations/"+v+".sql")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := db.ExecContext(ctx, string(ddl)); err != nil {
-			t.Fatalf("%s: %v", v, err)
-		}
-		if _, err := db.ExecContext(ctx, queries.Get("RecordMigration"), 1, v); err != nil {
-			t.Fatal(err)
-		}
-	}
+	migrateBefore(t, db, "004")
 	reserved, done := newClaim("upgrade"), newClaim("upgrade")
 	resp := idem.Response{Status: 201, MediaType: "application/json", Location: "/x/1", ETag: `"1"`, Body: []byte("{}\x00")}
 	d := resp.Digest()
