@@ -46,7 +46,7 @@ func (s *Store) BeginEffect(ctx context.Context, rec registry.Record, name strin
 		return registry.Effect{}, errors.New("idempg: begin effect: empty effect name")
 	}
 	now, _ := s.clock()
-	reqKey, req, err := registry.SealBody(s.sealer, request, registry.EffectAAD(rec.OperationID, name, "request"))
+	reqKey, req, err := registry.SealBody(s.sealer, request, registry.EffectPartOf(rec.OperationID, name, "request"))
 	if err != nil {
 		return registry.Effect{}, fmt.Errorf("idempg: begin effect %s/%s: %w", rec.OperationID, name, err)
 	}
@@ -83,7 +83,7 @@ func (s *Store) RecordEffect(ctx context.Context, rec registry.Record, name, han
 			result, registry.EffectSucceeded, registry.EffectFailed)
 	}
 	now, _ := s.clock()
-	answerKey, answer, err := registry.SealBody(s.sealer, answer, registry.EffectAAD(rec.OperationID, name, "answer"))
+	answerKey, answer, err := registry.SealBody(s.sealer, answer, registry.EffectPartOf(rec.OperationID, name, "answer"))
 	if err != nil {
 		return fmt.Errorf("idempg: record effect: %w", err)
 	}
@@ -149,7 +149,7 @@ func (s *Store) Reconcile(ctx context.Context, operationID string, r registry.Re
 	ids, topics, payloads := outboxArgs(operationID, r.Outbox)
 	var out registry.Record
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		// The scope names the record's body (ResponseAAD); read it in the
+		// The scope names the record's body (registry.ResponseOf); read it in the
 		// transaction that writes the body.
 		var scope []byte
 		if err := tx.QueryRow(ctx, effectQueries.Get("OperationScope"), operationID).Scan(&scope); err != nil {
@@ -256,10 +256,10 @@ func (s *Store) scanEffect(row pgx.Row) (registry.Effect, error) {
 		return registry.Effect{}, err
 	}
 	var err error
-	if e.Request, err = registry.OpenBody(s.sealer, reqKey, e.Request, registry.EffectAAD(e.OperationID, e.Name, "request")); err != nil {
+	if e.Request, err = registry.OpenBody(s.sealer, reqKey, e.Request, registry.EffectPartOf(e.OperationID, e.Name, "request")); err != nil {
 		return registry.Effect{}, fmt.Errorf("effect %s/%s request: %w", e.OperationID, e.Name, err)
 	}
-	if e.Answer, err = registry.OpenBody(s.sealer, ansKey, e.Answer, registry.EffectAAD(e.OperationID, e.Name, "answer")); err != nil {
+	if e.Answer, err = registry.OpenBody(s.sealer, ansKey, e.Answer, registry.EffectPartOf(e.OperationID, e.Name, "answer")); err != nil {
 		return registry.Effect{}, fmt.Errorf("effect %s/%s answer: %w", e.OperationID, e.Name, err)
 	}
 	e.Handle, e.Result = deref(handle), deref(result)

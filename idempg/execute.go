@@ -179,7 +179,7 @@ func (s *Store) finishArgs(rec registry.Record, out registry.Outcome, now *time.
 // with that scope, and the ID of the key that sealed it (nil: plaintext,
 // when the Store has no Sealer).
 func (s *Store) sealResponse(scope idem.ScopeHash, body []byte) (*string, []byte, error) {
-	return registry.SealBody(s.sealer, nonNil(body), registry.ResponseAAD(scope))
+	return registry.SealBody(s.sealer, nonNil(body), registry.ResponseOf(scope))
 }
 
 // outboxArgs returns the message IDs, topics and payloads of an

@@ -268,7 +268,7 @@ func (s *Store) sealResponse(scope idem.ScopeHash, body []byte) (*string, []byte
 	if body == nil {
 		body = []byte{}
 	}
-	key, stored, err := registry.SealBody(s.sealer, body, registry.ResponseAAD(scope))
+	key, stored, err := registry.SealBody(s.sealer, body, registry.ResponseOf(scope))
 	if err != nil {
 		return nil, nil, fmt.Errorf("idemsqlite: %w", err)
 	}

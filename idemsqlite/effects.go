@@ -39,7 +39,7 @@ func (s *Store) BeginEffect(ctx context.Context, rec registry.Record, name strin
 	if name == "" {
 		return registry.Effect{}, errors.New("idemsqlite: begin effect: empty effect name")
 	}
-	reqKey, req, err := registry.SealBody(s.sealer, request, registry.EffectAAD(rec.OperationID, name, "request"))
+	reqKey, req, err := registry.SealBody(s.sealer, request, registry.EffectPartOf(rec.OperationID, name, "request"))
 	if err != nil {
 		return registry.Effect{}, fmt.Errorf("idemsqlite: begin effect %s/%s: %w", rec.OperationID, name, err)
 	}
@@ -68,7 +68,7 @@ func (s *Store) RecordEffect(ctx context.Context, rec registry.Record, name, han
 		return fmt.Errorf("idemsqlite: record effect: result %q: want %q, %q or empty",
 			result, registry.EffectSucceeded, registry.EffectFailed)
 	}
-	answerKey, answer, err := registry.SealBody(s.sealer, answer, registry.EffectAAD(rec.OperationID, name, "answer"))
+	answerKey, answer, err := registry.SealBody(s.sealer, answer, registry.EffectPartOf(rec.OperationID, name, "answer"))
 	if err != nil {
 		return fmt.Errorf("idemsqlite: record effect: %w", err)
 	}
@@ -149,7 +149,7 @@ func (s *Store) Reconcile(ctx context.Context, operationID string, r registry.Re
 			at    int64
 			scope []byte
 		)
-		// The scope names the record's body (ResponseAAD); read it in the
+		// The scope names the record's body (registry.ResponseOf); read it in the
 		// transaction that writes the body.
 		err := tx.QueryRowContext(ctx, effectQueries.Get("OperationScope"), operationID).Scan(&scope)
 		if errors.Is(err, sql.ErrNoRows) {
@@ -278,10 +278,10 @@ func (s *Store) scanEffect(row scanner) (registry.Effect, error) {
 		return registry.Effect{}, err
 	}
 	var err error
-	if e.Request, err = registry.OpenBody(s.sealer, nullable(reqKey), e.Request, registry.EffectAAD(e.OperationID, e.Name, "request")); err != nil {
+	if e.Request, err = registry.OpenBody(s.sealer, nullable(reqKey), e.Request, registry.EffectPartOf(e.OperationID, e.Name, "request")); err != nil {
 		return registry.Effect{}, fmt.Errorf("effect %s/%s request: %w", e.OperationID, e.Name, err)
 	}
-	if e.Answer, err = registry.OpenBody(s.sealer, nullable(ansKey), e.Answer, registry.EffectAAD(e.OperationID, e.Name, "answer")); err != nil {
+	if e.Answer, err = registry.OpenBody(s.sealer, nullable(ansKey), e.Answer, registry.EffectPartOf(e.OperationID, e.Name, "answer")); err != nil {
 		return registry.Effect{}, fmt.Errorf("effect %s/%s answer: %w", e.OperationID, e.Name, err)
 	}
 	e.Handle, e.Result = handle.String, result.String

@@ -15,8 +15,7 @@ import (
 // ring); a Store without a Sealer keeps bodies in plaintext.
 //
 // aad is bound to the sealed bytes (authenticated, not stored): drivers
-// pass the identity of the record the body belongs to (ResponseAAD,
-// EffectAAD), so a body copied to another record does not open. A Sealer
+// pass the identity of the record the body belongs to (BodyOf), so a body copied to another record does not open. A Sealer
 // must be safe for concurrent use.
 type Sealer interface {
 	// ActiveKeyID names the key Seal uses now.
@@ -60,28 +59,46 @@ type Resealer interface {
 // ErrNoSealer: Reseal was called on a Store that has no Sealer.
 var ErrNoSealer = errors.New("registry: the store has no sealer")
 
-// ResponseAAD is the associated data of a response body: the domain tag
-// and the record's scope.
-func ResponseAAD(scope idem.ScopeHash) []byte {
-	return append([]byte("idem/sealed/response\x00"), scope[:]...)
+// BodyOf names what a stored body belongs to — a record's response, or
+// the request or answer of an effect attempt — and so the associated data
+// its seal binds (a body moved to another record does not open). It is a
+// plain value: the associated data is built only when a body is actually
+// sealed or opened, so a Store without a Sealer pays nothing for it on the
+// claim and replay path.
+type BodyOf struct {
+	scope             idem.ScopeHash
+	operationID, name string
+	part              string // "request" or "answer"; "" for a response
 }
 
-// EffectAAD is the associated data of an effect attempt's request or
-// answer (part "request" or "answer"): the domain tag, the operation ID,
-// the effect's name and the part.
-func EffectAAD(operationID, name, part string) []byte {
-	sum := idem.HashStrings("idem/sealed/effect", operationID, name, part)
+// ResponseOf is the response body of the record with that scope.
+func ResponseOf(scope idem.ScopeHash) BodyOf { return BodyOf{scope: scope} }
+
+// EffectPartOf is part ("request" or "answer") of the attempt of the
+// effect name of an operation.
+func EffectPartOf(operationID, name, part string) BodyOf {
+	return BodyOf{operationID: operationID, name: name, part: part}
+}
+
+// aad is the associated data: for a response the domain tag and the
+// scope; for an effect part SHA-256 over the domain tag, operation ID,
+// effect name and part.
+func (b BodyOf) aad() []byte {
+	if b.part == "" {
+		return append([]byte("idem/sealed/response\x00"), b.scope[:]...)
+	}
+	sum := idem.HashStrings("idem/sealed/effect", b.operationID, b.name, b.part)
 	return sum[:]
 }
 
 // SealBody seals body for storage. With a nil Sealer it returns body and a
 // nil key ID (plaintext); otherwise the active key's ID and the sealed
 // bytes. A nil body stays nil.
-func SealBody(s Sealer, body, aad []byte) (keyID *string, stored []byte, err error) {
+func SealBody(s Sealer, body []byte, of BodyOf) (keyID *string, stored []byte, err error) {
 	if s == nil || body == nil {
 		return nil, body, nil
 	}
-	id, sealed, err := s.Seal(body, aad)
+	id, sealed, err := s.Seal(body, of.aad())
 	if err != nil {
 		return nil, nil, fmt.Errorf("registry: sealing a body: %w", err)
 	}
@@ -91,14 +108,14 @@ func SealBody(s Sealer, body, aad []byte) (keyID *string, stored []byte, err err
 // OpenBody returns the plaintext of a stored body: stored itself when
 // keyID is nil (plaintext), else what s opens. A missing Sealer or a
 // failure to open is an error wrapping ErrUnreadable.
-func OpenBody(s Sealer, keyID *string, stored, aad []byte) ([]byte, error) {
+func OpenBody(s Sealer, keyID *string, stored []byte, of BodyOf) ([]byte, error) {
 	switch {
 	case keyID == nil:
 		return stored, nil
 	case s == nil:
 		return nil, fmt.Errorf("%w: sealed with key %q and no key ring is configured", ErrUnreadable, *keyID)
 	}
-	plain, err := s.Open(*keyID, stored, aad)
+	plain, err := s.Open(*keyID, stored, of.aad())
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrUnreadable, err)
 	}
@@ -109,14 +126,14 @@ func OpenBody(s Sealer, keyID *string, stored, aad []byte) ([]byte, error) {
 // again under s's active key, for Resealer implementations. It returns the
 // plaintext too, so a response can be checked against its digest before
 // the new bytes are written.
-func ResealBody(s Sealer, keyID *string, stored, aad []byte) (newKey string, sealed, plain []byte, err error) {
+func ResealBody(s Sealer, keyID *string, stored []byte, of BodyOf) (newKey string, sealed, plain []byte, err error) {
 	if s == nil {
 		return "", nil, nil, ErrNoSealer
 	}
-	if plain, err = OpenBody(s, keyID, stored, aad); err != nil {
+	if plain, err = OpenBody(s, keyID, stored, of); err != nil {
 		return "", nil, nil, err
 	}
-	if newKey, sealed, err = s.Seal(plain, aad); err != nil {
+	if newKey, sealed, err = s.Seal(plain, of.aad()); err != nil {
 		return "", nil, nil, fmt.Errorf("registry: sealing a body: %w", err)
 	}
 	return newKey, sealed, plain, nil

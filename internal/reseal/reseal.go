@@ -69,7 +69,7 @@ func (c Cursor) Next(n, limit int) string {
 // the stored fields with the stored (sealed) body.
 func Response(s registry.Sealer, operationID string, scope idem.ScopeHash, keyID *string,
 	resp idem.Response, digest []byte) (newKey string, sealed []byte, err error) {
-	newKey, sealed, plain, err := registry.ResealBody(s, keyID, resp.Body, registry.ResponseAAD(scope))
+	newKey, sealed, plain, err := registry.ResealBody(s, keyID, resp.Body, registry.ResponseOf(scope))
 	if err != nil {
 		return "", nil, fmt.Errorf("operation %s: %w", operationID, err)
 	}
@@ -88,7 +88,7 @@ func Part(s registry.Sealer, operationID, name, part string, keyID *string, stor
 	if stored == nil || (keyID != nil && *keyID == active) {
 		return keyID, stored, false, nil
 	}
-	newKey, sealed, _, err := registry.ResealBody(s, keyID, stored, registry.EffectAAD(operationID, name, part))
+	newKey, sealed, _, err := registry.ResealBody(s, keyID, stored, registry.EffectPartOf(operationID, name, part))
 	if err != nil {
 		return nil, nil, false, fmt.Errorf("effect %s/%s %s: %w", operationID, name, part, err)
 	}
