@@ -60,13 +60,18 @@ type FingerprintParts struct {
 // Content-Type field line; a path with malformed percent-encoding (which net/http never
 // delivers) is a plain error.
 func (b Binding) Fingerprint(method string, u *url.URL, h http.Header, body []byte) (Fingerprint, FingerprintParts, error) {
-	if len(h.Values("Content-Type")) > 1 {
+	var ct string
+	switch cts := h.Values("Content-Type"); len(cts) {
+	case 0:
+	case 1:
+		ct = cts[0]
+	default:
 		// A component that reads the other line would see another
 		// payload than the one fingerprinted.
 		return Fingerprint{}, FingerprintParts{}, &canon.Error{Code: canon.CodeUnsupportedMediaType, Offset: -1,
 			Reason: "more than one Content-Type field line"}
 	}
-	res, err := canon.Canonicalize(h.Get("Content-Type"), body, b.Canon)
+	res, err := canon.Canonicalize(ct, body, b.Canon)
 	if err != nil {
 		return Fingerprint{}, FingerprintParts{}, err
 	}

@@ -2,6 +2,7 @@ package idemhttp
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -89,17 +90,19 @@ func AddOutbox(ctx context.Context, m registry.Message) bool {
 	e.mu.Lock()
 	e.outbox = append(e.outbox, m)
 	e.mu.Unlock()
+	e.wt.wrote.Store(true) // the message commits with the outcome: a change
 	return true
 }
 
 // writeTracker is the business transaction as handed to a handler: it
-// notes whether the handler may have changed anything — an Exec that
-// affected a row, or any use of Native — so that a declared refusal that
-// changed nothing is stored as REJECTED rather than FAILED_FINAL. QueryRow
-// and Query count as reads: writes made through them (INSERT … RETURNING)
-// are not noticed, so a refusal after one is labelled REJECTED although
-// its writes commit. Safe for
-// concurrent use as far as the wrapped transaction is.
+// notes whether the handler may have changed anything, so that a declared
+// refusal that changed nothing is stored as REJECTED rather than
+// FAILED_FINAL. In doubt it counts a change: an Exec that affected a row,
+// a Query or QueryRow that is not a plain SELECT (INSERT … RETURNING, a
+// data-modifying WITH), any use of Native, and an outbox message
+// (AddOutbox) all do. Its one blind spot is a SELECT that calls a
+// function which writes. Safe for concurrent use as far as the wrapped
+// transaction is.
 type writeTracker struct {
 	registry.Tx
 	wrote atomic.Bool
@@ -113,7 +116,57 @@ func (w *writeTracker) Exec(ctx context.Context, sql string, args ...any) (int64
 	return n, err
 }
 
+func (w *writeTracker) QueryRow(ctx context.Context, sql string, args ...any) registry.Row {
+	w.noteQuery(sql)
+	return w.Tx.QueryRow(ctx, sql, args...)
+}
+
+func (w *writeTracker) Query(ctx context.Context, sql string, args ...any) (registry.Rows, error) {
+	w.noteQuery(sql)
+	return w.Tx.Query(ctx, sql, args...)
+}
+
 func (w *writeTracker) Native() any {
 	w.wrote.Store(true)
 	return w.Tx.Native()
+}
+
+// noteQuery counts a query as a change unless it is a plain SELECT.
+func (w *writeTracker) noteQuery(sql string) {
+	if !isSelect(sql) {
+		w.wrote.Store(true)
+	}
+}
+
+// isSelect reports whether sql's first keyword, after white space and
+// SQL comments, is SELECT.
+func isSelect(sql string) bool {
+	for {
+		sql = strings.TrimLeft(sql, " \t\r\n")
+		switch {
+		case strings.HasPrefix(sql, "--"):
+			i := strings.IndexByte(sql, '\n')
+			if i < 0 {
+				return false
+			}
+			sql = sql[i+1:]
+		case strings.HasPrefix(sql, "/*"):
+			i := strings.Index(sql, "*/")
+			if i < 0 {
+				return false
+			}
+			sql = sql[i+2:]
+		default:
+			const kw = "SELECT"
+			if len(sql) < len(kw) || !strings.EqualFold(sql[:len(kw)], kw) {
+				return false
+			}
+			rest := sql[len(kw):]
+			return rest == "" || !isWordByte(rest[0])
+		}
+	}
+}
+
+func isWordByte(c byte) bool {
+	return c == '_' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
 }

@@ -124,3 +124,25 @@ func TestKeyLimitRetryAfter(t *testing.T) {
 		}
 	}
 }
+
+func TestIsSelect(t *testing.T) {
+	t.Parallel()
+	for sql, want := range map[string]bool{
+		"SELECT 1":                 true,
+		"  select count(*) FROM t": true,
+		"\n-- name: get\n-- a read\nSELECT a FROM t":            true,
+		"/* note */ SELECT a FROM t FOR UPDATE":                 true,
+		"SELECT":                                                true,
+		"SELECTED":                                              false,
+		"INSERT INTO t VALUES (1) RETURNING a":                  false,
+		"WITH d AS (DELETE FROM t RETURNING a) SELECT a FROM d": false,
+		"UPDATE t SET a = 1 RETURNING a":                        false,
+		"-- only a comment":                                     false,
+		"/* unclosed SELECT":                                    false,
+		"":                                                      false,
+	} {
+		if got := isSelect(sql); got != want {
+			t.Errorf("isSelect(%q) = %v, want %v", sql, got, want)
+		}
+	}
+}

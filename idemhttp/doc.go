@@ -12,7 +12,7 @@
 //     AddOutbox, so its writes, the outcome, the response snapshot and the
 //     outbox rows commit together. Its response is buffered and sent only
 //     after the commit. 2xx is stored as SUCCEEDED, the operation's
-//     declared 4xx as REJECTED (FAILED_FINAL when the handler wrote); anything else rolls back and releases
+//     declared 4xx as REJECTED (FAILED_FINAL when the handler may have written or queued an outbox message); anything else rolls back and releases
 //     the reservation so a retry runs afresh.
 //     With Operation.OneTransaction nothing is reserved: the scope is
 //     looked up, and a new operation's handler runs in one transaction

@@ -43,8 +43,9 @@ import (
 //     worker settles it meanwhile. Nothing is ever stored for a 5xx.
 //   - Before any effect: 2xx is stored as SUCCEEDED and a declared 4xx
 //     (Operation.FinalStatuses) as REJECTED — refused after acceptance,
-//     nothing happened; anything else releases the reservation, as for
-//     every operation.
+//     nothing happened — or as FAILED_FINAL when the handler queued an
+//     outbox message, which commits with it; anything else releases the
+//     reservation, as for every operation.
 
 // ErrOutcomeUnknown is wrapped in Effect's error when the downstream's
 // answer was no evidence: the effect may or may not have happened. The
@@ -246,13 +247,14 @@ func (m *Middleware) completeRendered(ctx context.Context, w http.ResponseWriter
 
 // completeWithoutEffects records the response of an execution that began
 // no effect: 2xx as SUCCEEDED, a declared 4xx as REJECTED (refused after
-// acceptance, nothing happened), anything else releases the reservation.
+// acceptance, nothing happened) or, with an outbox message, FAILED_FINAL;
+// anything else releases the reservation.
 func (m *Middleware) completeWithoutEffects(ctx context.Context, w http.ResponseWriter, rw *recorder, rec registry.Record, e *execution, panicked bool) {
 	op := &m.Operation
 	status := rw.statusOrOK()
 	state := op.stateFor(status)
-	if state == idem.StateFailedFinal {
-		state = idem.StateRejected // no business transaction: nothing was written
+	if state == idem.StateFailedFinal && !e.wt.wrote.Load() {
+		state = idem.StateRejected // no business transaction and no outbox message: nothing happened
 	}
 	var resp idem.Response
 	tooLarge := rw.overflow

@@ -185,6 +185,7 @@ func thingRequest(opID string) []byte {
 //	late500   Effect "send", then 500
 //	plain     no effect, 201 "plain"
 //	declared  no effect, 422 (a declared final status)
+//	declared-outbox  no effect, an outbox message, 422
 //	none500   no effect, 500
 //	block     reports its operation ID on started, waits for release, 201
 //
@@ -290,7 +291,10 @@ func (b *effBench) serve(w http.ResponseWriter, r *http.Request) {
 	case "plain":
 		w.WriteHeader(http.StatusCreated)
 		io.WriteString(w, "plain")
-	case "declared":
+	case "declared", "declared-outbox":
+		if r.Header.Get("X-Effect") == "declared-outbox" {
+			idemhttp.AddOutbox(ctx, registry.Message{Topic: "t", Payload: []byte("m")})
+		}
 		w.WriteHeader(http.StatusUnprocessableEntity)
 		io.WriteString(w, "declared")
 	case "block":
@@ -644,13 +648,17 @@ func TestEffectWithoutEffects(t *testing.T) {
 		if again := b.post(t, "k-declared", "declared"); again.status != 422 || string(again.body) != "declared" || !again.replayed() {
 			t.Errorf("replay of the declared 4xx: %v", again)
 		}
+		// An outbox message commits with the refusal: FAILED_FINAL.
+		if r := b.post(t, "k-declared-outbox", "declared-outbox"); r.status != 422 || b.record(t, r.op()).State != idem.StateFailedFinal {
+			t.Errorf("declared 4xx with an outbox message: %v", r)
+		}
 		for i := range 2 {
 			if r := b.post(t, "k-none", "none500"); r.status != http.StatusInternalServerError || r.replayed() {
 				t.Errorf("none500 #%d: %v", i, r)
 			}
 		}
-		if n := b.runs.Load(); n != 4 {
-			t.Errorf("%d handler runs, want 4 (plain, declared, none500 twice)", n)
+		if n := b.runs.Load(); n != 5 {
+			t.Errorf("%d handler runs, want 5 (plain, declared, declared-outbox, none500 twice)", n)
 		}
 		if p, g := b.bank.calls(); p != 0 || g != 0 {
 			t.Errorf("%d POST %d GET without an effect", p, g)

@@ -87,8 +87,7 @@ func (m *Middleware) serveEnforce(w http.ResponseWriter, r *http.Request, next h
 		}
 		switch {
 		case d.Verdict == registry.Execute:
-			defer fl.track(claim.Scope)()
-			m.execute(w, r, next, rec, req, body)
+			m.executeTracked(w, r, next, fl, claim.Scope, rec, req, body)
 			return
 		case d.Verdict == registry.Replay:
 			m.replay(w, rec)
@@ -98,9 +97,7 @@ func (m *Middleware) serveEnforce(w http.ResponseWriter, r *http.Request, next h
 			return
 		case d.Verdict == registry.InProgress && leaseExpired(rec):
 			if mine, ok := m.takeOver(w, r, rec); ok { // settle.go
-				rec = mine
-				defer fl.track(claim.Scope)()
-				m.execute(w, r, next, rec, req, body)
+				m.executeTracked(w, r, next, fl, claim.Scope, mine, req, body)
 			}
 			return
 		case d.Wait:
@@ -135,6 +132,19 @@ func (m *Middleware) serveEnforce(w http.ResponseWriter, r *http.Request, next h
 		m.refuseInFlight(w, rec.OperationID, d.Code)
 		return
 	}
+}
+
+// executeTracked runs execute registered in fl under scope, so that a
+// duplicate arriving meanwhile waits for it (serveEnforce). If an
+// execution of scope is still registered — one that released its
+// reservation and has not returned yet — nothing is registered: this
+// request's duplicates then get the two-phase answers (409 IN_PROGRESS,
+// or Prefer: wait).
+func (m *Middleware) executeTracked(w http.ResponseWriter, r *http.Request, next http.Handler, fl *flightSet, scope idem.ScopeHash, rec registry.Record, req Request, body []byte) {
+	if done, leader := fl.lead(scope); leader {
+		defer fl.land(scope, done)
+	}
+	m.execute(w, r, next, rec, req, body)
 }
 
 // reserve runs the acceptance point, timing it and asking Admit first.

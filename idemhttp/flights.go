@@ -47,20 +47,6 @@ func (f *flightSet) land(scope idem.ScopeHash, done chan struct{}) {
 	close(done)
 }
 
-// track registers an execution of scope that a two-phase request is about
-// to run and returns the function that ends it (waking its waiters). If
-// an execution of scope is still registered — one that released its
-// reservation and has not returned yet — nothing is registered and the
-// function does nothing: this request's duplicates then get the
-// two-phase answers (409 IN_PROGRESS, or Prefer: wait).
-func (f *flightSet) track(scope idem.ScopeHash) func() {
-	done, leader := f.lead(scope)
-	if !leader {
-		return func() {}
-	}
-	return func() { f.land(scope, done) }
-}
-
 // executing returns the done channel of the execution of scope registered
 // in f, if there is one.
 func (f *flightSet) executing(scope idem.ScopeHash) (<-chan struct{}, bool) {

@@ -51,7 +51,9 @@ func stores(t *testing.T, fn func(t *testing.T, store registry.Store)) {
 
 // app is a handler whose behaviour a test steers through the request's
 // X-Test header: "ok" (201 with a body), "final" (422 after its write),
-// "refuse" (422 before writing anything), "fail" (500),
+// "refuse" (422 before writing anything), "refuse-returning" (422 after
+// a write through QueryRow), "refuse-outbox" (422 after queueing an outbox
+// message and nothing else), "fail" (500),
 // "conflict" (409, undeclared), "panic", "big" (a body over the cap),
 // "block" (waits for release before answering 201).
 type app struct {
@@ -80,6 +82,21 @@ func (a *app) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			http.Error(w, err.Error(), 500)
 			return
 		}
+		idemhttp.Problem{Status: 422, Code: "AMOUNT_LIMIT", Detail: "too much"}.Write(w)
+		return
+	}
+	switch r.Header.Get("X-Test") {
+	case "refuse-returning":
+		var note string
+		if err := tx.QueryRow(ctx, `INSERT INTO mw_effects (operation_id, note) VALUES ($1, 'returning') RETURNING note`,
+			idemhttp.OperationID(ctx)).Scan(&note); err != nil {
+			http.Error(w, err.Error(), 500)
+			return
+		}
+		idemhttp.Problem{Status: 422, Code: "AMOUNT_LIMIT", Detail: "too much"}.Write(w)
+		return
+	case "refuse-outbox":
+		idemhttp.AddOutbox(ctx, registry.Message{Topic: "t", Payload: []byte("m")})
 		idemhttp.Problem{Status: 422, Code: "AMOUNT_LIMIT", Detail: "too much"}.Write(w)
 		return
 	}

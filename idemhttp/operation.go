@@ -46,8 +46,9 @@ type Operation struct {
 	// FinalStatuses lists the 4xx statuses that are deterministic business
 	// refusals, stored and replayed: as REJECTED (refused after acceptance,
 	// nothing happened) when the handler changed no row through the
-	// business transaction, else as FAILED_FINAL with its writes
-	// (writeTracker says what counts as a change). 2xx responses are
+	// business transaction and queued no outbox message, else — also when
+	// in doubt — as FAILED_FINAL with its writes (writeTracker says what
+	// counts as a change). 2xx responses are
 	// always stored as SUCCEEDED. Every other status (5xx, undeclared
 	// 4xx, 1xx, 3xx) releases the reservation and rolls the business
 	// transaction back, so a retry runs afresh.

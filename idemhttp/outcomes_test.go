@@ -40,7 +40,15 @@ func statusPolicy(t *testing.T, shape func(*idemhttp.Middleware)) {
 		if refused.status != 422 || refusedAgain.body != refused.body || refusedAgain.header.Get("Idempotent-Replayed") != "true" {
 			t.Errorf("declared 422 without a write: first %+v, again %+v", refused, refusedAgain)
 		}
-		for key, want := range map[string]idem.State{"final": idem.StateFailedFinal, "refuse": idem.StateRejected} {
+		// A refusal after a write through QueryRow, or after queueing an
+		// outbox message, changed something: FAILED_FINAL, not REJECTED.
+		for _, mode := range []string{"refuse-returning", "refuse-outbox"} {
+			if r := f.post(mode, `{}`, "X-Test", mode); r.status != 422 {
+				t.Errorf("%s: %+v", mode, r)
+			}
+		}
+		for key, want := range map[string]idem.State{"final": idem.StateFailedFinal, "refuse": idem.StateRejected,
+			"refuse-returning": idem.StateFailedFinal, "refuse-outbox": idem.StateFailedFinal} {
 			if rec, err := store.Get(t.Context(), scopeOf(t, key)); err != nil || rec.State != want {
 				t.Errorf("record of %s: %s, %v; want %s", key, rec.State, err, want)
 			}
@@ -69,10 +77,11 @@ func statusPolicy(t *testing.T, shape func(*idemhttp.Middleware)) {
 		if _, err := store.Get(t.Context(), scopeOf(t, "big")); err == nil {
 			t.Errorf("an oversized response left a record behind")
 		}
-		// Effects: final 1, one per successful retry (3); the released
-		// and oversized executions rolled back.
-		if n := f.effects(); n != 4 {
-			t.Errorf("%d effects, want 4", n)
+		// Effects: final 1, refuse-returning 1 (committed with its
+		// refusal), one per successful retry (3); the released and
+		// oversized executions rolled back.
+		if n := f.effects(); n != 5 {
+			t.Errorf("%d effects, want 5", n)
 		}
 	})
 }

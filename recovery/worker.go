@@ -79,8 +79,9 @@ func (r Report) Add(o Report) Report {
 func (r Report) total() int { return r.Recovered + r.Unknown + r.Reconciled + r.Unsettled }
 
 // Worker is a recovery worker. Any number may run at once, in any number
-// of processes, on one registry. Its fields must not change once it runs;
-// its methods are safe for concurrent use.
+// of processes, on one registry. A numeric field that is zero or negative
+// means its default. Its fields must not change once it runs; its methods
+// are safe for concurrent use.
 type Worker struct {
 	Store registry.Store
 	// Effects holds the effects of every operation the worker may settle,
@@ -117,18 +118,13 @@ type backoff struct {
 	wait time.Duration
 }
 
-func (w *Worker) lease() time.Duration     { return cmp.Or(w.Lease, registry.DefaultLease) }
-func (w *Worker) batch() int               { return cmp.Or(w.Batch, registry.DefaultRecoverBatch) }
-func (w *Worker) unknownBatch() int        { return cmp.Or(w.UnknownBatch, DefaultUnknownBatch) }
-func (w *Worker) firstWait() time.Duration { return cmp.Or(w.Backoff, DefaultBackoff) }
-func (w *Worker) maxWait() time.Duration   { return cmp.Or(w.MaxBackoff, DefaultMaxBackoff) }
+func (w *Worker) lease() time.Duration     { return registry.LeaseOrDefault(w.Lease) }
+func (w *Worker) batch() int               { return cmp.Or(max(w.Batch, 0), registry.DefaultRecoverBatch) }
+func (w *Worker) unknownBatch() int        { return cmp.Or(max(w.UnknownBatch, 0), DefaultUnknownBatch) }
+func (w *Worker) firstWait() time.Duration { return cmp.Or(max(w.Backoff, 0), DefaultBackoff) }
+func (w *Worker) maxWait() time.Duration   { return cmp.Or(max(w.MaxBackoff, 0), DefaultMaxBackoff) }
 
-func (w *Worker) log() *slog.Logger {
-	if w.Logger == nil {
-		return slog.Default()
-	}
-	return w.Logger
-}
+func (w *Worker) log() *slog.Logger { return cmp.Or(w.Logger, slog.Default()) }
 
 // RunOnce handles the expired EXECUTING records in batches, until a batch
 // lists fewer than Batch records or handles none of them (the rest is
@@ -174,7 +170,7 @@ func (w *Worker) expired(ctx context.Context) (Report, []error) {
 // when interval <= 0) until ctx ends, logging what each round did and its
 // error, carrying on either way.
 func (w *Worker) Run(ctx context.Context, interval time.Duration) {
-	tick := time.NewTicker(cmp.Or(interval, DefaultInterval))
+	tick := time.NewTicker(cmp.Or(max(interval, 0), DefaultInterval))
 	defer tick.Stop()
 	for {
 		rep, err := w.RunOnce(ctx)

@@ -773,3 +773,20 @@ func TestNoStarvation(t *testing.T) {
 		}
 	})
 }
+
+// listFails is a store whose every listing fails with its context's error.
+type listFails struct{ registry.Store }
+
+func (listFails) ListOperations(ctx context.Context, _ registry.ListFilter) ([]registry.Record, error) {
+	return nil, ctx.Err()
+}
+
+// TestRunNegativeInterval: Run takes an interval <= 0 as DefaultInterval,
+// as documented (time.NewTicker panics on one).
+func TestRunNegativeInterval(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	w := &Worker{Store: listFails{}, UnknownBatch: -1}
+	w.Run(ctx, -time.Second) // returns at once: ctx has ended
+}
