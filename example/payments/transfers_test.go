@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -17,7 +16,6 @@ import (
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/example/provider"
 	"github.com/idemkit/idem/idemstore"
-	"github.com/idemkit/idem/internal/pgtest"
 	"github.com/idemkit/idem/registry"
 )
 
@@ -119,10 +117,6 @@ func (b *trBench) effects(t *testing.T, opID string) []registry.Effect {
 
 func TestTransfers(t *testing.T) {
 	t.Parallel()
-	dsns := map[string]func(*testing.T) string{
-		"sqlite":   func(t *testing.T) string { return "sqlite:" + filepath.Join(t.TempDir(), "t.db") },
-		"postgres": func(t *testing.T) string { return pgtest.DSN(t) },
-	}
 	tests := map[string]func(*testing.T, func(*testing.T) string){
 		"ExecuteAndReplay": testTransferReplay,
 		"Concurrent":       testTransferConcurrent,
@@ -133,7 +127,7 @@ func TestTransfers(t *testing.T) {
 		"AmountLimit":      testTransferLimit,
 		"NoProvider":       testTransferNoProvider,
 	}
-	for db, dsn := range dsns {
+	for db, dsn := range testDrivers {
 		for name, fn := range tests {
 			t.Run(db+"/"+name, func(t *testing.T) {
 				t.Parallel()
