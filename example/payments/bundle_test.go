@@ -31,6 +31,7 @@ var testTokens = Tokens{
 	"tok-alice": {Tenant: "acme", Principal: "alice"},
 	"tok-bob":   {Tenant: "acme", Principal: "bob"},
 	"tok-eve":   {Tenant: "other", Principal: "alice"},
+	"tok-tr":    {Tenant: "t", Principal: "p"}, // the transfer tests' caller
 }
 
 // setup opens the store dsn names, creates the service on it and serves
