@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 
 	"github.com/idemkit/idem/idemstore"
@@ -54,12 +53,10 @@ func runPrune(ctx context.Context, args []string, std stdio) int {
 		return exitRefused
 	}
 	if *asJSON {
-		b, err := json.Marshal(res)
-		if err != nil {
+		if err := printJSON(std.out, res); err != nil {
 			fmt.Fprintln(std.err, "idem prune:", err)
 			return exitRefused
 		}
-		fmt.Fprintf(std.out, "%s\n", b)
 		return exitOK
 	}
 	fmt.Fprintf(std.out, "retired %d expired records, deleted %d tombstones\n", res.Retired, res.Deleted)

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"time"
@@ -114,11 +113,9 @@ func printReport(std stdio, r recovery.Report, asJSON bool) int {
 		fmt.Fprintln(std.out, reportText(r))
 		return exitOK
 	}
-	b, err := json.Marshal(r)
-	if err != nil {
+	if err := printJSON(std.out, r); err != nil {
 		fmt.Fprintln(std.err, "idem recover:", err)
 		return exitRefused
 	}
-	fmt.Fprintf(std.out, "%s\n", b)
 	return exitOK
 }

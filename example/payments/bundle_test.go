@@ -31,6 +31,7 @@ var testTokens = Tokens{
 	"tok-alice": {Tenant: "acme", Principal: "alice"},
 	"tok-bob":   {Tenant: "acme", Principal: "bob"},
 	"tok-eve":   {Tenant: "other", Principal: "alice"},
+	"tok-tr":    {Tenant: "t", Principal: "p"}, // the transfer tests' caller
 }
 
 // setup opens the store dsn names, creates the service on it and serves
@@ -97,14 +98,21 @@ func runServiceTests(t *testing.T, dsn func(*testing.T) string) {
 	}
 }
 
+// testDrivers gives, by driver name, a fresh database for a test: the
+// tests that run on every driver range over it.
+var testDrivers = map[string]func(*testing.T) string{
+	"SQLite":   func(t *testing.T) string { return "sqlite:" + filepath.Join(t.TempDir(), "x.db") },
+	"Postgres": func(t *testing.T) string { return pgtest.DSN(t) },
+}
+
 func TestServiceSQLite(t *testing.T) {
 	t.Parallel()
-	runServiceTests(t, func(t *testing.T) string { return "sqlite:" + filepath.Join(t.TempDir(), "x.db") })
+	runServiceTests(t, testDrivers["SQLite"])
 }
 
 func TestServicePostgres(t *testing.T) {
 	t.Parallel()
-	runServiceTests(t, func(t *testing.T) string { return pgtest.DSN(t) })
+	runServiceTests(t, testDrivers["Postgres"])
 }
 
 // TestNewConcurrent starts several services on one fresh PostgreSQL

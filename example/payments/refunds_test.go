@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -16,7 +15,6 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/idemstore"
-	"github.com/idemkit/idem/internal/pgtest"
 	"github.com/idemkit/idem/registry"
 )
 
@@ -319,10 +317,7 @@ func testConcurrentRefunds(t *testing.T, b *testBundle) {
 // refunded up to its amount.
 func TestRefundsOnOldTable(t *testing.T) {
 	t.Parallel()
-	for name, dsn := range map[string]func(*testing.T) string{
-		"SQLite":   func(t *testing.T) string { return "sqlite:" + filepath.Join(t.TempDir(), "x.db") },
-		"Postgres": func(t *testing.T) string { return pgtest.DSN(t) },
-	} {
+	for name, dsn := range testDrivers {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
@@ -370,10 +365,7 @@ func TestRefundsOnOldTable(t *testing.T) {
 // replayed (SPEC E6).
 func TestRefundDraining(t *testing.T) {
 	t.Parallel()
-	for name, dsn := range map[string]func(*testing.T) string{
-		"SQLite":   func(t *testing.T) string { return "sqlite:" + filepath.Join(t.TempDir(), "x.db") },
-		"Postgres": func(t *testing.T) string { return pgtest.DSN(t) },
-	} {
+	for name, dsn := range testDrivers {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			// A control row read is used for a nanosecond: the drain is

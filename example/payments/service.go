@@ -92,8 +92,10 @@ const (
 
 // Codes this service answers with besides the contract's.
 const (
-	// CodeNotFound (404): no such resource visible to the caller.
-	CodeNotFound idem.Code = "NOT_FOUND"
+	// CodeNotFound (404): no such resource visible to the caller. It is
+	// idemhttp.CodeNotFound, the code of the operation monitor the service
+	// also serves (GET /v1/operations/{id}), so every 404 has one code.
+	CodeNotFound = idemhttp.CodeNotFound
 	// CodeInternal (500): a defect of the service; nothing was stored.
 	CodeInternal idem.Code = "INTERNAL"
 )

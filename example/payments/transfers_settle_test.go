@@ -3,7 +3,6 @@ package payments
 import (
 	"bytes"
 	"context"
-	"io"
 	"net/http"
 	"testing"
 	"time"
@@ -48,22 +47,11 @@ func testTransferSettleByReplay(t *testing.T, dsn func(*testing.T) string) {
 	if again.status != http.StatusCreated || !bytes.Equal(again.body, settled.body) || again.header.Get("Idempotent-Replayed") != "true" {
 		t.Errorf("replay of the settled transfer: %d %s", again.status, again.body)
 	}
-	get := func(path, token string) (int, []byte) {
-		req, _ := http.NewRequest(http.MethodGet, b.srv.URL+path, nil)
-		req.Header.Set("Authorization", "Bearer "+token)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		body, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, body
+	if got := b.do(t, http.MethodGet, settled.header.Get("Location"), "tok-tr", "", ""); got.status != http.StatusOK || !bytes.Equal(got.body, settled.body) {
+		t.Errorf("GET %s: %d %s; want 200 and the transfer", settled.header.Get("Location"), got.status, got.body)
 	}
-	if status, body := get(settled.header.Get("Location"), "tok-tr"); status != http.StatusOK || !bytes.Equal(body, settled.body) {
-		t.Errorf("GET %s: %d %s; want 200 and the transfer", settled.header.Get("Location"), status, body)
-	}
-	if status, _ := get("/v1/transfers/tr_nope", "tok-tr"); status != http.StatusNotFound {
-		t.Errorf("GET of an unknown transfer: %d, want 404", status)
+	if got := b.do(t, http.MethodGet, "/v1/transfers/tr_nope", "tok-tr", "", ""); got.status != http.StatusNotFound {
+		t.Errorf("GET of an unknown transfer: %d, want 404", got.status)
 	}
 	if n := b.prov.Executed(); n != 1 {
 		t.Errorf("provider executed %d transfers, want 1", n)

@@ -4,11 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -16,28 +13,14 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/example/provider"
-	"github.com/idemkit/idem/idemstore"
-	"github.com/idemkit/idem/internal/pgtest"
 	"github.com/idemkit/idem/registry"
 )
 
-// trBench is a service with a real provider on a fresh database.
+// trBench is a service with a real provider on a fresh database: a
+// testBundle (setupConfig) whose service sends transfers to prov.
 type trBench struct {
-	store registry.Store
-	prov  *provider.Server
-	srv   *httptest.Server
-}
-
-type trAnswer struct {
-	status int
-	header http.Header
-	body   []byte
-}
-
-func (a trAnswer) code() idem.Code {
-	var p struct{ Code idem.Code }
-	json.Unmarshal(a.body, &p)
-	return p.Code
+	*testBundle
+	prov *provider.Server
 }
 
 // waitExecuted waits, bounded, until p has executed n transfers. After a
@@ -56,47 +39,21 @@ const trBody = `{"amount":"12.5","currency":"EUR","payee":"acct_1"}`
 
 func newTrBench(t *testing.T, dsn string, timeout time.Duration, withProvider bool) *trBench {
 	t.Helper()
-	ctx := context.Background()
-	store, err := idemstore.Open(ctx, dsn, idemstore.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(store.Close)
-	b := &trBench{store: store, prov: provider.New()}
-	psrv := httptest.NewServer(b.prov.Handler())
+	prov := provider.New()
+	psrv := httptest.NewServer(prov.Handler())
 	t.Cleanup(psrv.Close)
-	t.Cleanup(func() { b.prov.SetMode(provider.ModeOK) }) // release held requests first
-	cfg := Config{Store: store, Auth: Tokens{"tok-tr": {Tenant: "t", Principal: "p"}},
-		Logger: slog.New(slog.DiscardHandler), ProviderTimeout: timeout}
+	t.Cleanup(func() { prov.SetMode(provider.ModeOK) }) // release held requests first
+	cfg := Config{ProviderTimeout: timeout}
 	if withProvider {
 		cfg.Provider = psrv.URL + "/"
 	}
-	svc, err := New(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b.srv = httptest.NewServer(svc.Handler())
-	t.Cleanup(b.srv.Close)
-	return b
+	return &trBench{testBundle: setupConfig(t, dsn, cfg), prov: prov}
 }
 
-func (b *trBench) post(t *testing.T, key, body string) trAnswer {
+// post sends POST /v1/transfers as tok-tr.
+func (b *trBench) post(t *testing.T, key, body string) response {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodPost, b.srv.URL+"/v1/transfers", strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Authorization", "Bearer tok-tr")
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Idempotency-Key", testKey(key))
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Error(err)
-		return trAnswer{}
-	}
-	defer resp.Body.Close()
-	data, _ := io.ReadAll(resp.Body)
-	return trAnswer{resp.StatusCode, resp.Header, data}
+	return b.do(t, http.MethodPost, "/v1/transfers", "tok-tr", key, body)
 }
 
 func (b *trBench) records(t *testing.T, state idem.State) []registry.Record {
@@ -119,10 +76,6 @@ func (b *trBench) effects(t *testing.T, opID string) []registry.Effect {
 
 func TestTransfers(t *testing.T) {
 	t.Parallel()
-	dsns := map[string]func(*testing.T) string{
-		"sqlite":   func(t *testing.T) string { return "sqlite:" + filepath.Join(t.TempDir(), "t.db") },
-		"postgres": func(t *testing.T) string { return pgtest.DSN(t) },
-	}
 	tests := map[string]func(*testing.T, func(*testing.T) string){
 		"ExecuteAndReplay": testTransferReplay,
 		"Concurrent":       testTransferConcurrent,
@@ -133,7 +86,7 @@ func TestTransfers(t *testing.T) {
 		"AmountLimit":      testTransferLimit,
 		"NoProvider":       testTransferNoProvider,
 	}
-	for db, dsn := range dsns {
+	for db, dsn := range testDrivers {
 		for name, fn := range tests {
 			t.Run(db+"/"+name, func(t *testing.T) {
 				t.Parallel()
@@ -188,7 +141,7 @@ func testTransferReplay(t *testing.T, dsn func(*testing.T) string) {
 func testTransferConcurrent(t *testing.T, dsn func(*testing.T) string) {
 	b := newTrBench(t, dsn(t), 0, true)
 	var wg sync.WaitGroup
-	answers := make([]trAnswer, 20)
+	answers := make([]response, 20)
 	for i := range answers {
 		wg.Go(func() { answers[i] = b.post(t, "same", trBody) })
 	}

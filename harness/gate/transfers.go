@@ -10,6 +10,8 @@ import (
 	"os/exec"
 	"strings"
 	"time"
+
+	"github.com/idemkit/idem/example/provider"
 )
 
 // The transfers workload (Config.Workload = WorkloadTransfers): an "idem
@@ -43,7 +45,7 @@ func newProviderClient(url string) providerClient {
 
 // setMode switches the provider's mode (POST /control) until changed, or
 // with count > 0 for the next count requests with a new key.
-func (p providerClient) setMode(ctx context.Context, mode string, count int) error {
+func (p providerClient) setMode(ctx context.Context, mode provider.Mode, count int) error {
 	body := fmt.Sprintf(`{"mode":%q}`, mode)
 	if count > 0 {
 		body = fmt.Sprintf(`{"mode":%q,"count":%d}`, mode, count)
@@ -103,7 +105,7 @@ func (p providerClient) do(ctx context.Context, method, path, body string) ([]by
 
 // faultModes are the provider modes the fault schedule cycles through,
 // each phase followed by a phase of "ok".
-var faultModes = []string{"hang", "fail-after", "decline", "fail", "hang-before"}
+var faultModes = []provider.Mode{provider.ModeHang, provider.ModeFailAfter, provider.ModeDecline, provider.ModeFail, provider.ModeHangBefore}
 
 // faultStats is what the fault schedule did: phases of each mode and, for
 // counted phases, the requests with a new key each mode decided.
@@ -137,20 +139,20 @@ func startFaults(ctx context.Context, p providerClient, interval, hang time.Dura
 				say("%v", err)
 				continue
 			}
-			st.phases[mode]++
+			st.phases[string(mode)]++
 			d := interval
-			if strings.HasPrefix(mode, "hang") {
+			if mode == provider.ModeHang || mode == provider.ModeHangBefore {
 				d = max(interval, hang)
 			}
 			ok := wait(ctx, d)
 			if count > 0 {
 				if left, err := p.left(context.WithoutCancel(ctx)); err == nil {
-					st.requests[mode] += count - left
+					st.requests[string(mode)] += count - left
 				} else {
 					say("%v", err)
 				}
 			}
-			if err := p.setMode(context.WithoutCancel(ctx), "ok", 0); err != nil {
+			if err := p.setMode(context.WithoutCancel(ctx), provider.ModeOK, 0); err != nil {
 				say("%v", err)
 			}
 			if !ok {
@@ -162,7 +164,7 @@ func startFaults(ctx context.Context, p providerClient, interval, hang time.Dura
 	return func() faultStats {
 		cancel()
 		st := <-done
-		if err := p.setMode(context.Background(), "ok", 0); err != nil {
+		if err := p.setMode(context.Background(), provider.ModeOK, 0); err != nil {
 			say("%v", err)
 		}
 		return st

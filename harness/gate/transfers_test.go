@@ -169,7 +169,7 @@ func TestFaultSchedule(t *testing.T) {
 		seen[c.Mode]++
 		// The schedule is sequential: once the first mode comes round
 		// again, every mode's phase was set and counted.
-		if seen[faultModes[0]] == 2 && !closed {
+		if seen[string(faultModes[0])] == 2 && !closed {
 			closed = true
 			close(all)
 		}
@@ -185,8 +185,8 @@ func TestFaultSchedule(t *testing.T) {
 	}
 	st := stop()
 	for _, m := range faultModes {
-		if st.phases[m] == 0 || st.requests[m] != 0 {
-			t.Errorf("%s: %d phases, %d requests decided; want some and none (no transfers were sent)", m, st.phases[m], st.requests[m])
+		if st.phases[string(m)] == 0 || st.requests[string(m)] != 0 {
+			t.Errorf("%s: %d phases, %d requests decided; want some and none (no transfers were sent)", m, st.phases[string(m)], st.requests[string(m)])
 		}
 	}
 	if srv.Mode() != provider.ModeOK || len(said) != 0 {
