@@ -12,9 +12,10 @@ import (
 // crashDeadline bounds each scenario's retries and polls after the restart.
 const crashDeadline = 30 * time.Second
 
-// Flags of every "idem serve" in the crash scenarios: a short lease and a
+// Flags of every "idem serve" in the crash scenarios: the two-phase style
+// (the seams after-reserve and before-commit of a reservation), a short lease and a
 // fast recovery worker, so a crashed owner's operation is taken over soon.
-var crashFlags = []string{"--lease", "1s", "--recover-interval", "200ms"}
+var crashFlags = []string{twoPhaseFlag, "--lease", "1s", "--recover-interval", "200ms"}
 
 // TestFaultCrashPayments (V1: SIGKILL): idem serve dies by SIGKILL at the
 // failpoints after-reserve, before-commit and after-commit of POST

@@ -56,7 +56,7 @@ func deadlockPostgres(t *testing.T) {
 	dsn := pgtest.DSN(t)
 	f := newFault(t, dsn)
 	f.serverDSN = withParams(t, dsn, "deadlock_timeout", "2s")
-	s := f.serve("A", nil, true, "--prune-interval", "0") // pruning deletes outbox rows: it would queue on the lock too
+	s := f.serve("A", nil, true, twoPhaseFlag, "--prune-interval", "0") // pruning deletes outbox rows: it would queue on the lock too
 	key, body := f.key("deadlock"), `{"amount":"`+f.amount()+`","currency":"EUR","payee":"acct_1","memo":"x"}`
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -132,7 +132,7 @@ func deadlockPostgres(t *testing.T) {
 func lockedSQLite(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "fault.db")
 	f := newFault(t, "sqlite:"+path)
-	s := f.serve("A", []string{"IDEM_FAILPOINTS=after-reserve=wait"}, false, "--store-timeout", "2s", "--lease", "1s", "--recover-interval", "200ms")
+	s := f.serve("A", []string{"IDEM_FAILPOINTS=after-reserve=wait"}, false, twoPhaseFlag, "--store-timeout", "2s", "--lease", "1s", "--recover-interval", "200ms")
 	key, body := f.key("locked"), `{"amount":"`+f.amount()+`","currency":"EUR","payee":"acct_1","memo":"x"}`
 
 	// Send until the request waits at the failpoint: on a loaded machine

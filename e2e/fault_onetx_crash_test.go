@@ -6,9 +6,15 @@ import (
 	"time"
 )
 
-// oneTxFlag makes "idem serve" run POST /v1/payments in one database
-// transaction (idemhttp.Operation.OneTransaction).
-const oneTxFlag = "--one-transaction"
+// oneTxFlag names the style these tests run explicitly: "idem serve"
+// runs POST /v1/payments in one database transaction
+// (idemhttp.Operation.OneTransaction), its default.
+const oneTxFlag = "--two-phase=false"
+
+// twoPhaseFlag makes "idem serve" reserve the key of POST /v1/payments
+// (committed) before it executes: the tests of what a reservation in
+// flight does (after-reserve seams, a reserved key's lease) need it.
+const twoPhaseFlag = "--two-phase"
 
 // TestOneTxCrashPayments (V1: SIGKILL, one-transaction style): idem serve
 // --one-transaction dies by SIGKILL at the failpoints before-commit and

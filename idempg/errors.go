@@ -28,6 +28,7 @@ const (
 	codeTooManyConnections   = "53300"
 	classConnectionException = "08"
 	codeFenced               = "IDM01" // idem_fenced (migration 006): Finish matched no record
+	codeClaimed              = "IDM02" // idem_claim (migration 011): the scope has a record
 )
 
 // isFenced reports whether err is the Finish statement's refusal of a
@@ -35,6 +36,13 @@ const (
 func isFenced(err error) bool {
 	var pgErr *pgconn.PgError
 	return errors.As(err, &pgErr) && pgErr.Code == codeFenced
+}
+
+// isClaimed reports whether err is idem_claim's refusal: the scope has a
+// record (SQLSTATE IDM02).
+func isClaimed(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == codeClaimed
 }
 
 // translate turns a pgx or PostgreSQL error into the registry's errors; it

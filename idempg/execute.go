@@ -35,7 +35,7 @@ import (
 // rec.WriterEpoch is older than the registry's; see control.go.
 func (s *Store) Complete(ctx context.Context, rec registry.Record, fn registry.BusinessFunc) (registry.Record, error) {
 	now, _ := s.clock()
-	done, finishErr, err := s.runLazy(ctx, "complete", rec, fn, func(out registry.Outcome) (string, []any, error) {
+	done, finishErr, err := s.runLazy(ctx, "complete", rec, nil, fn, func(out registry.Outcome) (string, []any, error) {
 		args, err := s.finishArgs(rec, out, now, true)
 		return queries.Get("Finish"), args, err
 	})

@@ -32,6 +32,14 @@ import (
 // commits or rolls back the one transaction (and Complete then refuses to
 // record the outcome: see Complete).
 //
+// With claim set (ExecuteOnce), the claim statement (ClaimScope) goes
+// between BEGIN and the first statement, in the same batch: the
+// transaction holds the scope's advisory lock before any business
+// statement runs. When the claim is refused because the scope has a
+// record (lost), the first statement is never executed (the server skips
+// the rest of a batch after an error) and fails, and so does every later
+// one: runLazy then reports the claim's error as the lost insert.
+//
 // A lazyTx belongs to one call and one goroutine at a time, like a
 // pgx.Tx; release gives its connection back.
 type lazyTx struct {
@@ -41,6 +49,8 @@ type lazyTx struct {
 	begun bool          // BEGIN was sent and succeeded
 	tx    pgx.Tx        // the native transaction, once Native made one
 	err   error         // a failure to begin, reported by runLazy
+	claim []any         // ClaimScope's arguments; nil: no claim
+	lost  error         // the claim's refusal (IDM02), reported by runLazy
 }
 
 // acquire takes the connection, once.
@@ -133,6 +143,9 @@ func (t *lazyTx) begin(ctx context.Context, sql string, args []any) (pgx.BatchRe
 	}
 	batch := &pgx.Batch{}
 	batch.Queue("begin")
+	if t.claim != nil {
+		batch.Queue(queries.Get("ClaimScope"), t.claim...)
+	}
 	batch.Queue(sql, args...)
 	results := t.conn.SendBatch(ctx, batch)
 	if _, err := results.Exec(); err != nil {
@@ -143,7 +156,25 @@ func (t *lazyTx) begin(ctx context.Context, sql string, args []any) (pgx.BatchRe
 		return nil, t.err
 	}
 	t.begun = true
+	if t.claim != nil {
+		if _, err := results.Exec(); err != nil {
+			results.Close()
+			return nil, t.claimFailed(err)
+		}
+	}
 	return results, nil
+}
+
+// claimFailed notes the claim's failure err and returns the error fn's
+// statement gets: the scope's record was committed by another
+// transaction (lost), or storage trouble (err, as a failed BEGIN).
+func (t *lazyTx) claimFailed(err error) error {
+	if isClaimed(err) {
+		t.lost = err
+		return fmt.Errorf("idempg: the operation was recorded by another transaction meanwhile: %w", err)
+	}
+	t.err = fmt.Errorf("idempg: claim: %w", translate(err))
+	return t.err
 }
 
 func (t *lazyTx) Native() any {
@@ -157,7 +188,15 @@ func (t *lazyTx) Native() any {
 			t.err = fmt.Errorf("idempg: begin: %w", translate(err))
 			return nil
 		}
+		wasBegun := t.begun
 		t.tx, t.begun = tx, true
+		if t.claim != nil && !wasBegun {
+			// The transaction is aborted when the claim fails: every
+			// statement on tx then fails too.
+			if _, err := tx.Exec(t.ctx, queries.Get("ClaimScope"), t.claim...); err != nil {
+				_ = t.claimFailed(err)
+			}
+		}
 	}
 	return t.tx
 }
@@ -208,7 +247,8 @@ type errRow struct{ err error }
 
 func (r errRow) Scan(...any) error { return r.err }
 
-// runLazy runs fn on a lazyTx and then sends the statement that records
+// runLazy runs fn on a lazyTx (with claim, ClaimScope's arguments, in
+// front of fn's first statement; nil for none) and then sends the statement that records
 // fn's outcome (built by final) and COMMIT in one pipelined batch, with
 // BEGIN in front when fn ran no statement (the connection is taken then).
 // It returns the statement's row, the statement's own error (stmtErr: the
@@ -220,11 +260,16 @@ func (r errRow) Scan(...any) error { return r.err }
 // op ("idempg: op: …"). Whatever is still open is rolled back before the
 // connection goes back to the pool. ctx governs the whole transaction, fn
 // included.
-func (s *Store) runLazy(ctx context.Context, op string, rec registry.Record, fn registry.BusinessFunc,
+func (s *Store) runLazy(ctx context.Context, op string, rec registry.Record, claim []any, fn registry.BusinessFunc,
 	final func(out registry.Outcome) (string, []any, error)) (done registry.Record, stmtErr, err error) {
-	tx := &lazyTx{ctx: ctx, pool: s.pool}
+	tx := &lazyTx{ctx: ctx, pool: s.pool, claim: claim}
 	defer tx.release(ctx)
 	out, err := fn(ctx, tx, rec)
+	if tx.lost != nil {
+		// Another transaction recorded the scope while this one waited
+		// for its claim: no statement of fn ran.
+		return registry.Record{}, tx.lost, nil
+	}
 	if tx.err != nil {
 		// The transaction could not begin (no connection, or BEGIN
 		// failed): storage trouble, whatever fn made of it.

@@ -3,6 +3,7 @@ package idempg
 import (
 	"cmp"
 	"context"
+	"encoding/binary"
 	"fmt"
 
 	"github.com/idemkit/idem"
@@ -16,7 +17,19 @@ import (
 // the record as it will be stored: a new operation ID, owner generation
 // 1, state EXECUTING; its times are set at the insert.
 //
-// Round trips: BEGIN goes with fn's first statement (lazytx.go); the
+// The claim comes first: BEGIN, the claim (queries.sql, ClaimScope;
+// migration 011) and fn's first statement go to the server in one
+// pipelined batch (lazytx.go), and the claim takes a transaction-scoped
+// advisory lock named after the scope and looks for its record before
+// that statement runs. A concurrent call for the same scope — in another
+// process: within one process idemhttp already makes duplicates wait —
+// therefore waits for this transaction to end instead of running its
+// business statements; when this one committed, the duplicate's
+// statements never run and its result is the committed record's verdict
+// (below). fn itself is still called (its code up to its first
+// statement runs); a business function with no statement takes no lock.
+//
+// Round trips: the claim adds none. The
 // insert (queries.sql, InsertOutcome) and COMMIT go together in one
 // pipelined batch. So the registry adds one statement to the business
 // transaction and nothing else: no reservation, no second write of the
@@ -44,7 +57,7 @@ func (s *Store) ExecuteOnce(ctx context.Context, c registry.Claim, fn registry.B
 		State: idem.StateExecuting, OwnerGen: 1, WriterEpoch: c.WriterEpoch,
 		TombstoneTTL: max(c.TombstoneTTL, 0),
 	}
-	done, insertErr, err := s.runLazy(ctx, "execute once", rec, fn, func(out registry.Outcome) (string, []any, error) {
+	done, insertErr, err := s.runLazy(ctx, "execute once", rec, claimLock(c.Scope), fn, func(out registry.Outcome) (string, []any, error) {
 		if !out.State.Terminal() {
 			return "", nil, fmt.Errorf("idempg: execute once: outcome state %q is not terminal", out.State)
 		}
@@ -80,4 +93,10 @@ func (s *Store) ExecuteOnce(ctx context.Context, c registry.Claim, fn registry.B
 		return res, err
 	}
 	return registry.Result{Verdict: registry.Execute, Record: done}, nil
+}
+
+// claimLock returns ClaimScope's arguments for scope: the scope and the
+// advisory lock's key, its first four bytes.
+func claimLock(scope idem.ScopeHash) []any {
+	return []any{scope[:], int32(binary.BigEndian.Uint32(scope[:4]))}
 }

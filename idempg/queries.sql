@@ -229,6 +229,14 @@ WHERE (SELECT CASE WHEN EXISTS (SELECT 1 FROM upd) THEN true
               WHEN $16::boolean THEN idem_fenced($11::text)
               ELSE false END);
 
+-- name: ClaimScope
+-- The claim of the one-transaction style (Store.ExecuteOnce; migration
+-- 011), sent with BEGIN in front of the business function's first
+-- statement: $1 scope, $2 the advisory lock's key (the scope's first four
+-- bytes). Waits while another transaction holds the scope's lock, then
+-- fails with IDM02 when the scope has a record.
+SELECT idem_claim($1::bytea, $2::integer);
+
 -- name: InsertOutcome
 -- The one-transaction acceptance point (Store.ExecuteOnce), sent with
 -- COMMIT in one round trip at the end of the business transaction: it

@@ -19,8 +19,8 @@ import (
 // and with --html FILE a self-contained HTML report. Progress goes to
 // stderr. Exit status 0 only when every gate holds, 1 when one fails or
 // the gate cannot run, 2 on bad usage. SIGINT or SIGTERM stops the load
-// and the instances, and exits 1 without a report. --one-transaction
-// starts every instance with that flag (gate.Config.OneTransaction).
+// and the instances, and exits 1 without a report. --two-phase
+// starts every instance with that flag (gate.Config.TwoPhase).
 //
 // --workload transfers (default payments) drives POST /v1/transfers
 // instead, through an "idem provider" child the gate starts and injects
@@ -52,7 +52,7 @@ func runGate(ctx context.Context, args []string, std stdio) int {
 	fs.DurationVar(&cfg.Lease, "lease", gate.DefaultLease, "--lease of the instances")
 	fs.DurationVar(&cfg.RecoverInterval, "recover-interval", gate.DefaultRecoverInterval, "--recover-interval of the instances")
 	fs.StringVar(&cfg.EncryptionKeys, "encryption-keys", "", "key ring `FILE` passed to every instance (--encryption-keys: bodies sealed at rest) and used to read the registry when verifying")
-	fs.BoolVar(&cfg.OneTransaction, "one-transaction", false, "start every instance with --one-transaction (payment, outbox message and record in one database transaction; nothing reserved first)")
+	fs.BoolVar(&cfg.TwoPhase, "two-phase", false, "start every instance with --two-phase (POST /v1/payments reserves its key, then executes; default: payment, outbox message and record in one database transaction, nothing reserved first)")
 	fs.Int64Var(&cfg.Seed, "seed", 0, "seed of amounts, conflicts and refusals (0: from the clock)")
 	asJSON := fs.Bool("json", false, "print the report as one JSON object")
 	html := fs.String("html", "", "also write a self-contained HTML report to `FILE`")

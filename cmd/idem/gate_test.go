@@ -105,19 +105,20 @@ func TestGateCommand(t *testing.T) {
 		}
 	})
 
-	// The one-transaction style: the same small gate on SQLite, with no
-	// Prefer: wait, so a two-phase instance would answer concurrent
-	// retries 409 IN_PROGRESS and the gate would re-send them; one that
-	// runs --one-transaction has nothing in flight and never does.
+	// The one-transaction style, idem serve's default: the same small
+	// gate on SQLite, with no Prefer: wait, so a two-phase instance would
+	// answer concurrent retries 409 IN_PROGRESS and the gate would
+	// re-send them; a one-transaction one has nothing in flight and
+	// never does.
 	t.Run("sqlite-one-transaction", func(t *testing.T) {
 		dsn := "sqlite:" + filepath.Join(t.TempDir(), "gate.db")
 		code, r, stderr := runGateJSON(t, "--bin", bin, "--requests", "100", "--latency-budget", "1m", "--seed", "42",
-			"--db", dsn, "--one-transaction", "--wait", "-1s")
+			"--db", dsn, "--wait", "-1s")
 		if code != exitOK || !r.Passed || r.DB != "sqlite" || !r.OneTransaction || r.DuplicateEffects != 0 || r.Consistency != 1 {
 			t.Fatalf("exit %d, report %+v\nstderr:\n%s", code, r, stderr)
 		}
-		if !slices.Contains(r.ServeFlags, "--one-transaction") || slices.Contains(r.ServeFlags, dsn) {
-			t.Errorf("serve_flags %q; want --one-transaction, and the DSN left out", r.ServeFlags)
+		if slices.Contains(r.ServeFlags, "--two-phase") || slices.Contains(r.ServeFlags, dsn) {
+			t.Errorf("serve_flags %q; want no --two-phase, and the DSN left out", r.ServeFlags)
 		}
 		if n := r.Resends["IN_PROGRESS"]; n != 0 {
 			t.Errorf("%d re-sends after 409 IN_PROGRESS from one-transaction instances; want none (resends %v)", n, r.Resends)
@@ -126,9 +127,9 @@ func TestGateCommand(t *testing.T) {
 
 	t.Run("postgres-crash", func(t *testing.T) {
 		dsn := pgtest.DSN(t)
-		code, r, stderr := runGateJSON(t, append(common, "--db", dsn, "--crash", "--lease", "2s", "--recover-interval", "200ms")...)
+		code, r, stderr := runGateJSON(t, append(common, "--db", dsn, "--two-phase", "--crash", "--lease", "2s", "--recover-interval", "200ms")...)
 		if code != exitOK || !r.Passed || r.DB != "postgres" || r.Crashes != 1 || r.DuplicateEffects != 0 || r.Consistency != 1 ||
-			r.OneTransaction || slices.Contains(r.ServeFlags, "--one-transaction") {
+			r.OneTransaction || !slices.Contains(r.ServeFlags, "--two-phase") {
 			t.Fatalf("exit %d, report %+v\nstderr:\n%s", code, r, stderr)
 		}
 		if !strings.Contains(stderr, "killing instance 0 with SIGKILL") || !strings.Contains(stderr, "instance 0 restarted") {

@@ -85,7 +85,7 @@ func runServe(ctx context.Context, args []string, std stdio) int {
 	pruneEvery := fs.Duration("prune-interval", time.Minute, "how often to retire expired records and delete expired tombstones; 0 turns it off (run \"idem prune\" instead)")
 	apiRevision := fs.String("api-revision", payments.APIRevision, "API major `REVISION` bound into every operation's scope; for testing a revision change, the routes stay the same")
 	storeTimeout := fs.Duration("store-timeout", registry.DefaultCallTimeout, "bound on each registry call made for a request; a call that takes longer fails the request with 503 STORE_UNAVAILABLE (0: unbounded)")
-	oneTx := fs.Bool("one-transaction", false, "run POST /v1/payments in one database transaction: payment, outbox message and operation record commit together, nothing is reserved first (a duplicate sent meanwhile waits and replays instead of getting 409 IN_PROGRESS)")
+	twoPhase := fs.Bool("two-phase", false, "run POST /v1/payments in the two-phase style: reserve the key (committed), then run the payment and record its outcome; a duplicate sent meanwhile gets 409 IN_PROGRESS or waits (Prefer: wait). Default: one database transaction — payment, outbox message and operation record commit together, and a duplicate sent meanwhile waits for it and replays")
 	webhook := addWebhookFlags(fs.FlagSet)
 	keys := addKeysFlag(fs.FlagSet)
 	epoch := fs.Int64("writer-epoch", -1, "writer `EPOCH` to accept and commit operations at; -1: the registry's epoch at start, so a later \"idem epoch bump\" fences this server")
@@ -158,7 +158,7 @@ func runServe(ctx context.Context, args []string, std stdio) int {
 		WriterEpoch:     *epoch,
 		APIRevision:     *apiRevision,
 
-		OneTransaction: *oneTx,
+		OneTransaction: !*twoPhase,
 	})
 	if err != nil {
 		log.Error("idem serve: cannot start the service", "err", err)

@@ -134,15 +134,16 @@ type Config struct {
 	// are recovered during the run. 0 means DefaultLease and
 	// DefaultRecoverInterval.
 	Lease, RecoverInterval time.Duration
-	// OneTransaction starts every instance with --one-transaction: POST
-	// /v1/payments then runs in one database transaction (the payment,
+	// TwoPhase starts every instance with --two-phase: POST /v1/payments
+	// reserves its key (committed) and then executes. The default
+	// (false) is idem serve's: one database transaction (the payment,
 	// its outbox message and the operation record commit together,
 	// nothing is reserved first), and a key's concurrent retries that
-	// find no record enter that transaction too and replay the winner's
+	// find no record wait for that transaction and replay the winner's
 	// response once it committed (docs/gate.md); none gets 409
-	// IN_PROGRESS. The default (false) is the two-phase style: reserve,
-	// then execute.
-	OneTransaction bool
+	// IN_PROGRESS. The transfers workload's transfers are two-phase
+	// either way (their effect is outside the database).
+	TwoPhase bool
 	// EncryptionKeys, if set, is a key ring file (package keyring) passed
 	// to every instance as --encryption-keys, so response bodies and
 	// effect requests and answers are sealed at rest; the gate reads the
@@ -208,8 +209,6 @@ func (c Config) validate() error {
 		return errors.New("gate: conflict and refusal rates are fractions between 0 and 1")
 	case c.Workload != WorkloadPayments && c.Workload != WorkloadTransfers:
 		return fmt.Errorf("gate: unknown workload %q (want %s or %s)", c.Workload, WorkloadPayments, WorkloadTransfers)
-	case c.Workload == WorkloadTransfers && c.OneTransaction:
-		return errors.New("gate: the one-transaction style is for payments; transfers have an effect outside the database")
 	case c.LatencyBudget < 0 || c.RecoverySLO < 0 || c.KeyTimeout < 0 || c.Lease < 0 || c.RecoverInterval < 0 ||
 		c.UnknownSLO < 0 || c.ProviderTimeout < 0 || c.FaultInterval < 0:
 		return errors.New("gate: durations must not be negative")

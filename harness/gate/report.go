@@ -34,7 +34,8 @@ type Report struct {
 	Workload  string `json:"workload"`
 	Instances int    `json:"instances"`
 	// OneTransaction: the instances ran POST /v1/payments in one
-	// database transaction (Config.OneTransaction).
+	// database transaction (Config.TwoPhase false, the default); false
+	// for two-phase payments and for the transfers workload.
 	OneTransaction bool `json:"one_transaction"`
 	// ServeFlags are the arguments every instance got after "idem serve"
 	// (the --db and --auth values shown as "…"); set by Run.
@@ -114,7 +115,8 @@ type Report struct {
 func NewReport(cfg Config, plan Plan, res LoadResult, v Verification, reservations Histogram) *Report {
 	cfg = cfg.withDefaults()
 	r := &Report{
-		Run: plan.Run, Seed: cfg.Seed, Workload: cfg.Workload, Instances: cfg.Instances, Crash: cfg.Crash, OneTransaction: cfg.OneTransaction,
+		Run: plan.Run, Seed: cfg.Seed, Workload: cfg.Workload, Instances: cfg.Instances, Crash: cfg.Crash,
+		OneTransaction: cfg.Workload == WorkloadPayments && !cfg.TwoPhase,
 		Keys: len(plan.Keys), Retries: plan.Retries, Concurrency: cfg.keyWorkers() * plan.Retries,
 		Planned: len(plan.Keys) * plan.Retries, Requests: res.Requests, Resends: res.Resends,
 		Verification: v, ReservationHistogram: reservations, ClientHistogram: res.Latency,

@@ -91,8 +91,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	args := []string{"--db", cfg.DSN, "--auth", authPath, "--lease", cfg.Lease.String(),
 		"--recover-interval", cfg.RecoverInterval.String(), "--prune-interval", "0"}
-	if cfg.OneTransaction {
-		args = append(args, "--one-transaction")
+	if cfg.TwoPhase {
+		args = append(args, "--two-phase")
 	}
 	if cfg.EncryptionKeys != "" {
 		args = append(args, "--encryption-keys", cfg.EncryptionKeys)
