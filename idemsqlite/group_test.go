@@ -2,9 +2,15 @@ package idemsqlite
 
 import (
 	"context"
+	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
+	"time"
+
+	"modernc.org/sqlite"
 
 	"github.com/idemkit/idem/registry"
 )
@@ -379,4 +385,64 @@ func TestGroupCommitClose(t *testing.T) {
 	if _, err := h.s.ExecuteOnce(ctx, newClaim("pay"), mustNotRun(t)); !errors.Is(err, registry.ErrUnavailable) {
 		t.Errorf("ExecuteOnce after Close: %v, want ErrUnavailable", err)
 	}
+}
+
+// cancels holds the cancel functions idem_test_cancel(id) calls.
+var cancels sync.Map // int64 → context.CancelFunc
+
+func init() {
+	// idem_test_cancel(id) cancels the context registered under id, from
+	// inside the statement that calls it, and returns 0.
+	sqlite.MustRegisterScalarFunction("idem_test_cancel", 1, func(_ *sqlite.FunctionContext, args []driver.Value) (driver.Value, error) {
+		if f, ok := cancels.Load(args[0]); ok {
+			f.(context.CancelFunc)()
+		}
+		return int64(0), nil
+	})
+}
+
+// TestGroupCommitInterrupted: a business function's write, through the
+// *sql.Tx of Native, is interrupted when its context ends (modernc.org/
+// sqlite calls sqlite3_interrupt), and SQLite rolls back the whole
+// transaction: no member of the batch is acknowledged, and the members
+// after it fail without running. (Through the registry.Tx, statements are
+// not interrupted: see batchTx.)
+func TestGroupCommitInterrupted(t *testing.T) {
+	t.Parallel()
+	h := holdCommitter(t)
+	ctx := t.Context()
+	kctx, kcancel := context.WithCancel(ctx)
+	id := time.Now().UnixNano()
+	cancels.Store(id, kcancel)
+	defer cancels.Delete(id)
+	a, k, c := newClaim("pay"), newClaim("pay"), newClaim("pay")
+	got := h.run(
+		h.enqueue(ctx, a, pay),
+		h.enqueue(kctx, k, func(ctx context.Context, tx registry.Tx, rec registry.Record) (registry.Outcome, error) {
+			_, err := tx.Native().(*sql.Tx).ExecContext(ctx, `INSERT INTO bench_payments (id, amount)
+				WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM n WHERE x < 10000000)
+				SELECT 'row' || x, idem_test_cancel($1) FROM n`, id)
+			if err == nil {
+				err = errors.New("the statement was not interrupted")
+			}
+			return registry.Outcome{}, err
+		}),
+		h.enqueue(ctx, c, mustNotRun(t)),
+	)
+	if !errors.Is(got[0].err, registry.ErrUnavailable) || !errors.Is(got[0].err, errBatchAborted) {
+		t.Errorf("member before the interrupted one: %v %v, want ErrUnavailable (batch aborted)", got[0].res.Verdict, got[0].err)
+	}
+	if got[1].err == nil || strings.Contains(got[1].err.Error(), "not interrupted") {
+		t.Errorf("interrupted member: %v", got[1].err)
+	}
+	if !errors.Is(got[2].err, registry.ErrUnavailable) {
+		t.Errorf("member after the interrupted one: %v, want ErrUnavailable", got[2].err)
+	}
+	for i, cl := range []registry.Claim{a, k, c} {
+		if h.recorded(cl) {
+			t.Errorf("member %d was recorded", i)
+		}
+	}
+	res, err := h.s.ExecuteOnce(ctx, newClaim("pay"), pay)
+	h.executed(3, call{res, err})
 }
