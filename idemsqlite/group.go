@@ -65,8 +65,9 @@ type member struct {
 // turn is what the committer hands a member: the batch transaction, or
 // the error to return without running.
 type turn struct {
-	tx  *sql.Tx
-	err error
+	tx    *sql.Tx
+	alone bool // the only member of its batch: no savepoint needed
+	err   error
 }
 
 // newCommitter starts the committer of s; maxBatch is at least 2.
@@ -184,6 +185,7 @@ func (g *committer) commit(batch []*member) {
 	}
 	var dead error // set once the batch can neither go on nor commit
 	waiting := make([]*member, 0, len(batch))
+	alone := len(batch) == 1
 	for _, m := range batch {
 		if dead == nil && g.ctx.Err() != nil {
 			dead = g.s.checkOpen()
@@ -192,7 +194,7 @@ func (g *committer) commit(batch []*member) {
 			m.turn <- turn{err: dead}
 			continue
 		}
-		m.turn <- turn{tx: tx}
+		m.turn <- turn{tx: tx, alone: alone}
 		r := <-m.done
 		if r.dead {
 			dead = fmt.Errorf("%w: %w", registry.ErrUnavailable, errBatchAborted)
@@ -200,6 +202,10 @@ func (g *committer) commit(batch []*member) {
 		if r.waits {
 			waiting = append(waiting, m)
 		}
+	}
+	if dead == nil && len(waiting) == 0 { // nothing to acknowledge
+		_ = tx.Rollback()
+		return
 	}
 	if dead == nil {
 		if err := tx.Commit(); err != nil {
@@ -241,7 +247,7 @@ func (g *committer) execute(ctx context.Context, c registry.Claim, fn registry.B
 	if t.err != nil {
 		return registry.Result{}, t.err
 	}
-	r, res, err := g.work(m, t.tx)
+	r, res, err := g.work(m, t)
 	m.done <- r
 	if !r.waits {
 		return res, err
@@ -257,10 +263,24 @@ func (g *committer) execute(ctx context.Context, c registry.Claim, fn registry.B
 // the savepoint is rolled back on any error or a lost claim (whose
 // verdict comes from the record as tx sees it) and released otherwise.
 // If fn panics or exits its goroutine, the savepoint is rolled back and
-// the committer told before the panic goes on.
-func (g *committer) work(m *member, tx *sql.Tx) (r report, res registry.Result, err error) {
+// the committer told before the panic goes on. The only member of a batch
+// needs no savepoint: the committer rolls the transaction back unless the
+// member waits for the commit.
+func (g *committer) work(m *member, t turn) (r report, res registry.Result, err error) {
+	tx := t.tx
 	if err := m.ctx.Err(); err != nil { // touches nothing
 		return report{}, registry.Result{}, g.s.fail("execute once", err)
+	}
+	if t.alone {
+		ended := false
+		defer func() {
+			if !ended {
+				m.done <- report{}
+			}
+		}()
+		res, err = g.claim(m, tx)
+		ended = true
+		return report{waits: err == nil}, res, err
 	}
 	if _, err := tx.ExecContext(g.ctx, savepoint); err != nil {
 		return report{dead: true}, registry.Result{}, g.s.fail("execute once: savepoint", err)
