@@ -95,7 +95,8 @@ func (s *Store) DB() *sql.DB { return s.db }
 // is safe to call more than once. ExecuteOnce calls still queued for a
 // batch fail at once with registry.ErrUnavailable, and so do the members
 // of the batch in progress, whose transaction rolls back; Close waits for
-// the business function running in that batch, if any, to return.
+// the business function running in that batch, if any, to return, so a
+// business function must not call it.
 func (s *Store) Close() {
 	if s.closed.Swap(true) {
 		return
