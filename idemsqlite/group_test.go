@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"database/sql/driver"
 	"errors"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -445,4 +446,33 @@ func TestGroupCommitInterrupted(t *testing.T) {
 	}
 	res, err := h.s.ExecuteOnce(ctx, newClaim("pay"), pay)
 	h.executed(3, call{res, err})
+}
+
+// TestExecuteOnceUnbatched: MaxBatch 1 runs every call in a transaction
+// of its own, without a committer.
+func TestExecuteOnceUnbatched(t *testing.T) {
+	t.Parallel()
+	s, err := Open(t.Context(), "sqlite:"+filepath.Join(t.TempDir(), "idem.db"), Options{MaxBatch: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	if s.group != nil {
+		t.Fatal("MaxBatch 1 started a committer")
+	}
+	if _, err := s.DB().Exec(benchPayments); err != nil {
+		t.Fatal(err)
+	}
+	c := newClaim("pay")
+	res, err := s.ExecuteOnce(t.Context(), c, pay)
+	if err != nil || res.Verdict != registry.Execute {
+		t.Fatalf("ExecuteOnce: %v %v", res.Verdict, err)
+	}
+	again, err := s.ExecuteOnce(t.Context(), c, mustNotRun(t))
+	if err != nil || again.Verdict != registry.Replay || again.Record.OperationID != res.Record.OperationID {
+		t.Errorf("duplicate: %v %v, want Replay", again.Verdict, err)
+	}
+	if got := maxBatch(0); got != DefaultMaxBatch {
+		t.Errorf("maxBatch(0) = %d, want %d", got, DefaultMaxBatch)
+	}
 }

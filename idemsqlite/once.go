@@ -43,7 +43,9 @@ import (
 // running one (an interrupted write would roll back the whole batch:
 // Native's *sql.Tx has no such protection). ctx is checked again before
 // the outcome is recorded; the claim and the record statements and the
-// wait for the COMMIT are not interrupted by ctx.
+// wait for the COMMIT are not interrupted by ctx. fn must not call
+// ExecuteOnce or Close of the same Store: both would wait for fn's own
+// batch (a nested ExecuteOnce until its ctx ends).
 func (s *Store) ExecuteOnce(ctx context.Context, c registry.Claim, fn registry.BusinessFunc) (registry.Result, error) {
 	if err := s.checkOpen(); err != nil {
 		return registry.Result{}, err
