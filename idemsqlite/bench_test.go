@@ -2,19 +2,26 @@ package idemsqlite
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
+	"net/url"
+	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+
+	"modernc.org/sqlite"
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/registry"
 )
 
 // Benchmarks of one payment write: plain (BEGIN; INSERT; COMMIT), the
-// in-transaction style, the two-phase style (Reserve + Complete) and a
-// replay (Reserve of a completed scope). Each runs at 1 and 16 workers on
-// a fresh database file and reports ops/s.
+// in-transaction style, the two-phase style (Reserve + Complete), a
+// replay (Reserve of a completed scope) and the one-transaction style
+// (BenchmarkExecuteOnce, at 1, 16 and 64 workers). Each runs at 1 and 16
+// workers on a fresh database file and reports ops/s.
 
 const benchPayments = `CREATE TABLE bench_payments (id TEXT PRIMARY KEY, amount TEXT)`
 
@@ -147,4 +154,67 @@ func BenchmarkReplay(b *testing.B) {
 			return err
 		})
 	})
+}
+
+// BenchmarkExecuteOnce is the one-transaction style, pay at 1, 16 and 64
+// workers, with group commit (MaxBatch zero: DefaultMaxBatch) and without
+// (MaxBatch 1: a transaction per call), under synchronous FULL (Open's
+// setting) and NORMAL (WAL: a commit is atomic but may be lost on a power
+// failure until the next checkpoint). Run it next to BenchmarkInsertPlain
+// for the ratios.
+func BenchmarkExecuteOnce(b *testing.B) {
+	for _, mode := range []string{"FULL", "NORMAL"} {
+		for _, batch := range []int{1, 0} {
+			for _, w := range []int{1, 16, 64} {
+				name := fmt.Sprintf("sync=%s/maxbatch=%d/workers=%d", mode, maxBatch(batch), w)
+				b.Run(name, func(b *testing.B) {
+					s := benchStoreSync(b, mode, batch)
+					ctx := b.Context()
+					runWorkers(b, w, func(int64) error {
+						res, err := s.ExecuteOnce(ctx, newClaim("bench.pay"), pay)
+						if err == nil && res.Verdict != registry.Execute {
+							err = fmt.Errorf("verdict %v", res.Verdict)
+						}
+						return err
+					})
+				})
+			}
+		}
+	}
+}
+
+// benchStoreSync is benchStore with that synchronous setting (FULL or
+// NORMAL) and Options.MaxBatch: it opens the database as Open does, then
+// replaces Open's synchronous(FULL).
+func benchStoreSync(b *testing.B, sync string, batch int) *Store {
+	b.Helper()
+	name, err := driverDSN("sqlite:" + filepath.Join(b.TempDir(), "idem.db"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	full := url.QueryEscape("synchronous(FULL)")
+	if !strings.Contains(name, full) {
+		b.Fatalf("DSN %s does not set %s", name, full)
+	}
+	name = strings.Replace(name, full, url.QueryEscape("synchronous("+sync+")"), 1)
+	connector, err := sqlite.NewConnector(name)
+	if err != nil {
+		b.Fatal(err)
+	}
+	db := sql.OpenDB(&gatedConnector{Connector: connector, gate: make(gate, 1)})
+	db.SetMaxIdleConns(idleConns)
+	b.Cleanup(func() { db.Close() })
+	s, err := OpenDB(b.Context(), db, Options{MaxBatch: batch})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(s.Close)
+	var level int
+	if err := db.QueryRow(`PRAGMA synchronous`).Scan(&level); err != nil || level != map[string]int{"NORMAL": 1, "FULL": 2}[sync] {
+		b.Fatalf("synchronous = %d (err %v), want %s", level, err, sync)
+	}
+	if _, err := db.Exec(benchPayments); err != nil {
+		b.Fatal(err)
+	}
+	return s
 }

@@ -86,22 +86,11 @@ func (s *Store) ClaimAndExecute(ctx context.Context, tx *sql.Tx, c registry.Clai
 	if err := s.checkOpen(); err != nil {
 		return registry.Result{}, err
 	}
-	query, args := s.insertQuery("ClaimInsert", c)
-	rec, insErr := s.scanRecord(s.txStmt(ctx, tx, query).QueryRowContext(ctx, args...))
-	if errors.Is(insErr, sql.ErrNoRows) { // the writer fence or the active limit held
-		insErr = cmp.Or(writerFenced(ctx, tx, c.WriterEpoch), registry.ErrActiveLimit)
-	}
+	rec, insErr := s.claimInsert(ctx, tx, c)
 	if insErr != nil {
 		_ = tx.Rollback()
 		existing, err := s.Get(ctx, c.Scope)
-		switch {
-		case err == nil:
-			return registry.Result{Verdict: registry.Decide(existing, false, c.Fingerprint), Record: existing}, nil
-		case errors.Is(err, registry.ErrNotFound):
-			return registry.Result{}, s.fail("claim", insErr)
-		default:
-			return registry.Result{}, fmt.Errorf("%w (then reading the record: %w)", s.fail("claim", insErr), err)
-		}
+		return s.lostClaim(c, insErr, existing, err)
 	}
 	out, err := fn(ctx, sqlTx{tx}, rec)
 	if err != nil {
@@ -112,6 +101,33 @@ func (s *Store) ClaimAndExecute(ctx context.Context, tx *sql.Tx, c registry.Clai
 		return registry.Result{}, err
 	}
 	return registry.Result{Verdict: registry.Execute, Record: done}, nil
+}
+
+// claimInsert inserts the claim for c as RESERVED inside tx and returns
+// the new record, or the reason it was not inserted: the insert's error,
+// registry.ErrWriterFenced or registry.ErrActiveLimit.
+func (s *Store) claimInsert(ctx context.Context, tx *sql.Tx, c registry.Claim) (registry.Record, error) {
+	query, args := s.insertQuery("ClaimInsert", c)
+	rec, err := s.scanRecord(s.txStmt(ctx, tx, query).QueryRowContext(ctx, args...))
+	if errors.Is(err, sql.ErrNoRows) { // the writer fence or the active limit held
+		err = cmp.Or(writerFenced(ctx, tx, c.WriterEpoch), registry.ErrActiveLimit)
+	}
+	return rec, err
+}
+
+// lostClaim is the result of a claim whose insert failed with insErr,
+// given the record then read for its scope (or the error reading it): the
+// verdict on an existing record with a nil error, else the insert's error,
+// never a conflict.
+func (s *Store) lostClaim(c registry.Claim, insErr error, existing registry.Record, err error) (registry.Result, error) {
+	switch {
+	case err == nil:
+		return registry.Result{Verdict: registry.Decide(existing, false, c.Fingerprint), Record: existing}, nil
+	case errors.Is(err, registry.ErrNotFound):
+		return registry.Result{}, s.fail("claim", insErr)
+	default:
+		return registry.Result{}, fmt.Errorf("%w (then reading the record: %w)", s.fail("claim", insErr), err)
+	}
 }
 
 // record writes out as the outcome of rec inside tx: the fenced

@@ -26,5 +26,8 @@
 // the acceptance point here, and what stands in for FOR UPDATE SKIP LOCKED
 // when several relays claim outbox rows.
 //
+// ExecuteOnce commits concurrent calls together: one transaction, one
+// fsync, each call in its own savepoint (group commit, Options.MaxBatch).
+//
 // A *Store is safe for concurrent use by multiple goroutines.
 package idemsqlite

@@ -35,6 +35,11 @@ type Options struct {
 	// plaintext. Bodies stored under another key stay readable while the
 	// Sealer holds it; Reseal moves them to its active key.
 	Sealer registry.Sealer
+	// MaxBatch is how many concurrent ExecuteOnce calls one transaction
+	// commits at most (group commit, see ExecuteOnce). Zero (or less) means
+	// DefaultMaxBatch (64); 1 turns batching off: every call runs its own
+	// transaction.
+	MaxBatch int
 }
 
 // Store is the SQLite registry.Store. It is safe for concurrent use by
@@ -47,6 +52,7 @@ type Store struct {
 	ownsDB bool             // Close closes db (Open), or leaves it (OpenDB)
 	stmts  map[string]*sql.Stmt
 	closed atomic.Bool
+	group  *committer // ExecuteOnce's group commit; nil when MaxBatch is 1
 }
 
 var _ registry.Store = (*Store)(nil)
@@ -73,6 +79,9 @@ func OpenDB(ctx context.Context, db *sql.DB, opts Options) (*Store, error) {
 	if err := s.prepare(ctx); err != nil {
 		return nil, err
 	}
+	if n := maxBatch(opts.MaxBatch); n > 1 {
+		s.group = newCommitter(s, n)
+	}
 	return s, nil
 }
 
@@ -83,10 +92,17 @@ func (s *Store) DB() *sql.DB { return s.db }
 
 // Close marks the Store closed — later calls fail with
 // registry.ErrUnavailable — and closes the database if Open opened it. It
-// is safe to call more than once.
+// is safe to call more than once. ExecuteOnce calls still queued for a
+// batch fail at once with registry.ErrUnavailable, and so do the members
+// of the batch in progress, whose transaction rolls back; Close waits for
+// the business function running in that batch, if any, to return, so a
+// business function must not call it.
 func (s *Store) Close() {
 	if s.closed.Swap(true) {
 		return
+	}
+	if s.group != nil {
+		s.group.stop()
 	}
 	_ = s.closeStmts()
 	if s.ownsDB {
