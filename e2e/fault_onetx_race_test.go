@@ -17,10 +17,11 @@ import (
 // written but not committed; then a duplicate (another byte form of the
 // payload) and a request with another amount arrive with the same key.
 // On PostgreSQL each of the three goes to its own server process (A, B,
-// C on one database): all three find no record, run their handlers and
-// stop at before-commit in their own transactions; one SIGUSR1 to each
-// releases them, one record insert wins and the other two wait for it,
-// fail and roll back. On SQLite one server gets all three: the later two
+// C on one database): B and C find no record, and their transactions
+// wait on A's claim (idem_claim's advisory lock, seen in pg_locks) before
+// any business statement; one SIGUSR1 to A releases it, it commits, and
+// B and C then meet its record without running a business statement —
+// only A's handler reaches before-commit. On SQLite one server gets all three: the later two
 // wait for the execution of their key in the process (idem_joined_total
 // shows two) and then meet the committed record, so the first request
 // wins and only its handler ran. Either way: exactly one 201 is an
@@ -62,10 +63,13 @@ func TestOneTxDuplicateRace(t *testing.T) {
 		send(2)
 		var seen string
 		if pg {
-			await(t, "the handlers of B and C wait at before-commit, uncommitted", func() bool {
-				b, c := strings.Count(servers[1].child.Log(), waiting), strings.Count(servers[2].child.Log(), waiting)
-				seen = strconv.Itoa(b) + " and " + strconv.Itoa(c) + " waiting"
-				return b == 1 && c == 1
+			watch := pgConn(t, t.Context(), dsn)
+			await(t, "the transactions of B and C wait on A's claim", func() bool {
+				var n int
+				err := watch.QueryRow(t.Context(), `SELECT count(*) FROM pg_locks
+					WHERE locktype = 'advisory' AND classid = 1768187245 AND NOT granted`).Scan(&n)
+				seen = strconv.Itoa(n) + " waiting"
+				return err == nil && n == 2
 			}, &seen)
 		} else {
 			await(t, "two requests wait for the execution of their key", func() bool {
@@ -74,10 +78,8 @@ func TestOneTxDuplicateRace(t *testing.T) {
 				return n == 2
 			}, &seen)
 		}
-		for _, s := range servers[:map[bool]int{true: 3, false: 1}[pg]] {
-			if err := s.child.Signal(syscall.SIGUSR1); err != nil {
-				t.Fatal(err)
-			}
+		if err := servers[0].child.Signal(syscall.SIGUSR1); err != nil {
+			t.Fatal(err)
 		}
 		wg.Wait()
 
@@ -97,8 +99,8 @@ func TestOneTxDuplicateRace(t *testing.T) {
 			t.Fatalf("no request executed: %v", replies)
 		}
 		wantCreated(t, "the winner", replies[winner])
-		if !pg && winner != 0 {
-			t.Errorf("on SQLite request #%d won; want #0, which held the write lock", winner)
+		if winner != 0 {
+			t.Errorf("request #%d won; want #0, which held the claim", winner)
 		}
 		for i, r := range replies {
 			switch {
@@ -109,10 +111,12 @@ func TestOneTxDuplicateRace(t *testing.T) {
 				wantProblem(t, "request #"+strconv.Itoa(i)+" with the other payload", r, http.StatusUnprocessableEntity, string(idem.CodePayloadConflict))
 			}
 		}
-		if !pg {
-			if n := strings.Count(servers[0].child.Log(), waiting); n != 1 {
-				t.Errorf("%d handlers reached before-commit on SQLite; want 1 (the duplicates wait for the first execution, then meet the record)", n)
-			}
+		reached := 0
+		for _, s := range servers[:map[bool]int{true: 3, false: 1}[pg]] {
+			reached += strings.Count(s.child.Log(), waiting)
+		}
+		if reached != 1 {
+			t.Errorf("%d handlers reached before-commit; want 1 (the duplicates wait for the first execution, then meet the record)", reached)
 		}
 		counts := f.check(allow{})
 		if counts["executed"] != 1 || counts["in_progress"] != 0 {

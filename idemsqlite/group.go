@@ -47,6 +47,7 @@ type committer struct {
 	closed bool
 
 	commits atomic.Int64 // committed batch transactions (for tests)
+	taken   atomic.Int64 // members taken into batches (for tests)
 	// onEnqueue, when set (tests only), is called with the queue's length
 	// after each member joined it, outside the lock.
 	onEnqueue func(queued int)
@@ -60,7 +61,19 @@ type member struct {
 	turn  chan turn   // buffered (1): the committer's hand-over
 	done  chan report // buffered (1): the member's work has ended
 	acked chan error  // buffered (1): the outcome of the batch's COMMIT
+	// state is memberWaiting until the committer hands the member its
+	// turn (memberRunning) or the member leaves because its ctx ended
+	// first (memberLeft) — also while its batch's BEGIN still waits for
+	// the write lock, which another process may hold for long.
+	state atomic.Int32
 }
+
+// The states of a member.
+const (
+	memberWaiting int32 = iota
+	memberRunning
+	memberLeft
+)
 
 // turn is what the committer hands a member: the batch transaction, or
 // the error to return without running.
@@ -148,6 +161,7 @@ func (g *committer) take() []*member {
 		if n := min(len(g.queue), g.maxBatch); n > 0 {
 			batch := append([]*member(nil), g.queue[:n]...)
 			g.queue = append(g.queue[:0], g.queue[n:]...)
+			g.taken.Add(int64(n))
 			g.mu.Unlock()
 			return batch
 		}
@@ -194,6 +208,9 @@ func (g *committer) commit(batch []*member) {
 			m.turn <- turn{err: dead}
 			continue
 		}
+		if !m.state.CompareAndSwap(memberWaiting, memberRunning) {
+			continue // it left: its ctx ended while the batch began
+		}
 		m.turn <- turn{tx: tx, alone: alone}
 		r := <-m.done
 		if r.dead {
@@ -239,10 +256,10 @@ func (g *committer) execute(ctx context.Context, c registry.Claim, fn registry.B
 	select {
 	case t = <-m.turn:
 	case <-ctx.Done():
-		if g.remove(m) {
+		if g.remove(m) || m.state.CompareAndSwap(memberWaiting, memberLeft) {
 			return registry.Result{}, g.s.fail("execute once", ctx.Err())
 		}
-		t = <-m.turn // already in a batch: wait for the turn
+		t = <-m.turn // its turn has come: take it
 	}
 	if t.err != nil {
 		return registry.Result{}, t.err

@@ -476,3 +476,57 @@ func TestExecuteOnceUnbatched(t *testing.T) {
 		t.Errorf("maxBatch(0) = %d, want %d", got, DefaultMaxBatch)
 	}
 }
+
+// TestGroupCommitLeavesWhileLocked: another process holds the write lock,
+// so the committer's BEGIN waits (SQLite's busy timeout, 10 s); a member
+// whose ctx ends meanwhile returns at once with its ctx's error — while
+// the lock is still held — instead of waiting for a turn that cannot come
+// before the lock is free. Afterwards the Store works.
+func TestGroupCommitLeavesWhileLocked(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "idem.db")
+	s, _ := openTestAt(t, path)
+	if _, err := s.DB().Exec(benchPayments); err != nil {
+		t.Fatal(err)
+	}
+	other, err := sql.Open("sqlite", "file:"+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	conn, err := other.Conn(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(t.Context(), "BEGIN IMMEDIATE"); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan call, 1)
+	go func() {
+		res, err := s.ExecuteOnce(ctx, newClaim("locked"), mustNotRun(t))
+		done <- call{res, err}
+	}()
+	// Wait until the committer took the call into a batch (the queue is
+	// empty again): its BEGIN now waits for the lock.
+	for taken := false; !taken; {
+		s.group.mu.Lock()
+		taken = len(s.group.queue) == 0 && s.group.taken.Load() > 0
+		s.group.mu.Unlock()
+		if !taken {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	cancel()
+	got := <-done
+	if !errors.Is(got.err, context.Canceled) {
+		t.Errorf("ExecuteOnce whose ctx ended while its batch waited for the lock: %v, want context.Canceled", got.err)
+	}
+	if _, err := conn.ExecContext(t.Context(), "ROLLBACK"); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := s.ExecuteOnce(t.Context(), newClaim("after"), pay); err != nil || res.Verdict != registry.Execute {
+		t.Fatalf("after the lock was released: %v %v", res.Verdict, err)
+	}
+}

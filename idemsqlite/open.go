@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+	"time"
 
 	"modernc.org/sqlite"
 )
@@ -66,7 +67,7 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 	}
 	db := sql.OpenDB(&gatedConnector{Connector: connector, gate: make(gate, 1)})
 	db.SetMaxIdleConns(idleConns)
-	if err := db.PingContext(ctx); err != nil {
+	if err := ping(ctx, db); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("idemsqlite: open: %w", translate(err))
 	}
@@ -77,6 +78,32 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 	}
 	s.ownsDB = true
 	return s, nil
+}
+
+// pingTries bounds how often ping tries a busy database.
+const pingTries = 50
+
+// ping opens the first connection, running the pragmas of settings. A
+// new file's switch to WAL needs a lock that SQLite may refuse at once
+// with SQLITE_BUSY, without its busy handler, while other connections
+// (other processes opening the same new file) hold it briefly: ping then
+// tries again, after 1 ms, 2 ms, … up to 100 ms between tries, at most
+// pingTries times or until ctx ends. A retry loop written here because
+// the busy handler does not cover this case.
+func ping(ctx context.Context, db *sql.DB) error {
+	delay := time.Millisecond
+	for try := 1; ; try++ {
+		err := db.PingContext(ctx)
+		if err == nil || try == pingTries || sqliteCode(err)&0xff != codeBusy {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, 100*time.Millisecond)
+	}
 }
 
 // driverDSN turns an Open DSN into a modernc.org/sqlite DSN with the

@@ -148,9 +148,6 @@ func TestGateUsage(t *testing.T) {
 	if code, _, stderr := runCmd(t, "", "gate", "--db", "sqlite:x.db", "--workload", "refunds", "--bin", "/nonexistent"); code != exitRefused || !strings.Contains(stderr, "unknown workload") {
 		t.Errorf("unknown workload: exit %d, stderr %q", code, stderr)
 	}
-	if code, _, stderr := runCmd(t, "", "gate", "--db", "sqlite:x.db", "--workload", "transfers", "--one-transaction", "--bin", "/nonexistent"); code != exitRefused || !strings.Contains(stderr, "one-transaction") {
-		t.Errorf("transfers in one transaction: exit %d, stderr %q", code, stderr)
-	}
 	if code, _, _ := runCmd(t, "", "gate", "--db", "mysql://x"); code != exitRefused {
 		t.Errorf("unknown database: exit %d, want %d", code, exitRefused)
 	}
