@@ -117,7 +117,7 @@ func NewReport(cfg Config, plan Plan, res LoadResult, v Verification, reservatio
 	r := &Report{
 		Run: plan.Run, Seed: cfg.Seed, Workload: cfg.Workload, Instances: cfg.Instances, Crash: cfg.Crash,
 		OneTransaction: cfg.Workload == WorkloadPayments && !cfg.TwoPhase,
-		Keys: len(plan.Keys), Retries: plan.Retries, Concurrency: cfg.keyWorkers() * plan.Retries,
+		Keys:           len(plan.Keys), Retries: plan.Retries, Concurrency: cfg.keyWorkers() * plan.Retries,
 		Planned: len(plan.Keys) * plan.Retries, Requests: res.Requests, Resends: res.Resends,
 		Verification: v, ReservationHistogram: reservations, ClientHistogram: res.Latency,
 		RecoverySLOSeconds: cfg.RecoverySLO.Seconds(),
