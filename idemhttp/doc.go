@@ -17,7 +17,9 @@
 //     With Operation.OneTransaction nothing is reserved: the scope is
 //     looked up, and a new operation's handler runs in one transaction
 //     in which the record is inserted already terminal
-//     (registry.Store.ExecuteOnce); a duplicate racing it rolls back and
+//     (registry.Store.ExecuteOnce); a duplicate racing it waits for it
+//     (in this process for the execution of its key; in another, on the
+//     claim the driver takes before the handler's first statement) and
 //     is answered from the record that won.
 //   - a finished operation is replayed: stored status, media type,
 //     Location, ETag and body, with Idempotent-Replayed: true.

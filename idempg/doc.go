@@ -22,5 +22,11 @@
 // conflicts: Reserve returns the existing record instead, and a lost
 // in-transaction claim re-reads the record before deciding.
 //
+// ExecuteOnce, the one-transaction style, claims the scope before the
+// business function's first statement: a transaction-scoped advisory lock
+// in the two-integer space, class 1768187245 ("idem"), named after the
+// scope's first four bytes (idem_claim, migration 011). An application
+// that uses two-integer advisory locks should avoid that class.
+//
 // SQL lives in queries.sql and migrations/*.sql, not in Go strings.
 package idempg

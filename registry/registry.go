@@ -267,7 +267,12 @@ type Store interface {
 	// inserts it first) everything fn wrote is rolled back and the result
 	// is Decide's verdict on the existing record with a nil error, as for
 	// a lost in-transaction claim; a missing record after a failed insert
-	// returns the insert's error, never a conflict. fn sees the record as
+	// returns the insert's error, never a conflict. The scope is claimed
+	// before fn's first statement runs: a call for a scope whose first
+	// call's transaction is still open waits for it to end, and when that
+	// one committed, none of fn's statements runs (fn is not called, or
+	// its first statement fails) — conformance OnceDuplicateWaitsForClaim.
+	// fn sees the record as
 	// it will be stored (a new operation ID, generation 1, state
 	// EXECUTING). An error from fn, or an outcome that is not terminal
 	// (SUCCEEDED, FAILED_FINAL, or REJECTED for a business refusal), rolls

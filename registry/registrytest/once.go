@@ -16,10 +16,10 @@ import (
 // Cases of the one-transaction style, Store.ExecuteOnce: the business
 // function runs first, the record is inserted already terminal in the same
 // transaction, and the insert is the acceptance point. The business
-// function may run on a call that then loses the scope (the contract says
-// its writes are rolled back, not that it never runs), so these cases
-// check what committed — business rows, outbox rows, records — rather
-// than how often it ran.
+// function may still be called on a call that then loses the scope (its
+// statements are stopped by the claim: claim.go), so these cases check
+// what committed — business rows, outbox rows, records — rather than how
+// often it was called.
 
 const countScope = `SELECT count(*) FROM idem_operations WHERE scope = $1`
 

@@ -94,6 +94,7 @@ var cases = []struct {
 	{"OnceHandsExecuting", testOnceHandsExecuting},
 	{"OnceTerminalStates", testOnceTerminalStates},
 	{"OnceConcurrentSameScope", testOnceConcurrentSameScope},
+	{"OnceDuplicateWaitsForClaim", testOnceDuplicateWaitsForClaim},
 	{"OnceRollsBackOnError", testOnceRollsBackOnError},
 	{"OnceExistingScope", testOnceExistingScope},
 	{"OnceFencedByEpoch", testOnceFencedByEpoch},

@@ -3,8 +3,12 @@
 # one-transaction record's cost goes"): pgbench runs, side by side and in
 # rotating order, of the plain handler's transaction, the floor (plus a
 # 32-byte key row), and plus idem's one-transaction record in
-# idem_operations as it is, without its operation-ID index (rec_noopid)
-# and with its primary key only (rec_pkonly); WAL bytes per transaction
+# idem_operations as it is, without its operation-ID index (rec_noopid),
+# with its primary key only (rec_pkonly), with every index but no CHECK
+# (rec_nocheck), without the retire index (rec_noretire), with a hash
+# index on the operation ID in place of the unique B-tree (rec_hashopid),
+# and as it is behind the one-transaction claim (claim: idem_claim, an
+# advisory lock and an index probe, first); WAL bytes per transaction
 # from pg_current_wal_insert_lsn(). Usage: levers.sh 'postgres://…' on a
 # database "idem migrate" prepared and setup.sql ran on; CLIENTS (16),
 # SECONDS_PER_RUN (12) and ROUNDS (2) from the environment.
@@ -15,8 +19,11 @@ clients=${CLIENTS:-16} seconds=${SECONDS_PER_RUN:-12} rounds=${ROUNDS:-2}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 cp plain.sql floor.sql "$work/"
-for t in idem_operations rec_noopid rec_pkonly; do sed "s/INSERT INTO TABLE /INSERT INTO $t /" record.sql >"$work/$t.sql"; done
-variants=(plain floor idem_operations rec_noopid rec_pkonly)
+for t in idem_operations rec_noopid rec_pkonly rec_nocheck rec_noretire rec_hashopid; do
+	sed "s/INSERT INTO TABLE /INSERT INTO $t /" record.sql >"$work/$t.sql"
+done
+sed "s/INSERT INTO TABLE /INSERT INTO idem_operations /" claim.sql >"$work/claim.sql"
+variants=(plain floor idem_operations claim rec_noopid rec_pkonly rec_nocheck rec_noretire rec_hashopid)
 lsn() { psql -qAt "$dsn" -c "SELECT pg_current_wal_insert_lsn()"; }
 for round in $(seq 1 "$rounds"); do
 	n=${#variants[@]}

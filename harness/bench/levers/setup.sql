@@ -15,3 +15,19 @@ ALTER TABLE rec_noopid DROP CONSTRAINT rec_noopid_operation_id_key;
 -- The record with its primary key only: no secondary index, no CHECK.
 CREATE TABLE rec_pkonly (LIKE idem_operations INCLUDING DEFAULTS);
 ALTER TABLE rec_pkonly ADD PRIMARY KEY (scope);
+-- The record with every index but no CHECK constraint.
+CREATE TABLE rec_nocheck (LIKE idem_operations INCLUDING DEFAULTS INCLUDING INDEXES);
+-- The record without the retire index (Prune's access path).
+CREATE TABLE rec_noretire (LIKE idem_operations INCLUDING ALL);
+DO $$
+DECLARE i text;
+BEGIN
+    FOR i IN SELECT indexname FROM pg_indexes WHERE tablename = 'rec_noretire' AND indexdef LIKE '%(expires_at)%' LOOP
+        EXECUTE format('DROP INDEX %I', i);
+    END LOOP;
+END
+$$;
+-- The record whose operation ID has a hash index (not unique) instead of
+-- the unique B-tree.
+CREATE TABLE rec_hashopid (LIKE rec_noopid INCLUDING ALL);
+CREATE INDEX rec_hashopid_operation_id ON rec_hashopid USING hash (operation_id);
