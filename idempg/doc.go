@@ -22,5 +22,13 @@
 // conflicts: Reserve returns the existing record instead, and a lost
 // in-transaction claim re-reads the record before deciding.
 //
+// The Store is a [registry.Watcher] (watch.go): a Prefer: wait for an
+// operation in flight in another process wakes on the commit that ends it,
+// through LISTEN/NOTIFY on one dedicated connection per Store, opened by
+// the first Watch. Only scopes with a waiter row (idem_waiters, migration
+// 012) are notified, so the hot path never takes the notify lock when
+// nobody waits. A Store behind a pooler in transaction mode (PgBouncer),
+// which cannot LISTEN, should set Options.NoListen: waiters then poll.
+//
 // SQL lives in queries.sql and migrations/*.sql, not in Go strings.
 package idempg
