@@ -25,8 +25,9 @@
 //     Location, ETag and body, with Idempotent-Replayed: true.
 //   - a different request with the same key gets 422 PAYLOAD_CONFLICT.
 //   - an operation in flight gets 409 IN_PROGRESS with Retry-After and a
-//     monitor link, or — with Prefer: wait=N — is waited for (polling the
-//     registry, so it works across server processes) and replayed.
+//     monitor link, or — with Prefer: wait=N — is waited for and
+//     replayed, across server processes too: woken by the commit when the
+//     Store is a registry.Watcher (idempg), else polling the registry.
 //   - an operation whose outcome is unknown gets 409 OUTCOME_UNKNOWN.
 //   - an operation whose record expired into a tombstone (Operation.Retention,
 //     registry.Pruner) gets 409 KEY_RETIRED with its operation ID.

@@ -57,6 +57,10 @@ type Middleware struct {
 	Metrics *Metrics
 	// Logger receives structured logs; nil means slog.Default().
 	Logger *slog.Logger
+
+	// pollStart and pollMax, when set, replace await's fallback polling
+	// interval bounds (wait.go); tests only.
+	pollStart, pollMax time.Duration
 }
 
 func (m *Middleware) log() *slog.Logger { return cmp.Or(m.Logger, slog.Default()) }

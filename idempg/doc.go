@@ -28,5 +28,13 @@
 // scope's first four bytes (idem_claim, migration 011). An application
 // that uses two-integer advisory locks should avoid that class.
 //
+// The Store is a [registry.Watcher] (watch.go): a Prefer: wait for an
+// operation in flight in another process wakes on the commit that ends it,
+// through LISTEN/NOTIFY on one dedicated connection per Store, opened by
+// the first Watch. Only scopes with a waiter row (idem_waiters, migration
+// 012) are notified, so the hot path never takes the notify lock when
+// nobody waits. A Store behind a pooler in transaction mode (PgBouncer),
+// which cannot LISTEN, should set Options.NoListen: waiters then poll.
+//
 // SQL lives in queries.sql and migrations/*.sql, not in Go strings.
 package idempg

@@ -74,13 +74,22 @@ WHERE operation_id = $1
 ORDER BY created_at, name;
 
 -- name: MarkUnknown
--- $1 scope, $2 operation_id, $3 owner_gen, $4 now.
-WITH clock AS (SELECT coalesce($4::timestamptz, statement_timestamp()) AS t)
-UPDATE idem_operations o
-SET state = 'UNKNOWN', updated_at = clock.t
-FROM clock
-WHERE o.scope = $1 AND o.operation_id = $2 AND o.owner_gen = $3 AND o.state = 'EXECUTING'
-RETURNING o.operation_id;
+-- $1 scope, $2 operation_id, $3 owner_gen, $4 now. Notifies the scope's
+-- waiters, if any, as queries.sql TakeOver does.
+WITH clock AS (SELECT coalesce($4::timestamptz, statement_timestamp()) AS t),
+upd AS (
+    UPDATE idem_operations o
+    SET state = 'UNKNOWN', updated_at = clock.t
+    FROM clock
+    WHERE o.scope = $1 AND o.operation_id = $2 AND o.owner_gen = $3 AND o.state = 'EXECUTING'
+    RETURNING o.scope, o.operation_id
+),
+wake AS (
+    SELECT pg_notify('idem_changed', encode(upd.scope, 'hex')) FROM upd
+    WHERE EXISTS (SELECT 1 FROM idem_waiters w WHERE w.scope = upd.scope)
+)
+SELECT operation_id FROM upd
+WHERE (SELECT count(*) FROM wake) >= 0;
 
 -- name: Reconcile
 -- $1 operation_id, $2 outcome, $3 status, $4 media type, $5 location,

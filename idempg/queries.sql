@@ -200,7 +200,8 @@ WHERE operation_id = $1;
 -- the same round trip rolls back instead (Complete). With $16 false it
 -- returns no row and the transaction stays usable (ClaimAndExecute).
 -- $17 is the ID of the key that sealed the body, NULL for plaintext
--- (migration 010).
+-- (migration 010). When the scope has waiters (idem_waiters, migration
+-- 012) it notifies idem_changed with the scope in hex; see TakeOver.
 WITH clock AS (SELECT coalesce($10::timestamptz, statement_timestamp()) AS t),
 upd AS (
     UPDATE idem_operations o
@@ -223,9 +224,15 @@ outbox AS (
     FROM unnest($12::text[], $13::text[], $14::bytea[]) WITH ORDINALITY AS m(id, topic, payload, n), clock
     WHERE EXISTS (SELECT 1 FROM upd)
     ORDER BY m.n
+),
+wake AS (
+    -- Wakes the waiters of the scope (migration 012), if it has any; see
+    -- the wake CTE of TakeOver.
+    SELECT pg_notify('idem_changed', encode(upd.scope, 'hex')) FROM upd
+    WHERE EXISTS (SELECT 1 FROM idem_waiters w WHERE w.scope = upd.scope)
 )
 SELECT * FROM upd
-WHERE (SELECT CASE WHEN EXISTS (SELECT 1 FROM upd) THEN true
+WHERE (SELECT CASE WHEN EXISTS (SELECT 1 FROM upd) THEN (SELECT count(*) FROM wake) >= 0
               WHEN $16::boolean THEN idem_fenced($11::text)
               ELSE false END);
 
@@ -284,24 +291,51 @@ WHERE (SELECT CASE WHEN EXISTS (SELECT 1 FROM ins) THEN true ELSE idem_fenced($2
 -- name: Release
 -- $1 scope, $2 owner_gen, $3 operation_id: generations restart at 1 for
 -- every new reservation of a scope, so the operation ID is part of the fence.
-DELETE FROM idem_operations
-WHERE scope = $1 AND operation_id = $3 AND owner_gen = $2 AND state = 'RESERVED';
+-- Returns one row per deleted record (the driver counts them) and
+-- notifies the scope's waiters, if any (see TakeOver).
+WITH del AS (
+    DELETE FROM idem_operations
+    WHERE scope = $1 AND operation_id = $3 AND owner_gen = $2 AND state = 'RESERVED'
+    RETURNING scope
+),
+wake AS (
+    SELECT pg_notify('idem_changed', encode(del.scope, 'hex')) FROM del
+    WHERE EXISTS (SELECT 1 FROM idem_waiters w WHERE w.scope = del.scope)
+)
+SELECT scope FROM del
+WHERE (SELECT count(*) FROM wake) >= 0;
 
 -- name: TakeOver
 -- $1 scope, $2 owner_gen, $3 lease µs, $4 now, $5 operation_id.
-WITH clock AS (SELECT coalesce($4::timestamptz, statement_timestamp()) AS t)
-UPDATE idem_operations o
-SET owner_gen = o.owner_gen + 1,
-    lease_until = clock.t + $3::bigint * interval '1 microsecond',
-    updated_at = clock.t
-FROM clock
-WHERE o.scope = $1 AND o.operation_id = $5 AND o.owner_gen = $2
-  AND o.state IN ('RESERVED', 'EXECUTING') AND o.lease_until <= clock.t
-RETURNING o.scope, o.operation_id, o.operation, o.owner, o.fingerprint, o.contract,
-          o.state, o.owner_gen, o.writer_epoch, o.lease_until, o.expires_at,
-          o.created_at, o.updated_at, o.resp_status, o.resp_media_type,
-          o.resp_location, o.resp_etag, o.resp_body, o.resp_digest, o.resp_key,
-          o.retired_at, o.tombstone_until, o.tombstone_ttl;
+-- The wake CTE notifies idem_changed with the scope in hex when the scope
+-- has waiters (idem_waiters, migration 012; Store.Watch), and only then:
+-- a transaction that ran NOTIFY takes a global lock at commit, so
+-- without waiters the cost is one probe of an almost always empty table.
+-- A CTE that only reads runs only as far as it is read: the one-time
+-- filter "(SELECT count(*) FROM wake) >= 0" (always true) reads it whole,
+-- so the notify really runs. Finish and Release (and effects.sql
+-- MarkUnknown) do the same.
+WITH clock AS (SELECT coalesce($4::timestamptz, statement_timestamp()) AS t),
+upd AS (
+    UPDATE idem_operations o
+    SET owner_gen = o.owner_gen + 1,
+        lease_until = clock.t + $3::bigint * interval '1 microsecond',
+        updated_at = clock.t
+    FROM clock
+    WHERE o.scope = $1 AND o.operation_id = $5 AND o.owner_gen = $2
+      AND o.state IN ('RESERVED', 'EXECUTING') AND o.lease_until <= clock.t
+    RETURNING o.scope, o.operation_id, o.operation, o.owner, o.fingerprint, o.contract,
+              o.state, o.owner_gen, o.writer_epoch, o.lease_until, o.expires_at,
+              o.created_at, o.updated_at, o.resp_status, o.resp_media_type,
+              o.resp_location, o.resp_etag, o.resp_body, o.resp_digest, o.resp_key,
+              o.retired_at, o.tombstone_until, o.tombstone_ttl
+),
+wake AS (
+    SELECT pg_notify('idem_changed', encode(upd.scope, 'hex')) FROM upd
+    WHERE EXISTS (SELECT 1 FROM idem_waiters w WHERE w.scope = upd.scope)
+)
+SELECT * FROM upd
+WHERE (SELECT count(*) FROM wake) >= 0;
 
 -- name: ClaimOutbox
 -- $1 limit, $2 lease µs, $3 now. SKIP LOCKED lets relays claim disjoint

@@ -155,7 +155,7 @@ func (s *Store) Release(ctx context.Context, rec registry.Record) error {
 	if err != nil {
 		return fmt.Errorf("idempg: release: %w", translate(err))
 	}
-	if tag.RowsAffected() == 0 {
+	if tag.RowsAffected() == 0 { // the statement returns one row per deleted record
 		return fmt.Errorf("idempg: release %s: %w", rec.OperationID, registry.ErrFenced)
 	}
 	return nil

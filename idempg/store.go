@@ -43,6 +43,16 @@ type Options struct {
 	// plaintext. Bodies stored under another key stay readable while the
 	// Sealer holds it; Reseal moves them to its active key.
 	Sealer registry.Sealer
+	// NoListen turns off the Store's LISTEN connection (Store.Watch):
+	// every Watch then returns a nil channel and a waiter (Prefer: wait)
+	// polls the registry. Set it when the Store reaches PostgreSQL through
+	// a pooler in transaction mode (PgBouncer's pool_mode = transaction),
+	// which cannot keep a LISTEN: the listener's LISTEN would run on a
+	// server connection handed on to other clients, so no wake-up would
+	// arrive and waiters would poll at the slower fallback pace meant for
+	// missed wake-ups (up to 1 s instead of 250 ms), with a connection
+	// wasted. false, the default, opens the listener on the first Watch.
+	NoListen bool
 }
 
 // DefaultLaneConns is the acceptance lane's size when Options.LaneConns is 0.
@@ -59,6 +69,8 @@ type Store struct {
 	now  func() time.Time // Options.Now, may be nil
 	// sealer is Options.Sealer, may be nil.
 	sealer registry.Sealer
+	// listener serves Watch (watch.go); nil with Options.NoListen.
+	listener *listener
 }
 
 var _ registry.Store = (*Store)(nil)
@@ -94,12 +106,20 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 			return nil, fmt.Errorf("idempg: %w", translate(err))
 		}
 	}
-	return &Store{pool: pool, lane: lane, now: opts.Now, sealer: opts.Sealer}, nil
+	st := &Store{pool: pool, lane: lane, now: opts.Now, sealer: opts.Sealer}
+	if !opts.NoListen {
+		st.listener = newListener(cfg.ConnConfig)
+	}
+	return st, nil
 }
 
-// Close closes the pools, waiting for connections in use to be returned.
-// The Store must not be used afterwards.
+// Close stops the LISTEN connection (Watch), if one was opened, waking
+// every watcher, then closes the pools, waiting for connections in use to
+// be returned. The Store must not be used afterwards.
 func (s *Store) Close() {
+	if s.listener != nil {
+		s.listener.close()
+	}
 	if s.lane != s.pool {
 		s.lane.Close()
 	}

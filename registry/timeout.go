@@ -37,12 +37,28 @@ type boundedStore struct {
 // Complete, ExecuteOnce, Release, Get, GetByID, Control, InTx, the effect
 // and lease calls) bounded by d, so that storage trouble fails a request
 // closed (ErrUnavailable, 503) instead of holding it; see boundedStore.
-// d <= 0 returns s itself. Use it for the Store of idemhttp.Middleware.
+// d <= 0 returns s itself. When s is a Watcher so is the result (its
+// Watch setup bounded by d as well). Use it for the Store of
+// idemhttp.Middleware.
 func WithTimeout(s Store, d time.Duration) Store {
 	if d <= 0 {
 		return s
 	}
-	return boundedStore{Store: s, d: d}
+	b := boundedStore{Store: s, d: d}
+	if _, ok := s.(Watcher); ok {
+		return boundedWatcher{b}
+	}
+	return b
+}
+
+// boundedWatcher is a boundedStore whose Store is a Watcher: the wrapper
+// keeps the optional interface visible, with Watch's setup bounded too.
+type boundedWatcher struct{ boundedStore }
+
+func (b boundedWatcher) Watch(ctx context.Context, scope idem.ScopeHash) (<-chan struct{}, func()) {
+	ctx, cancel := b.bound(ctx)
+	defer cancel()
+	return b.Store.(Watcher).Watch(ctx, scope)
 }
 
 func (b boundedStore) bound(ctx context.Context) (context.Context, context.CancelFunc) {

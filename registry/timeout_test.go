@@ -152,3 +152,33 @@ func checkBounded(t *testing.T, store registry.Store, bound time.Duration, call 
 	}
 	t.Logf("bounded call failed after %v (bound %v)", took.Round(time.Millisecond), bound)
 }
+
+// watchingStore is a Store (only embedded: its other methods are never
+// called) that is also a registry.Watcher and records the ctx of Watch.
+type watchingStore struct {
+	registry.Store
+	deadline bool // whether Watch's ctx had a deadline
+	ch       chan struct{}
+}
+
+func (w *watchingStore) Watch(ctx context.Context, _ idem.ScopeHash) (<-chan struct{}, func()) {
+	_, w.deadline = ctx.Deadline()
+	return w.ch, func() {}
+}
+
+// TestWithTimeoutWatcher: the bounded Store is a Watcher exactly when the
+// wrapped one is, and bounds Watch's setup.
+func TestWithTimeoutWatcher(t *testing.T) {
+	inner := &watchingStore{ch: make(chan struct{})}
+	w, ok := registry.WithTimeout(inner, time.Minute).(registry.Watcher)
+	if !ok {
+		t.Fatal("WithTimeout hid the inner Store's Watcher")
+	}
+	if ch, _ := w.Watch(context.Background(), idem.ScopeHash{}); ch != inner.ch || !inner.deadline {
+		t.Errorf("Watch passed through: same channel %v, bounded %v", ch == inner.ch, inner.deadline)
+	}
+	type plain struct{ registry.Store }
+	if _, ok := registry.WithTimeout(plain{}, time.Minute).(registry.Watcher); ok {
+		t.Error("WithTimeout of a Store without Watch is a Watcher")
+	}
+}

@@ -31,3 +31,32 @@ $$;
 -- the unique B-tree.
 CREATE TABLE rec_hashopid (LIKE rec_noopid INCLUDING ALL);
 CREATE INDEX rec_hashopid_operation_id ON rec_hashopid USING hash (operation_id);
+-- The record with its CHECKs as one CHECK calling one function: the
+-- executor prepares each CHECK expression anew for every statement, so
+-- eleven small CHECKs cost more than one call of a function whose
+-- expressions plpgsql caches per session.
+CREATE FUNCTION rec_onecheck_valid(scope bytea, owner bytea, fingerprint bytea, state text, owner_gen bigint,
+    retired_at timestamptz, tombstone_until timestamptz, tombstone_ttl bigint, resp_status integer,
+    resp_media_type text, resp_location text, resp_etag text, resp_body bytea, resp_digest bytea, resp_key text)
+RETURNS boolean LANGUAGE plpgsql IMMUTABLE AS $$
+DECLARE terminal boolean := state IN ('SUCCEEDED', 'FAILED_FINAL', 'REJECTED');
+BEGIN
+    RETURN coalesce(
+        length(scope) = 32 AND length(owner) = 32 AND length(fingerprint) = 32
+        AND state IN ('RESERVED', 'EXECUTING', 'SUCCEEDED', 'FAILED_FINAL', 'UNKNOWN', 'REJECTED')
+        AND owner_gen >= 1
+        AND (terminal AND retired_at IS NULL) = (resp_status IS NOT NULL AND resp_media_type IS NOT NULL
+            AND resp_location IS NOT NULL AND resp_etag IS NOT NULL AND resp_body IS NOT NULL
+            AND resp_digest IS NOT NULL AND length(resp_digest) = 32)
+        AND (terminal OR (resp_status IS NULL AND resp_body IS NULL AND resp_digest IS NULL))
+        AND (retired_at IS NULL OR (terminal AND resp_status IS NULL AND resp_media_type IS NULL
+            AND resp_location IS NULL AND resp_etag IS NULL AND resp_body IS NULL AND resp_digest IS NULL))
+        AND (tombstone_until IS NULL OR (retired_at IS NOT NULL AND tombstone_ttl IS NOT NULL))
+        AND (tombstone_ttl IS NULL OR tombstone_ttl > 0)
+        AND (resp_key IS NULL OR resp_body IS NOT NULL), false);
+END
+$$;
+CREATE TABLE rec_onecheck (LIKE idem_operations INCLUDING DEFAULTS INCLUDING INDEXES);
+ALTER TABLE rec_onecheck ADD CONSTRAINT rec_onecheck_valid CHECK (rec_onecheck_valid(scope, owner, fingerprint,
+    state, owner_gen, retired_at, tombstone_until, tombstone_ttl, resp_status, resp_media_type, resp_location,
+    resp_etag, resp_body, resp_digest, resp_key));
