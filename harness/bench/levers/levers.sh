@@ -3,7 +3,9 @@
 # one-transaction record's cost goes"): pgbench runs, side by side and in
 # rotating order, of the plain handler's transaction, the floor (plus a
 # 32-byte key row), and plus idem's one-transaction record in
-# idem_operations as it is, without its operation-ID index (rec_noopid),
+# idem_operations as it is, as it was before migration 013 with eleven
+# CHECKs (rec_elevenchecks) and, from that, without its operation-ID
+# index (rec_noopid),
 # with its primary key only (rec_pkonly), with every index but no CHECK
 # (rec_nocheck), without the retire index (rec_noretire), with a hash
 # index on the operation ID in place of the unique B-tree (rec_hashopid),
@@ -19,11 +21,11 @@ clients=${CLIENTS:-16} seconds=${SECONDS_PER_RUN:-12} rounds=${ROUNDS:-2}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 cp plain.sql floor.sql "$work/"
-for t in idem_operations rec_noopid rec_pkonly rec_nocheck rec_noretire rec_hashopid; do
+for t in idem_operations rec_elevenchecks rec_noopid rec_pkonly rec_nocheck rec_noretire rec_hashopid; do
 	sed "s/INSERT INTO TABLE /INSERT INTO $t /" record.sql >"$work/$t.sql"
 done
 sed "s/INSERT INTO TABLE /INSERT INTO idem_operations /" claim.sql >"$work/claim.sql"
-variants=(plain floor idem_operations claim rec_noopid rec_pkonly rec_nocheck rec_noretire rec_hashopid)
+variants=(plain floor idem_operations claim rec_elevenchecks rec_noopid rec_pkonly rec_nocheck rec_noretire rec_hashopid)
 lsn() { psql -qAt "$dsn" -c "SELECT pg_current_wal_insert_lsn()"; }
 for round in $(seq 1 "$rounds"); do
 	n=${#variants[@]}

@@ -46,13 +46,13 @@ type variant struct {
 var variants = []variant{
 	{name: "plain"},
 	{name: "floor", floor: true},
-	{name: "record", table: "idem_operations"},
+	{name: "record (now)", table: "idem_operations"},
+	{name: "record (eleven CHECKs)", table: "rec_elevenchecks"},
 	{name: "claim+record", table: "idem_operations", claim: true},
-	{name: "no opid index", table: "rec_noopid"},
-	{name: "hash opid index", table: "rec_hashopid"},
+	{name: "eleven CHECKs, no opid index", table: "rec_noopid"},
+	{name: "eleven CHECKs, hash opid index", table: "rec_hashopid"},
+	{name: "eleven CHECKs, no retire index", table: "rec_noretire"},
 	{name: "no CHECK", table: "rec_nocheck"},
-	{name: "one CHECK (function)", table: "rec_onecheck"},
-	{name: "no retire index", table: "rec_noretire"},
 	{name: "pk only", table: "rec_pkonly"},
 }
 
@@ -72,7 +72,7 @@ func main() {
 				log.Fatalf("%s: %v", v.name, err)
 			}
 			perTx[v.name] = append(perTx[v.name], us)
-			fmt.Fprintf(os.Stderr, "round %d %-22s %6.1f µs CPU/tx\n", r+1, v.name, us)
+			fmt.Fprintf(os.Stderr, "round %d %-30s %6.1f µs CPU/tx\n", r+1, v.name, us)
 		}
 	}
 	fmt.Println("| variant | backend CPU µs/tx, lowest | median | rounds |")
