@@ -35,6 +35,7 @@ type cluster struct {
 	log  string              // server log file
 	port int                 // TCP port on 127.0.0.1
 	cred *syscall.Credential // non-nil when server binaries must drop root
+	pool *pooler             // PgBouncer in front (PoolerEnv), or nil
 }
 
 // binDir returns the directory of the PostgreSQL installation that provides
@@ -103,6 +104,12 @@ func startCluster() (_ *cluster, err error) {
 		}
 		err = c.run(true, "pg_ctl", "-w", "-t", startWaitSecs, "-D", c.data, "-l", c.log,
 			"-o", "-p "+strconv.Itoa(c.port), "start")
+		if err == nil && poolerWanted() {
+			if c.pool, err = startPooler(c); err != nil {
+				_ = c.run(true, "pg_ctl", "-m", "immediate", "-w", "-D", c.data, "stop")
+				return nil, err
+			}
+		}
 		if err == nil {
 			return c, nil
 		}
@@ -138,6 +145,9 @@ synchronous_commit = on
 
 // stop shuts the server down and deletes its directory.
 func (c *cluster) stop() error {
+	if c.pool != nil {
+		c.pool.stop()
+	}
 	err := c.run(true, "pg_ctl", "-m", "fast", "-w", "-t", startWaitSecs, "-D", c.data, "stop")
 	if err != nil {
 		err = fmt.Errorf("%w\n--- server log tail (%s) ---\n%s", err, c.log, c.logTail())

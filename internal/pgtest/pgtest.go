@@ -27,6 +27,11 @@
 // If the binaries are missing, DSN skips the test, unless the environment
 // variable IDEM_REQUIRE_POSTGRES=1 is set, in which case it fails it.
 //
+// With IDEM_TEST_PGBOUNCER=1 ([PoolerEnv]) the cluster gets PgBouncer in
+// transaction pooling mode in front of it, and DSN returns connection
+// strings on PgBouncer's port with default_query_exec_mode=exec
+// (docs/operations.md, "Connection poolers").
+//
 // If the test binary is killed (or panics, e.g. on -timeout) before Main
 // returns, the server and its directory outlive it. The next cluster started
 // on the machine reaps them: each directory records its owner's process ID
@@ -123,6 +128,9 @@ func DSN(t testing.TB) string {
 			t.Error(err)
 		}
 	})
+	if c.pool != nil {
+		return fmt.Sprintf("postgres://postgres@127.0.0.1:%d/%s?sslmode=disable&default_query_exec_mode=exec", c.pool.port, name)
+	}
 	return fmt.Sprintf("postgres://postgres@127.0.0.1:%d/%s?sslmode=disable", c.port, name)
 }
 
