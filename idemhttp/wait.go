@@ -23,62 +23,53 @@ const (
 // elapses, and returns the record as last read. A record that disappears
 // (its reservation was released) returns registry.ErrNotFound.
 //
-// When the Store is a registry.Watcher (idempg: LISTEN/NOTIFY) the wait
-// wakes on the commit that moves the record, in whatever process it runs;
-// see awaitWatch. Otherwise it is bounded polling of the registry, which
-// works the same on SQLite and PostgreSQL across any number of server
-// processes and costs one indexed read per poll: polls start at 20 ms and
-// back off to 250 ms, so a waiter sees the outcome at most 250 ms late.
+// It is bounded polling of the registry, which works the same on SQLite
+// and PostgreSQL across any number of server processes and costs one
+// indexed read per poll: polls start at 20 ms and back off to 250 ms, so
+// a waiter sees the outcome at most 250 ms late. When the Store is a
+// registry.Watcher (idempg: LISTEN/NOTIFY) the wait also wakes on the
+// commit that moves the record, in whatever process it runs, and the
+// polls only catch what the wake-up misses (backing off to 1 s). The
+// watch is set up before the record is read: an outcome committed after
+// the caller's read but before the watch notified nobody, and that read
+// sees it. A wake-up that finds the operation still in flight (spurious,
+// a takeover) sets up a new watch, again before the read.
 func (m *Middleware) await(ctx context.Context, rec registry.Record, wait time.Duration) (registry.Record, error) {
 	ctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
-	if w, ok := m.Store.(registry.Watcher); ok {
-		return m.awaitWatch(ctx, w, rec)
+	w, watching := m.Store.(registry.Watcher)
+	limit := cmp.Or(m.pollMax, pollMax)
+	if watching {
+		limit = cmp.Or(m.pollMax, watchPollMax)
 	}
-	delay := cmp.Or(m.pollStart, pollStart)
-	t := time.NewTimer(delay)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return rec, nil
-		case <-t.C:
-		}
-		now, done, err := m.reread(ctx, &rec)
-		if done {
-			return now, err
-		}
-		delay = min(delay*2, cmp.Or(m.pollMax, pollMax))
-		t.Reset(delay)
-	}
-}
-
-// awaitWatch is await on a Watcher: it watches the scope, then reads the
-// record, then waits for the wake-up or the fallback poll (20 ms backing
-// off to 1 s), and reads again. The order matters: an outcome committed
-// after the caller's read but before the watch was set up notifies nobody,
-// and the read after Watch sees it. A wake-up that finds the operation
-// still in flight (spurious, a takeover) sets up a new watch, again
-// before the read.
-func (m *Middleware) awaitWatch(ctx context.Context, w registry.Watcher, rec registry.Record) (registry.Record, error) {
-	changed, stop := w.Watch(ctx, rec.Scope)
+	var changed <-chan struct{} // nil, so never ready, without a watch
+	stop := func() {}
 	defer func() { stop() }()
+	watch := func() bool {
+		if watching {
+			stop()
+			changed, stop = w.Watch(ctx, rec.Scope)
+		}
+		return watching
+	}
 	delay := cmp.Or(m.pollStart, pollStart)
 	t := time.NewTimer(delay)
 	defer t.Stop()
+	read := watch() // the caller just read; read again only after a watch
 	for {
-		now, done, err := m.reread(ctx, &rec)
-		if done {
-			return now, err
+		if read {
+			if now, done, err := m.reread(ctx, &rec); done {
+				return now, err
+			}
 		}
 		select {
 		case <-ctx.Done():
 			return rec, nil
 		case <-changed:
-			stop()
-			changed, stop = w.Watch(ctx, rec.Scope)
+			read = watch()
 		case <-t.C:
-			delay = min(delay*2, cmp.Or(m.pollMax, watchPollMax))
+			read = true
+			delay = min(delay*2, limit)
 			t.Reset(delay)
 		}
 	}
