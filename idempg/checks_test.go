@@ -5,8 +5,6 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgxpool"
-
-	"github.com/idemkit/idem/internal/pgtest"
 )
 
 // candidateRows builds, in a temporary table, every combination of a
@@ -70,13 +68,7 @@ func checkExpr(t *testing.T, pool *pgxpool.Pool) (string, int) {
 func TestOneCheckEquivalent(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	dsn := pgtest.DSN(t)
-	pool, err := pgxpool.New(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
-	migrateBefore(t, pool, "013")
+	pool, dsn := upgradeFrom(t, "013")
 	before, n := checkExpr(t, pool)
 	if n != 11 {
 		t.Fatalf("%d CHECK constraints before migration 013, want 11", n)

@@ -307,6 +307,21 @@ func migrateBefore(t *testing.T, pool *pgxpool.Pool, version string) {
 	}
 }
 
+// upgradeFrom opens a pool on a fresh database on which the migrations
+// before version are applied (migrateBefore), closed when t ends, and
+// returns it with the database's DSN: the start of an upgrade test.
+func upgradeFrom(t *testing.T, version string) (*pgxpool.Pool, string) {
+	t.Helper()
+	dsn := pgtest.DSN(t)
+	pool, err := pgxpool.New(t.Context(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	migrateBefore(t, pool, version)
+	return pool, dsn
+}
+
 // embeddedMigrations lists the versions of migrations/*.sql in order.
 func embeddedMigrations(t *testing.T) []string {
 	t.Helper()

@@ -6,9 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
-	"github.com/idemkit/idem/internal/pgtest"
 	"github.com/idemkit/idem/registry"
 )
 
@@ -19,13 +16,7 @@ import (
 func TestMigration008Upgrade(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	dsn := pgtest.DSN(t)
-	pool, err := pgxpool.New(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
-	migrateBefore(t, pool, "008")
+	pool, dsn := upgradeFrom(t, "008")
 	const insert = `INSERT INTO idem_outbox (message_id, operation_id, topic, payload, created_at, claimed_until, published_at)
 		VALUES ($1, $2, 'upgrade', '{}', now() - interval '1 hour', now() + $3 * interval '1 minute', $4)`
 	for _, r := range []struct {

@@ -3,10 +3,7 @@ package idempg
 import (
 	"testing"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/idemkit/idem"
-	"github.com/idemkit/idem/internal/pgtest"
 	"github.com/idemkit/idem/registry"
 )
 
@@ -16,13 +13,7 @@ import (
 func TestMigration004Upgrade(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	dsn := pgtest.DSN(t)
-	pool, err := pgxpool.New(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
-	migrateBefore(t, pool, "004")
+	pool, dsn := upgradeFrom(t, "004")
 	reserved, done := newClaim("upgrade"), newClaim("upgrade")
 	resp := idem.Response{Status: 201, MediaType: "application/json", Location: "/x/1", ETag: `"1"`, Body: []byte("{}\x00")}
 	d := resp.Digest()
