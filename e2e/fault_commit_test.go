@@ -81,3 +81,76 @@ func TestFaultDroppedCommitReply(t *testing.T) {
 		f.check(allow{})
 	})
 }
+
+// TestFaultCommitLostInOutage (issue 15: an in-flight commit during a
+// failover). The proxy cuts the connection right after PostgreSQL
+// committed the payment and, in the same step, makes the database
+// unreachable — every pooled connection breaks and new ones are refused —
+// as a primary that dies right after a commit. The server cannot read the
+// record back at once; it keeps reading (Middleware.ResolveWait) and,
+// once the database is reachable again, answers with the committed
+// outcome instead of a 503: the one payment, marked as a replay, which
+// every retry replays. Nothing runs twice.
+func TestFaultCommitLostInOutage(t *testing.T) {
+	t.Parallel()
+	dsn := pgtest.DSN(t)
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy, err := pgproxy.Listen(u.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { proxy.Close() })
+	f := newFault(t, dsn)
+	u.Host = proxy.Addr()
+	f.serverDSN = u.String()
+	s := f.serve("A", nil, true)
+	key, body := f.key("outage"), `{"amount":"`+f.amount()+`","currency":"EUR","payee":"acct_1","memo":"x"}`
+	proxy.CutCommitOfThenDown("INSERT INTO payments")
+	type result struct {
+		r   reply
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		r, err := f.post(s, "/v1/payments", "demo", key, body)
+		done <- result{r, err}
+	}()
+	select {
+	case <-proxy.Cuts():
+	case <-time.After(awaitTimeout):
+		t.Fatal("the proxy cut no commit reply")
+	}
+	awaitLog(t, s, "the outcome's commit is unknown: reading the record until the store answers")
+	// A read refused after that line: the server is still reading
+	// while the database is away.
+	for len(proxy.Refused()) > 0 {
+		<-proxy.Refused()
+	}
+	select {
+	case <-proxy.Refused():
+	case <-time.After(awaitTimeout):
+		t.Fatal("no connection was refused during the outage")
+	}
+	proxy.Up()
+	var first result
+	select {
+	case first = <-done:
+	case <-time.After(awaitTimeout):
+		t.Fatal("the request whose commit was lost got no answer after the database came back")
+	}
+	if first.err != nil {
+		t.Fatal(first.err)
+	}
+	if first.r.status != http.StatusCreated || first.r.header.Get("Idempotent-Replayed") != "true" {
+		t.Fatalf("the answer after a commit lost in an outage: %v %v; want the committed 201, marked as a replay", first.r, first.r.header)
+	}
+	awaitLog(t, s, "committed=true")
+	again := f.mustPost(s, "/v1/payments", "demo", key, body)
+	wantReplay(t, "a retry after the outage", first.r, again)
+	if counts := f.check(allow{}); counts["executed"] != 0 {
+		t.Errorf("answers %v: an answer claims a fresh execution, but the commit reply was lost", counts)
+	}
+}

@@ -233,7 +233,7 @@ func (m *Middleware) completeRendered(ctx context.Context, w http.ResponseWriter
 	}
 	if err != nil {
 		m.log().Error("recording the outcome failed after a downstream call", "operation", op.Name, "operation_id", rec.OperationID, "err", err)
-		if now, ok := m.settled(ctx, rec); ok {
+		if now, ok := m.resolve(ctx, rec, err); ok {
 			m.replay(w, now)
 			return
 		}

@@ -263,7 +263,7 @@ func (m *Middleware) business(rw *recorder, r *http.Request, next http.Handler, 
 // 503 (fail closed).
 func (m *Middleware) afterFailedComplete(ctx context.Context, w http.ResponseWriter, rec registry.Record, err error, reserved bool) {
 	m.log().Error("recording the outcome failed", "operation", m.Operation.Name, "operation_id", rec.OperationID, "err", err)
-	if now, ok := m.settled(ctx, rec); ok {
+	if now, ok := m.resolve(ctx, rec, err); ok {
 		m.replay(w, now)
 		return
 	}
@@ -293,6 +293,47 @@ func (m *Middleware) settled(ctx context.Context, rec registry.Record) (registry
 		return registry.Record{}, false
 	}
 	return now, true
+}
+
+// resolve is settled after a write that failed with failed. When the store
+// could not be reached (registry.ErrUnavailable: the connection died, maybe
+// around COMMIT, or the primary is failing over) the write's outcome is
+// unknown, and the one thing that can tell is the record itself: resolve
+// then keeps reading it, backing off, until the store answers or
+// ResolveWait passes — independent of ctx's cancellation, so a client that
+// hung up does not cut it short. A terminal record of the same operation
+// is the committed outcome; anything else (no record, another operation,
+// not terminal, no answer in time) is not settled, and the caller answers
+// as it would have: nothing is executed again here.
+func (m *Middleware) resolve(ctx context.Context, rec registry.Record, failed error) (registry.Record, bool) {
+	if rec.OperationID == "" || !errors.Is(failed, registry.ErrUnavailable) || m.resolveWait() == 0 {
+		return m.settled(ctx, rec)
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.resolveWait())
+	defer cancel()
+	m.log().Warn("the outcome's commit is unknown: reading the record until the store answers",
+		"operation", m.Operation.Name, "operation_id", rec.OperationID, "wait", m.resolveWait())
+	delay := resolvePollStart
+	for {
+		now, err := m.Store.Get(ctx, rec.Scope)
+		if err == nil || !errors.Is(err, registry.ErrUnavailable) {
+			ok := err == nil && now.OperationID == rec.OperationID && now.State.Terminal()
+			m.log().Info("the outcome's commit resolved by reading the record",
+				"operation", m.Operation.Name, "operation_id", rec.OperationID, "committed", ok)
+			if !ok {
+				return registry.Record{}, false
+			}
+			return now, true
+		}
+		t := time.NewTimer(delay)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return registry.Record{}, false
+		}
+		delay = min(2*delay, resolvePollMax)
+	}
 }
 
 func (m *Middleware) release(ctx context.Context, rec registry.Record) {

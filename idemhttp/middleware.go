@@ -21,6 +21,20 @@ const (
 // DefaultWaitCap caps Prefer: wait.
 const DefaultWaitCap = 10 * time.Second
 
+// DefaultResolveWait is how long a request whose outcome could not be
+// recorded because the store was unreachable keeps reading its record
+// (Middleware.ResolveWait): long enough for an automatic PostgreSQL
+// failover on loopback or a LAN, short enough that a client's own retry
+// is not held back much longer than a Prefer: wait.
+const DefaultResolveWait = 10 * time.Second
+
+// The backoff of those reads: from resolvePollStart, doubling, at most
+// resolvePollMax.
+const (
+	resolvePollStart = 50 * time.Millisecond
+	resolvePollMax   = time.Second
+)
+
 // Middleware makes one operation's handler idempotent under
 // http.idempotency.v1. Configure it, then call Handler once; it must not
 // be changed afterwards. Handlers it wraps are safe for concurrent use.
@@ -46,6 +60,15 @@ type Middleware struct {
 	// WaitCap caps Prefer: wait; 0 means DefaultWaitCap, negative
 	// disables waiting.
 	WaitCap time.Duration
+	// ResolveWait bounds how long a request whose outcome could not be
+	// recorded because the store was unreachable — the connection died,
+	// maybe around COMMIT, or the database is failing over — keeps
+	// reading its record to learn whether the commit happened: found,
+	// the committed outcome is sent (marked as a replay); not found or
+	// not answered in time, 503 STORE_UNAVAILABLE, and the client's
+	// retry decides. Nothing is executed again meanwhile. 0 means
+	// DefaultResolveWait; negative reads once.
+	ResolveWait time.Duration
 	// MonitorPrefix is the path prefix under which the application serves
 	// the operation monitor (MonitorHandler), for example
 	// "/v1/operations/": 409 answers for an operation in flight or UNKNOWN
@@ -71,6 +94,16 @@ func (m *Middleware) setMonitorLink(w http.ResponseWriter, id string) {
 	if m.MonitorPrefix != "" {
 		w.Header().Set("Link", "<"+m.MonitorPrefix+id+`>; rel="monitor"`)
 	}
+}
+
+func (m *Middleware) resolveWait() time.Duration {
+	switch {
+	case m.ResolveWait == 0:
+		return DefaultResolveWait
+	case m.ResolveWait < 0:
+		return 0
+	}
+	return m.ResolveWait
 }
 
 func (m *Middleware) waitCap() time.Duration {

@@ -36,13 +36,16 @@ type Proxy struct {
 	ln       net.Listener
 	upstream string
 
-	mu     sync.Mutex
-	armed  string // cut after the COMMIT of a transaction whose SQL contains this; "" disarmed
-	cuts   []Cut
-	conns  map[net.Conn]struct{}
-	closed bool
-	cutCh  chan Cut
-	wg     sync.WaitGroup
+	mu       sync.Mutex
+	armed    string // cut after the COMMIT of a transaction whose SQL contains this; "" disarmed
+	downNext bool   // the armed cut also takes the proxy down (CutCommitOfThenDown)
+	down     bool   // an outage: new connections are refused (closed at once)
+	cuts     []Cut
+	conns    map[net.Conn]struct{}
+	closed   bool
+	cutCh    chan Cut
+	refused  chan struct{}
+	wg       sync.WaitGroup
 }
 
 // Cut describes one connection cut after a COMMIT reply.
@@ -59,7 +62,7 @@ func Listen(upstream string) (*Proxy, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Proxy{ln: ln, upstream: upstream, conns: map[net.Conn]struct{}{}, cutCh: make(chan Cut, 16)}
+	p := &Proxy{ln: ln, upstream: upstream, conns: map[net.Conn]struct{}{}, cutCh: make(chan Cut, 16), refused: make(chan struct{}, 64)}
 	p.wg.Add(1)
 	go p.accept()
 	return p, nil
@@ -77,8 +80,32 @@ func (p *Proxy) Addr() string { return p.ln.Addr().String() }
 func (p *Proxy) CutCommitOf(substr string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.armed = substr
+	p.armed, p.downNext = substr, false
 }
+
+// CutCommitOfThenDown arms the proxy as CutCommitOf does, and the cut
+// also starts an outage, in the same step: every connection the proxy
+// holds is closed and every new one is refused (accepted and closed at
+// once, as a host whose database server died) until Up. That is a
+// primary lost right after it committed: the client learns nothing of
+// its commit and cannot read it back until the database is reachable
+// again.
+func (p *Proxy) CutCommitOfThenDown(substr string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.armed, p.downNext = substr, substr != ""
+}
+
+// Up ends an outage: new connections are forwarded again.
+func (p *Proxy) Up() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.down = false
+}
+
+// Refused returns a channel that receives one value per connection
+// refused during an outage (it buffers 64; later ones are dropped).
+func (p *Proxy) Refused() <-chan struct{} { return p.refused }
 
 // Cuts returns a channel that receives every cut as it happens (it
 // buffers 16; later cuts are dropped from the channel but still counted
@@ -113,6 +140,9 @@ func (p *Proxy) accept() {
 		if err != nil {
 			return
 		}
+		if p.refuse(client) {
+			continue
+		}
 		server, err := net.Dial("tcp", p.upstream)
 		if err != nil {
 			client.Close()
@@ -128,6 +158,21 @@ func (p *Proxy) accept() {
 		go func() { defer p.wg.Done(); c.frontend() }()
 		go func() { defer p.wg.Done(); c.backend() }()
 	}
+}
+
+// refuse closes client and reports true during an outage.
+func (p *Proxy) refuse(client net.Conn) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.down {
+		return false
+	}
+	client.Close()
+	select {
+	case p.refused <- struct{}{}:
+	default:
+	}
+	return true
 }
 
 func (p *Proxy) track(cs ...net.Conn) bool {
@@ -159,6 +204,12 @@ func (p *Proxy) takeCut(stmt string) bool {
 		return false
 	}
 	p.armed = ""
+	if p.downNext {
+		p.downNext, p.down = false, true
+		for c := range p.conns {
+			c.Close() // the caller's own connection too: its reply is withheld anyway
+		}
+	}
 	cut := Cut{Statement: stmt}
 	p.cuts = append(p.cuts, cut)
 	select {

@@ -150,3 +150,63 @@ func TestTLSRefused(t *testing.T) {
 		t.Fatalf("SELECT 1: %d, %v", one, err)
 	}
 }
+
+// TestCutThenDown: armed with CutCommitOfThenDown, the matching commit
+// executes but its reply is lost, every other proxied connection breaks
+// at the same moment, and new connections are refused until Up.
+func TestCutThenDown(t *testing.T) {
+	dsn, p := start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	direct, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer direct.Close(ctx)
+	if _, err := direct.Exec(ctx, `CREATE TABLE t (n int PRIMARY KEY)`); err != nil {
+		t.Fatal(err)
+	}
+	other, err := pgx.Connect(ctx, via(t, dsn, p))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close(context.Background())
+	conn, err := pgx.Connect(ctx, via(t, dsn, p))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+
+	p.CutCommitOfThenDown("INSERT INTO t")
+	if err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, `INSERT INTO t VALUES (1)`)
+		return err
+	}); err == nil {
+		t.Fatal("commit of the matching transaction succeeded; want its reply cut")
+	}
+	var n int
+	if err := direct.QueryRow(ctx, `SELECT count(*) FROM t WHERE n = 1`).Scan(&n); err != nil || n != 1 {
+		t.Fatalf("row of the cut commit: count %d, %v; want it committed", n, err)
+	}
+	if err := other.Ping(ctx); err == nil {
+		t.Error("another proxied connection still works during the outage")
+	}
+	if c, err := pgx.Connect(ctx, via(t, dsn, p)); err == nil {
+		c.Close(ctx)
+		t.Fatal("a new connection was forwarded during the outage")
+	}
+	select {
+	case <-p.Refused():
+	case <-ctx.Done():
+		t.Fatal("the refused connection was not reported")
+	}
+	p.Up()
+	after, err := pgx.Connect(ctx, via(t, dsn, p))
+	if err != nil {
+		t.Fatalf("connecting after Up: %v", err)
+	}
+	defer after.Close(context.Background())
+	if err := after.QueryRow(ctx, `SELECT count(*) FROM t`).Scan(&n); err != nil || n != 1 {
+		t.Fatalf("reading after Up: %d, %v", n, err)
+	}
+}
