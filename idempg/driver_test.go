@@ -313,7 +313,14 @@ func migrateBefore(t *testing.T, pool *pgxpool.Pool, version string) {
 func upgradeFrom(t *testing.T, version string) (*pgxpool.Pool, string) {
 	t.Helper()
 	dsn := pgtest.DSN(t)
-	pool, err := pgxpool.New(t.Context(), dsn)
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := applyPooler(cfg, &Options{}); err != nil { // as Open would
+		t.Fatal(err)
+	}
+	pool, err := pgxpool.NewWithConfig(t.Context(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

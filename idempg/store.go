@@ -80,14 +80,33 @@ var _ registry.Store = (*Store)(nil)
 // connection string (URL or key=value); pool settings come from its
 // pool_* parameters, e.g. pool_max_conns (default: the greater of 4 and
 // runtime.NumCPU()); statements are prepared and cached per connection
-// unless the DSN sets default_query_exec_mode (e.g. "exec" behind a
-// transaction-pooling proxy). ctx governs connecting and migrating only;
-// the pool lives until Close. An unreachable database is an error wrapping
-// registry.ErrUnavailable.
+// unless the DSN sets default_query_exec_mode. A DSN may name several
+// hosts ("postgres://h1:5432,h2:5432/db?target_session_attrs=read-write"):
+// every new connection tries them in order and keeps the first that
+// accepts writes, so after a failover the pool reaches the new primary by
+// itself (connections to the old one fail, are dropped, and calls answer
+// registry.ErrUnavailable until then).
+//
+// One parameter is idem's own and is removed before the DSN reaches the
+// server: idem_pooler=transaction says the DSN leads to a pooler in
+// transaction mode (PgBouncer's pool_mode = transaction), which hands a
+// server connection to another client after every transaction. The
+// Store then keeps nothing on a connection beyond a transaction:
+// statements are not prepared by name (default_query_exec_mode=exec,
+// unless the DSN names another mode than the default cache_statement)
+// and there is no LISTEN connection (as with Options.NoListen).
+// idem_pooler=session, or no parameter, changes nothing: a pooler in
+// session mode keeps one server connection per client connection.
+//
+// ctx governs connecting and migrating only; the pool lives until Close.
+// An unreachable database is an error wrapping registry.ErrUnavailable.
 func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
 		return nil, fmt.Errorf("idempg: %w", err)
+	}
+	if err := applyPooler(cfg, &opts); err != nil {
+		return nil, err
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/internal/pgtest"
 	"github.com/idemkit/idem/registry"
 )
 
@@ -39,6 +40,17 @@ func mustWatch(t *testing.T, st *Store, scope idem.ScopeHash) <-chan struct{} {
 	return ch
 }
 
+// needsListen skips a test of the LISTEN connection when the tests run
+// behind PgBouncer in transaction mode (pgtest.PoolerEnv): there the DSN
+// says idem_pooler=transaction and the Store has no listener by design
+// (TestPoolerParam).
+func needsListen(t *testing.T) {
+	t.Helper()
+	if pgtest.Pooled() {
+		t.Skip("LISTEN needs a session of its own; behind a transaction pooler the Store has none (TestPoolerParam)")
+	}
+}
+
 // woken waits for ch to close, failing after wakeTimeout.
 func woken(t *testing.T, ch <-chan struct{}, what string) {
 	t.Helper()
@@ -53,6 +65,7 @@ func woken(t *testing.T, ch <-chan struct{}, what string) {
 // flight; every statement that moves the record out of flight (or to a new
 // owner) wakes B's watcher through the database, and only it.
 func TestWatchWakesOnCommit(t *testing.T) {
+	needsListen(t)
 	moves := map[string]func(t *testing.T, a *testStore, rec registry.Record){
 		"complete": func(t *testing.T, a *testStore, rec registry.Record) {
 			if _, err := a.Complete(t.Context(), rec, func(context.Context, registry.Tx, registry.Record) (registry.Outcome, error) {
@@ -107,6 +120,7 @@ func TestWatchWakesOnCommit(t *testing.T) {
 // they do. A raw connection listens on the channel; a marker notification
 // sent after the moves must be the first it receives.
 func TestNotifyOnlyWithWaiters(t *testing.T) {
+	needsListen(t)
 	a := openStore(t, "")
 	b := otherStore(t, a, Options{})
 	ctx := t.Context()
@@ -161,6 +175,7 @@ func TestNotifyOnlyWithWaiters(t *testing.T) {
 // TestWatchStopDeletesRow: stop removes the waiter row; expired rows are
 // deleted by the next Watch.
 func TestWatchStopDeletesRow(t *testing.T) {
+	needsListen(t)
 	a := openStore(t, "")
 	ctx := t.Context()
 	rows := func() int {
@@ -190,6 +205,7 @@ func TestWatchStopDeletesRow(t *testing.T) {
 // TestCloseStopsListener: Close ends the listener's goroutine and wakes
 // its watchers; Watch afterwards offers no wake-up.
 func TestCloseStopsListener(t *testing.T) {
+	needsListen(t)
 	a := openStore(t, "")
 	st, err := Open(t.Context(), a.dsn, Options{})
 	if err != nil {
@@ -228,6 +244,7 @@ func TestNoListen(t *testing.T) {
 // terminated its watchers are woken (a notification may have been
 // missed), and the listener comes back for later watches.
 func TestWatchWakesOnLostConnection(t *testing.T) {
+	needsListen(t)
 	a := openStore(t, "")
 	b := otherStore(t, a, Options{})
 	ch := mustWatch(t, b, newClaim("w").Scope)

@@ -29,8 +29,9 @@
 //
 // With IDEM_TEST_PGBOUNCER=1 ([PoolerEnv]) the cluster gets PgBouncer in
 // transaction pooling mode in front of it, and DSN returns connection
-// strings on PgBouncer's port with default_query_exec_mode=exec
-// (docs/operations.md, "Connection poolers").
+// strings on PgBouncer's port with idem_pooler=transaction, the
+// parameter that tells idempg.Open so (docs/operations.md, "Connection
+// poolers"); PgBouncer ignores it when a test connects with pgx directly.
 //
 // If the test binary is killed (or panics, e.g. on -timeout) before Main
 // returns, the server and its directory outlive it. The next cluster started
@@ -129,7 +130,7 @@ func DSN(t testing.TB) string {
 		}
 	})
 	if c.pool != nil {
-		return fmt.Sprintf("postgres://postgres@127.0.0.1:%d/%s?sslmode=disable&default_query_exec_mode=exec", c.pool.port, name)
+		return fmt.Sprintf("postgres://postgres@127.0.0.1:%d/%s?sslmode=disable&idem_pooler=transaction", c.pool.port, name)
 	}
 	return fmt.Sprintf("postgres://postgres@127.0.0.1:%d/%s?sslmode=disable", c.port, name)
 }

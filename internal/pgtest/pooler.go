@@ -31,6 +31,10 @@ type pooler struct {
 // poolerWanted reports whether the tests asked for PgBouncer.
 func poolerWanted() bool { return os.Getenv(PoolerEnv) == "1" }
 
+// Pooled reports whether DSN leads through PgBouncer in transaction mode
+// (PoolerEnv=1), for the few tests of what needs a session of its own.
+func Pooled() bool { return poolerWanted() }
+
 // startPooler starts PgBouncer for c in transaction pooling mode: every
 // database of the cluster, any user without a password (the cluster
 // trusts 127.0.0.1), 20 server connections per database and user.
@@ -60,7 +64,7 @@ max_client_conn = 2000
 default_pool_size = 20
 max_db_connections = 40
 server_reset_query =
-ignore_startup_parameters = extra_float_digits
+ignore_startup_parameters = extra_float_digits,idem_pooler
 logfile = %s
 pidfile = %s
 `, c.port, port, p.log, p.pid)
