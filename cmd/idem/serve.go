@@ -143,6 +143,7 @@ func runServe(ctx context.Context, args []string, std stdio) int {
 		return exitRefused
 	}
 	defer store.Close()
+	warnDurability(ctx, log, store)
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
