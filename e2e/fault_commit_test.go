@@ -29,19 +29,7 @@ import (
 func TestFaultDroppedCommitReply(t *testing.T) {
 	t.Run("postgres", func(t *testing.T) {
 		t.Parallel()
-		dsn := pgtest.DSN(t)
-		u, err := url.Parse(dsn)
-		if err != nil {
-			t.Fatal(err)
-		}
-		proxy, err := pgproxy.Listen(u.Host)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { proxy.Close() })
-		f := newFault(t, dsn)
-		u.Host = proxy.Addr()
-		f.serverDSN = u.String()
+		f, proxy := proxiedFault(t)
 		s := f.serve("A", nil, true)
 		for round := range pick(3, 12) {
 			key, body := f.key("commit"), `{"amount":"`+f.amount()+`","currency":"EUR","payee":"acct_1","memo":"x"}`
@@ -93,19 +81,7 @@ func TestFaultDroppedCommitReply(t *testing.T) {
 // every retry replays. Nothing runs twice.
 func TestFaultCommitLostInOutage(t *testing.T) {
 	t.Parallel()
-	dsn := pgtest.DSN(t)
-	u, err := url.Parse(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxy, err := pgproxy.Listen(u.Host)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { proxy.Close() })
-	f := newFault(t, dsn)
-	u.Host = proxy.Addr()
-	f.serverDSN = u.String()
+	f, proxy := proxiedFault(t)
 	s := f.serve("A", nil, true)
 	key, body := f.key("outage"), `{"amount":"`+f.amount()+`","currency":"EUR","payee":"acct_1","memo":"x"}`
 	proxy.CutCommitOfThenDown("INSERT INTO payments")
@@ -153,4 +129,25 @@ func TestFaultCommitLostInOutage(t *testing.T) {
 	if counts := f.check(allow{}); counts["executed"] != 0 {
 		t.Errorf("answers %v: an answer claims a fresh execution, but the commit reply was lost", counts)
 	}
+}
+
+// proxiedFault starts a scenario on a fresh PostgreSQL database whose
+// servers reach it through internal/pgproxy (the test's own connections
+// go straight to it).
+func proxiedFault(t *testing.T) (*faultRun, *pgproxy.Proxy) {
+	t.Helper()
+	dsn := pgtest.DSN(t)
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy, err := pgproxy.Listen(u.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { proxy.Close() })
+	f := newFault(t, dsn)
+	u.Host = proxy.Addr()
+	f.serverDSN = u.String()
+	return f, proxy
 }

@@ -47,14 +47,7 @@ func TestCutCommit(t *testing.T) {
 	dsn, p := start(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	direct, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer direct.Close(ctx)
-	if _, err := direct.Exec(ctx, `CREATE TABLE t (n int PRIMARY KEY); CREATE TABLE u (n int)`); err != nil {
-		t.Fatal(err)
-	}
+	direct := directConn(t, ctx, dsn, `CREATE TABLE t (n int PRIMARY KEY); CREATE TABLE u (n int)`)
 
 	conn, err := pgx.Connect(ctx, via(t, dsn, p))
 	if err != nil {
@@ -158,14 +151,7 @@ func TestCutThenDown(t *testing.T) {
 	dsn, p := start(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	direct, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer direct.Close(ctx)
-	if _, err := direct.Exec(ctx, `CREATE TABLE t (n int PRIMARY KEY)`); err != nil {
-		t.Fatal(err)
-	}
+	direct := directConn(t, ctx, dsn, `CREATE TABLE t (n int PRIMARY KEY)`)
 	other, err := pgx.Connect(ctx, via(t, dsn, p))
 	if err != nil {
 		t.Fatal(err)
@@ -209,4 +195,19 @@ func TestCutThenDown(t *testing.T) {
 	if err := after.QueryRow(ctx, `SELECT count(*) FROM t`).Scan(&n); err != nil || n != 1 {
 		t.Fatalf("reading after Up: %d, %v", n, err)
 	}
+}
+
+// directConn connects to dsn without the proxy, runs ddl and closes the
+// connection when t ends; ctx bounds its use.
+func directConn(t *testing.T, ctx context.Context, dsn, ddl string) *pgx.Conn {
+	t.Helper()
+	c, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close(context.Background()) })
+	if _, err := c.Exec(ctx, ddl); err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
