@@ -103,7 +103,7 @@ func TestFailover(t *testing.T) {
 		}
 		delay = d
 	}
-	fig := failoverFigures{Standby: standby, TwoPhase: os.Getenv(failoverTwoPhaseEnv) == "1",
+	fig := failoverFigures{ // written by the hook, under muStandby: standby, TwoPhase: os.Getenv(failoverTwoPhaseEnv) == "1",
 		DetectionDelayMs: ms(delay), FirstNewAcceptanceMs: -1}
 
 	pair := pgtest.NewPair(t, standby == "sync")
@@ -150,7 +150,11 @@ func TestFailover(t *testing.T) {
 
 	rep, err := gate.Run(t.Context(), gate.Config{
 		DSN: dsn, Bin: idemBin, Instances: 2, Requests: requests, TwoPhase: fig.TwoPhase,
-		Midway: hook, Resend: true,
+		ConflictRate: gate.DefaultConflictRate, RefusalRate: gate.DefaultRefusalRate,
+		// Two keys' storms at once (the gate's default is one): the kill
+		// always finds requests in flight, some of them in a commit.
+		Concurrency: 2 * gate.DefaultRetries,
+		Midway:      hook, Resend: true,
 		// The outage stalls reservations for seconds: the latency gate
 		// would judge the failover, not the reservation (docs/gate.md).
 		LatencyBudget: time.Hour,
@@ -258,8 +262,8 @@ func figuresText(rep *gate.Report, f failoverFigures) string {
 		f.DetectionDelayMs, f.PromoteMs, f.ReadyAfterKillMs, f.ReadyAfterPromoteMs, f.FirstNewAcceptanceMs)
 	fmt.Fprintf(&b, "  losses     %d acknowledged operations lost, %d keys executed again, %d duplicate effects, %d digest mismatches, %d false conflicts\n",
 		rep.AcknowledgedLost, rep.ReExecuted, rep.DuplicateEffects, rep.ReplayDigestMismatches, rep.FalseConflicts)
-	fmt.Fprintf(&b, "  outcomes   %d succeeded, %d refused, %d unanswered requests, %d unexpected answers; instances restarted %d, instance problems %d",
-		rep.Succeeded, rep.Refused, rep.UnansweredRequests, rep.UnexpectedAnswers, rep.Crashes, rep.InstanceProblems)
+	fmt.Fprintf(&b, "  outcomes   %d succeeded, %d refused (AMOUNT_LIMIT), %d/%d different payloads refused, %d unanswered requests, %d unexpected answers; instances restarted %d, instance problems %d",
+		rep.Succeeded, rep.Refused, rep.ConflictsRefused, rep.ConflictsSent, rep.UnansweredRequests, rep.UnexpectedAnswers, rep.Crashes, rep.InstanceProblems)
 	for _, p := range rep.Problems {
 		fmt.Fprintf(&b, "\n  problem: %s", p)
 	}
