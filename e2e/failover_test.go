@@ -103,7 +103,8 @@ func TestFailover(t *testing.T) {
 		}
 		delay = d
 	}
-	fig := failoverFigures{ // written by the hook, under muStandby: standby, TwoPhase: os.Getenv(failoverTwoPhaseEnv) == "1",
+	// fig is written by the hook (under mu) and read after the run.
+	fig := failoverFigures{Standby: standby, TwoPhase: os.Getenv(failoverTwoPhaseEnv) == "1",
 		DetectionDelayMs: ms(delay), FirstNewAcceptanceMs: -1}
 
 	pair := pgtest.NewPair(t, standby == "sync")
@@ -174,6 +175,9 @@ func TestFailover(t *testing.T) {
 
 	if fig.Kills != 1 || promoted.IsZero() {
 		t.Fatalf("the primary was killed %d times and promoted: %v; want once and true (problems: %q)", fig.Kills, !promoted.IsZero(), rep.Problems)
+	}
+	if rep.OneTransaction == fig.TwoPhase {
+		t.Errorf("the instances ran one-transaction: %v, with %s=%q (serve flags %q)", rep.OneTransaction, failoverTwoPhaseEnv, os.Getenv(failoverTwoPhaseEnv), rep.ServeFlags)
 	}
 	if rep.Crashes != 0 || rep.InstanceProblems != 0 {
 		t.Errorf("instances: %d restarts, %d problems; want none (problems: %q)", rep.Crashes, rep.InstanceProblems, rep.Problems)
