@@ -197,8 +197,11 @@ type loader struct {
 	latency prometheus.Histogram
 	sent    atomic.Int64 // every request
 	planned atomic.Int64 // first sends of planned requests
-	done    atomic.Int64 // keys finished
-	results []KeyResult  // one per key, written by the key's worker only
+	// resending: the load is over and resendAll runs; its requests are
+	// not counted as planned.
+	resending atomic.Bool
+	done      atomic.Int64 // keys finished
+	results   []KeyResult  // one per key, written by the key's worker only
 
 	mu      sync.Mutex
 	resends map[string]int64
@@ -262,6 +265,7 @@ func (l *loader) record(res *KeyResult, a Answer, ok bool, note string) {
 // cfg.keyWorkers() × cfg.Retries keys at a time, and records the
 // answers. It returns the number of keys sent.
 func (l *loader) resendAll(ctx context.Context) int {
+	l.resending.Store(true)
 	idx := make(chan int)
 	var wg sync.WaitGroup
 	var n atomic.Int64
@@ -295,7 +299,7 @@ func (l *loader) request(ctx context.Context, k Key, start time.Time, t int, bod
 	if slo := start.Add(l.cfg.UnknownSLO); l.cfg.transfers() && slo.Before(deadline) {
 		deadline = slo
 	}
-	first := true
+	first := !l.resending.Load() // the re-send after the load is not planned
 	for ctx.Err() == nil && time.Now().Before(deadline) {
 		url := l.targets[t].URL()
 		if url == "" { // instance down: the next one
