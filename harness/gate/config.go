@@ -1,6 +1,7 @@
 package gate
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -116,6 +117,20 @@ type Config struct {
 	// Crash kills one instance with SIGKILL when half the planned requests
 	// were sent and starts it again; the other instances keep serving.
 	Crash bool
+	// Midway, if set, is called once, in its own goroutine, when half the
+	// planned requests were sent (after the Crash injection, if both are
+	// set), while the load goes on; the load waits for it before it ends
+	// (and before Resend). ctx is Run's. An error it returns becomes a
+	// report problem and fails the run (instance_problems). The gate does
+	// not restart instances for it: a hook that kills the database tests
+	// that the instances recover by themselves. nil: no hook.
+	Midway func(ctx context.Context, m Midpoint) error
+	// Resend sends every key that got a terminal answer once more after
+	// the load (and after Midway returned): its first retry's payload,
+	// same key and principal, as a client that retries after a failover.
+	// The answer joins the key's answers, so Verify's digest check, and
+	// AcknowledgedLost and ReExecuted, judge it. false: no re-send.
+	Resend bool
 	// LatencyBudget is the endpoint's latency budget; the reservation p99
 	// must stay within 5 % of it. 0 means DefaultLatencyBudget.
 	LatencyBudget time.Duration
@@ -226,3 +241,12 @@ func (c Config) transfers() bool { return c.Workload == WorkloadTransfers }
 
 // keyWorkers is how many keys are in flight at once.
 func (c Config) keyWorkers() int { return max(1, c.Concurrency/c.Retries) }
+
+// Midpoint is what a Config.Midway hook is given.
+type Midpoint struct {
+	// URLs are the instances' base URLs ("http://127.0.0.1:PORT") when
+	// the hook is called; "" for an instance that is down.
+	URLs []string
+	// Say writes one progress line ("gate: " and the formatted text).
+	Say func(format string, args ...any)
+}

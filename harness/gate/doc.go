@@ -33,6 +33,14 @@
 // for a key answered 422; no stored 5xx response; every key settled
 // within Config.UnknownSLO of its first request (VerifyTransfers).
 //
+// For failover tests, Config.Midway is a hook called once midway through
+// the load while it goes on (kill the database's primary, promote its
+// standby) and Config.Resend sends every answered key once more after
+// the load, so the verification sees what a client retrying after the
+// failover gets; Verification.AcknowledgedLost and ReExecuted count the
+// keys whose acknowledged operation the database lost and the keys
+// executed twice (e2e.TestFailover).
+//
 // Run is the whole gate; Load, Verify and the report types are its parts,
 // usable on their own (the tests run Load against in-process servers and
 // Verify on real databases). See docs/gate.md.

@@ -49,6 +49,8 @@ type Answer struct {
 	Digest      [32]byte
 	OperationID string
 	Replayed    bool
+	// At is when the answer was received.
+	At time.Time
 }
 
 // terminal reports whether a is a final answer of the contract for a
@@ -107,7 +109,11 @@ type LoadResult struct {
 	// (IN_PROGRESS, STORE_UNAVAILABLE, …) or "connection" for a transport
 	// error (an instance down).
 	Resends map[string]int64
-	// Elapsed is the wall time of the load.
+	// ResentKeys counts the keys Config.Resend sent once more after the
+	// load.
+	ResentKeys int
+	// Elapsed is the wall time of the load, the re-send after it
+	// (Config.Resend) included.
 	Elapsed time.Duration
 	// Latency is the client-side latency of every exchange, waits included.
 	Latency Histogram
@@ -124,8 +130,9 @@ type LoadResult struct {
 // that and cfg.KeyTimeout comes first. Keys marked Conflict then get one
 // request with a different payload. If midway is set it is called once,
 // in its own goroutine, when half the planned requests were sent, while
-// the load goes on; Load waits for it before returning. ctx cancels the
-// load.
+// the load goes on; Load waits for it before returning. With
+// cfg.Resend, every key with a terminal answer is then sent once more
+// (resendAll). ctx cancels the load.
 func Load(ctx context.Context, cfg Config, plan Plan, targets []*Target, midway func()) LoadResult {
 	cfg = cfg.withDefaults()
 	l := &loader{
@@ -170,12 +177,16 @@ feed:
 	close(keys)
 	wg.Wait()
 	side.Wait()
+	resent := 0
+	if cfg.Resend {
+		resent = l.resendAll(ctx)
+	}
 	elapsed := time.Since(start)
 	stopProgress()
 
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return LoadResult{Keys: l.results, Requests: l.sent.Load(), Resends: l.resends, Elapsed: elapsed, Latency: snapshot(l.latency)}
+	return LoadResult{Keys: l.results, Requests: l.sent.Load(), Resends: l.resends, ResentKeys: resent, Elapsed: elapsed, Latency: snapshot(l.latency)}
 }
 
 type loader struct {
@@ -186,8 +197,11 @@ type loader struct {
 	latency prometheus.Histogram
 	sent    atomic.Int64 // every request
 	planned atomic.Int64 // first sends of planned requests
-	done    atomic.Int64 // keys finished
-	results []KeyResult  // one per key, written by the key's worker only
+	// resending: the load is over and resendAll runs; its requests are
+	// not counted as planned.
+	resending atomic.Bool
+	done      atomic.Int64 // keys finished
+	results   []KeyResult  // one per key, written by the key's worker only
 
 	mu      sync.Mutex
 	resends map[string]int64
@@ -205,23 +219,7 @@ func (l *loader) runKey(ctx context.Context, i int) {
 			a, ok, note := l.request(ctx, k, res.Start, (k.Index+j)%len(l.targets), k.Body(j))
 			mu.Lock()
 			defer mu.Unlock()
-			if ok && l.cfg.transfers() && a.definite() {
-				if after := time.Since(res.Start); !res.Settled || after < res.SettledAfter {
-					res.Settled, res.SettledAfter = true, after
-				}
-			}
-			switch {
-			case !ok:
-				res.Unanswered++
-			case a.terminal() || l.cfg.transfers() && a.definite():
-				res.Answers = append(res.Answers, a)
-			case a.Code == idem.CodePayloadConflict:
-				res.FalseConflicts++
-			case a.Code == idem.CodeOutcomeUnknown:
-				res.Unknown++
-			default:
-				res.Unexpected = append(res.Unexpected, note)
-			}
+			l.record(res, a, ok, note)
 		})
 	}
 	wg.Wait()
@@ -239,6 +237,59 @@ func (l *loader) runKey(ctx context.Context, i int) {
 	l.done.Add(1)
 }
 
+// record adds one request's outcome to the key's result. The caller
+// serialises the calls for one key.
+func (l *loader) record(res *KeyResult, a Answer, ok bool, note string) {
+	if ok && l.cfg.transfers() && a.definite() {
+		if after := a.At.Sub(res.Start); !res.Settled || after < res.SettledAfter {
+			res.Settled, res.SettledAfter = true, after
+		}
+	}
+	switch {
+	case !ok:
+		res.Unanswered++
+	case a.terminal() || l.cfg.transfers() && a.definite():
+		res.Answers = append(res.Answers, a)
+	case a.Code == idem.CodePayloadConflict:
+		res.FalseConflicts++
+	case a.Code == idem.CodeOutcomeUnknown:
+		res.Unknown++
+	default:
+		res.Unexpected = append(res.Unexpected, note)
+	}
+}
+
+// resendAll sends every finished key with a terminal answer once more —
+// its first retry's payload, to target Index mod the targets, re-sent
+// like any request until a terminal answer or the key timeout — with
+// cfg.keyWorkers() × cfg.Retries keys at a time, and records the
+// answers. It returns the number of keys sent.
+func (l *loader) resendAll(ctx context.Context) int {
+	l.resending.Store(true)
+	idx := make(chan int)
+	var wg sync.WaitGroup
+	var n atomic.Int64
+	for range l.cfg.keyWorkers() * l.plan.Retries {
+		wg.Go(func() {
+			for i := range idx {
+				k, res := l.plan.Keys[i], &l.results[i]
+				a, ok, note := l.request(ctx, k, time.Now(), k.Index%len(l.targets), k.Body(0))
+				l.record(res, a, ok, note)
+				n.Add(1)
+			}
+		})
+	}
+	for i := range l.results {
+		if !l.results[i].Done || len(l.results[i].Answers) == 0 || ctx.Err() != nil {
+			continue
+		}
+		idx <- i
+	}
+	close(idx)
+	wg.Wait()
+	return int(n.Load())
+}
+
 // request sends one request, starting at target t, and re-sends it until
 // it gets an answer that is not "try again". ok is false when none came
 // before the key timeout (or, for transfers, the key's unknown SLO after
@@ -248,7 +299,7 @@ func (l *loader) request(ctx context.Context, k Key, start time.Time, t int, bod
 	if slo := start.Add(l.cfg.UnknownSLO); l.cfg.transfers() && slo.Before(deadline) {
 		deadline = slo
 	}
-	first := true
+	first := !l.resending.Load() // the re-send after the load is not planned
 	for ctx.Err() == nil && time.Now().Before(deadline) {
 		url := l.targets[t].URL()
 		if url == "" { // instance down: the next one
@@ -319,6 +370,7 @@ func (l *loader) exchange(ctx context.Context, url string, k Key, body string) (
 		Status:      resp.StatusCode,
 		OperationID: resp.Header.Get(idemhttp.HeaderOperation),
 		Replayed:    resp.Header.Get(idemhttp.HeaderReplayed) == "true",
+		At:          time.Now(),
 	}
 	if strings.HasPrefix(resp.Header.Get("Content-Type"), "application/problem+json") {
 		var p idemhttp.Problem

@@ -55,8 +55,16 @@ type Report struct {
 	ReplayDigestMismatches  int     `json:"replay_digest_mismatches"`
 	ReplayDigestConsistency float64 `json:"replay_digest_consistency"`
 	UnknownPastSLORatio     float64 `json:"unknown_past_slo_ratio"`
-	RecoverySLOSeconds      float64 `json:"recovery_slo_seconds"`
-	ReservationP99Ms        float64 `json:"reservation_p99_ms"`
+	// AcknowledgedLost and ReExecuted are the verification's counters
+	// (Verification.AcknowledgedLost, ReExecuted): keys whose
+	// acknowledged operation the database lost, keys executed twice.
+	AcknowledgedLost int `json:"acknowledged_lost"`
+	ReExecuted       int `json:"re_executed"`
+	// ResentKeys counts the keys sent once more after the load
+	// (Config.Resend).
+	ResentKeys         int     `json:"resent_keys,omitempty"`
+	RecoverySLOSeconds float64 `json:"recovery_slo_seconds"`
+	ReservationP99Ms   float64 `json:"reservation_p99_ms"`
 	// Stored5xx (transfers) counts the run's operation records whose
 	// stored response status is 5xx; it must be 0.
 	Stored5xx int `json:"stored_5xx"`
@@ -108,6 +116,11 @@ type Report struct {
 
 	ReservationHistogram Histogram `json:"reservation_histogram"`
 	ClientHistogram      Histogram `json:"client_histogram"`
+
+	// Load is the load's own result, not in the JSON: every key's
+	// answers with their times, for callers that measure more than the
+	// report does (a failover test's time to recover). Set by Run.
+	Load LoadResult `json:"-"`
 }
 
 // NewReport combines the load, the verification and the merged
@@ -178,6 +191,7 @@ func NewReport(cfg Config, plan Plan, res LoadResult, v Verification, reservatio
 		r.problem(p)
 	}
 	r.DuplicateEffects = v.DuplicatePayments + v.DuplicateOutbox
+	r.AcknowledgedLost, r.ReExecuted, r.ResentKeys = v.AcknowledgedLost, v.ReExecuted, res.ResentKeys
 	if cfg.transfers() {
 		r.DuplicateEffects = v.DuplicateTransfers
 		r.Stored5xx = v.Stored5xx
@@ -225,6 +239,8 @@ func (r *Report) decide() {
 		{Name: "duplicate_effects", Value: float64(r.DuplicateEffects), Limit: "= 0", Passed: r.DuplicateEffects == 0},
 		{Name: "false_conflicts", Value: float64(r.FalseConflicts), Limit: "= 0", Passed: r.FalseConflicts == 0},
 		{Name: "replay_digest_consistency", Value: r.ReplayDigestConsistency, Limit: "= 1", Passed: r.ReplayDigestConsistency == 1 && r.ReplayDigestMismatches == 0},
+		{Name: "acknowledged_lost", Value: float64(r.AcknowledgedLost), Limit: "= 0", Passed: r.AcknowledgedLost == 0},
+		{Name: "re_executed", Value: float64(r.ReExecuted), Limit: "= 0", Passed: r.ReExecuted == 0},
 		{Name: "unknown_past_slo_ratio", Value: r.UnknownPastSLORatio, Limit: fmt.Sprintf("< %g", MaxUnknownRatio), Passed: r.UnknownPastSLORatio < MaxUnknownRatio},
 		{Name: "stored_5xx", Value: float64(r.Stored5xx), Limit: "= 0", Passed: r.Stored5xx == 0},
 		{Name: "reservation_budget_ratio", Value: r.ReservationBudgetRatio, Limit: fmt.Sprintf("≤ %g", DefaultReservationPart),
@@ -274,6 +290,10 @@ func (r *Report) WriteText(w io.Writer) {
 	} else {
 		fmt.Fprintf(w, "  outcomes  %d succeeded, %d refused (AMOUNT_LIMIT), %d replays, %d/%d different payloads refused\n",
 			r.Succeeded, r.Refused, r.Replays, r.ConflictsRefused, r.ConflictsSent)
+	}
+	if r.ResentKeys > 0 || r.AcknowledgedLost > 0 || r.ReExecuted > 0 {
+		fmt.Fprintf(w, "  failover  %d keys re-sent after the load; %d acknowledged operations lost, %d keys executed again\n",
+			r.ResentKeys, r.AcknowledgedLost, r.ReExecuted)
 	}
 	if len(r.Resends) > 0 {
 		var parts []string

@@ -22,7 +22,9 @@ import (
 // Run is the whole gate: it opens (and migrates) cfg.DSN, starts
 // cfg.Instances "idem serve" processes of cfg.Bin on it with an --auth
 // file of the plan's principals, runs Load through them — killing and
-// restarting one instance midway if cfg.Crash — scrapes every instance's
+// restarting one instance midway if cfg.Crash, then calling cfg.Midway
+// if set, and re-sending every answered key after the load if
+// cfg.Resend — scrapes every instance's
 // reservation histogram, stops the instances (SIGTERM), runs one recovery
 // pass (recovery.Worker.RunOnce, no provider) and verifies the database
 // (Verify). It returns the report; an error means the gate could not run
@@ -135,28 +137,44 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 
 	say("run %s: %d keys × %d retries on %s, concurrency %d, seed %d", plan.Run, cfg.keys(), cfg.Retries,
 		idemstore.Kind(cfg.DSN), cfg.keyWorkers()*cfg.Retries, cfg.Seed)
+	crash := func() {
+		say("killing instance 0 with SIGKILL")
+		var env []string
+		if cfg.transfers() {
+			env = []string{failpoint.Env + "=" + failpoint.AfterDownstream + "=kill"}
+		}
+		if err := fleet.crash(ctx, 0, env); err != nil {
+			say("%v", err)
+			return
+		}
+		say("instance 0 restarted on %s", fleet.instances[0].url)
+		if env == nil {
+			return
+		}
+		say("instance 0 runs with %s until its first successful provider call", env[0])
+		if err := fleet.awaitFailpoint(ctx, 0, say); err != nil {
+			say("%v", err)
+			return
+		}
+		say("instance 0 restarted without failpoints on %s", fleet.instances[0].url)
+	}
 	var midway func()
-	if cfg.Crash {
+	var midwayErr error // written by midway, read after Load waited for it
+	if cfg.Crash || cfg.Midway != nil {
 		midway = func() {
-			say("killing instance 0 with SIGKILL")
-			var env []string
-			if cfg.transfers() {
-				env = []string{failpoint.Env + "=" + failpoint.AfterDownstream + "=kill"}
+			if cfg.Crash {
+				crash()
 			}
-			if err := fleet.crash(ctx, 0, env); err != nil {
-				say("%v", err)
+			if cfg.Midway == nil {
 				return
 			}
-			say("instance 0 restarted on %s", fleet.instances[0].url)
-			if env == nil {
+			say("midway hook")
+			if err := cfg.Midway(ctx, Midpoint{URLs: fleet.urls(), Say: say}); err != nil {
+				midwayErr = fmt.Errorf("gate: midway hook: %w", err)
+				say("%v", midwayErr)
 				return
 			}
-			say("instance 0 runs with %s until its first successful provider call", env[0])
-			if err := fleet.awaitFailpoint(ctx, 0, say); err != nil {
-				say("%v", err)
-				return
-			}
-			say("instance 0 restarted without failpoints on %s", fleet.instances[0].url)
+			say("midway hook done")
 		}
 	}
 	stopFaults := func() faultStats { return faultStats{} }
@@ -174,6 +192,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	say("load done: %d requests in %v (%.0f/s)", res.Requests, res.Elapsed.Round(1e6), float64(res.Requests)/res.Elapsed.Seconds())
 
 	reservations, problems := fleet.scrapeAll(ctx)
+	if midwayErr != nil {
+		problems = append(problems, midwayErr.Error())
+	}
 	problems = append(problems, fleet.stopAll()...)
 	say("instances stopped; recovery pass and verification")
 
@@ -214,6 +235,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	r.ServeFlags = fleet.serveFlags()
 	r.Crashes = fleet.crashes
 	r.LoadAverage = [2]float64{loadBefore, loadAfter}
+	r.Load = res
 	if cfg.Crash && fleet.crashes == 0 {
 		problems = append(problems, "crash injection was asked for but no instance was killed")
 	}
@@ -257,6 +279,15 @@ func (f *fleet) start(ctx context.Context, i int, env []string) error {
 	f.instances[i] = in
 	f.targets[i].Set(in.url)
 	return nil
+}
+
+// urls returns the instances' current base URLs ("" for one down).
+func (f *fleet) urls() []string {
+	out := make([]string, len(f.targets))
+	for i, t := range f.targets {
+		out[i] = t.URL()
+	}
+	return out
 }
 
 // serveFlags returns the arguments the instances were started with after

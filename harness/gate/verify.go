@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -44,6 +46,15 @@ type Verification struct {
 	DigestMismatches int `json:"digest_mismatches"`
 	AnsweredKeys     int `json:"answered_keys"`
 	ConsistentKeys   int `json:"consistent_keys"`
+	// AcknowledgedLost counts keys with a terminal answer whose operation
+	// the database does not hold: no record, or a record under another
+	// operation ID than one of the key's terminal answers (what a failover
+	// to a standby that had not received the commit loses).
+	// ReExecuted counts keys whose terminal answers name two or more
+	// different operation IDs: the key was executed again. Both are
+	// digest mismatches too; each fails the run on its own gate.
+	AcknowledgedLost int `json:"acknowledged_lost"`
+	ReExecuted       int `json:"re_executed"`
 	// CorruptSnapshots counts stored responses that fail their digest.
 	CorruptSnapshots int `json:"corrupt_snapshots"`
 	// UnknownPastSLO counts operations UNKNOWN for longer than the
@@ -134,10 +145,22 @@ func (v *Verification) checkAnswers(i int, k Key, kr KeyResult, r keyRecord) {
 	if stored {
 		want = r.rec.Response.Digest()
 	}
+	ops := map[string]bool{}
+	lost := errors.Is(r.err, registry.ErrNotFound)
 	for _, a := range kr.Answers {
 		if !stored || a.Digest != want || a.OperationID != r.rec.OperationID {
 			bad++
 		}
+		ops[a.OperationID] = true
+		lost = lost || r.err == nil && a.OperationID != r.rec.OperationID
+	}
+	if lost {
+		v.AcknowledgedLost++
+		v.problem("key %d (%s): acknowledged operation lost — answers name %s, the database holds %s", i, k.Key, opList(ops), describe(r))
+	}
+	if len(ops) > 1 {
+		v.ReExecuted++
+		v.problem("key %d (%s): executed again — the terminal answers name %d operations: %s", i, k.Key, len(ops), opList(ops))
 	}
 	if bad == 0 {
 		v.ConsistentKeys++
@@ -181,6 +204,11 @@ func (v *Verification) checkEffects(i int, k Key, r keyRecord, pays, outbox []st
 		v.MissingEffects++
 		v.problem("key %d (%s): operation %s SUCCEEDED without its payment (%v) or outbox message (%v)", i, k.Key, want, payFound, msgFound)
 	}
+}
+
+// opList lists operation IDs, sorted.
+func opList(ops map[string]bool) string {
+	return strings.Join(slices.Sorted(maps.Keys(ops)), ", ")
 }
 
 func describe(r keyRecord) string {

@@ -59,6 +59,38 @@ func binDir() (string, error) {
 // startCluster initialises and starts a new cluster. On failure nothing is
 // left behind.
 func startCluster() (_ *cluster, err error) {
+	c, err := newCluster()
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			os.RemoveAll(c.dir)
+		}
+	}()
+	if err := c.initdb(); err != nil {
+		return nil, err
+	}
+	if err := c.writeConfig(); err != nil {
+		return nil, err
+	}
+	if err := c.start(); err != nil {
+		return nil, err
+	}
+	if poolerWanted() {
+		if c.pool, err = startPooler(c); err != nil {
+			_ = c.run(true, "pg_ctl", "-m", "immediate", "-w", "-D", c.data, "stop")
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+// newCluster prepares an empty cluster directory (owned by the postgres OS
+// user when running as root, recording its owner for reapStale), after
+// reaping the stale clusters of dead test binaries. Its data directory does
+// not exist yet.
+func newCluster() (_ *cluster, err error) {
 	bin, err := binDir()
 	if err != nil {
 		return nil, err
@@ -89,35 +121,37 @@ func startCluster() (_ *cluster, err error) {
 	if err := c.writeOwner(); err != nil {
 		return nil, fmt.Errorf("pgtest: %w", err)
 	}
+	return c, nil
+}
+
+// initdb creates the data directory: superuser postgres, trust
+// authentication (which, in PostgreSQL 15, includes replication
+// connections from 127.0.0.1), UTF8, C locale.
+func (c *cluster) initdb() error {
 	// --no-sync only skips initdb's own final fsync of the fresh files; the
 	// server itself runs with fsync=on.
-	if err := c.run(true, "initdb", "-D", c.data, "-U", "postgres", "--auth=trust",
-		"--encoding=UTF8", "--locale=C", "--no-sync"); err != nil {
-		return nil, err
-	}
-	if err := c.writeConfig(); err != nil {
-		return nil, err
-	}
+	return c.run(true, "initdb", "-D", c.data, "-U", "postgres", "--auth=trust",
+		"--encoding=UTF8", "--locale=C", "--no-sync")
+}
+
+// start starts the initialised server on a free port (c.port), with the
+// server options opts ("-c name=value", …) on its command line after the
+// port, trying up to startAttempts ports.
+func (c *cluster) start(opts ...string) (err error) {
 	for i := 0; i < startAttempts; i++ {
 		if c.port, err = freePort(); err != nil {
-			return nil, err
+			return err
 		}
-		err = c.run(true, "pg_ctl", "-w", "-t", startWaitSecs, "-D", c.data, "-l", c.log,
-			"-o", "-p "+strconv.Itoa(c.port), "start")
-		if err == nil && poolerWanted() {
-			if c.pool, err = startPooler(c); err != nil {
-				_ = c.run(true, "pg_ctl", "-m", "immediate", "-w", "-D", c.data, "stop")
-				return nil, err
-			}
-		}
+		o := strings.Join(append([]string{"-p " + strconv.Itoa(c.port)}, opts...), " ")
+		err = c.run(true, "pg_ctl", "-w", "-t", startWaitSecs, "-D", c.data, "-l", c.log, "-o", o, "start")
 		if err == nil {
-			return c, nil
+			return nil
 		}
 		// The port may have been taken between freePort and the bind; make
 		// sure no half-started server survives, then retry on a new port.
 		_ = c.run(true, "pg_ctl", "-m", "immediate", "-w", "-D", c.data, "stop")
 	}
-	return nil, fmt.Errorf("%w\n--- server log tail (%s) ---\n%s", err, c.log, c.logTail())
+	return fmt.Errorf("%w\n--- server log tail (%s) ---\n%s", err, c.log, c.logTail())
 }
 
 // writeConfig appends the pgtest settings to postgresql.conf. The port is
@@ -170,6 +204,12 @@ func (c *cluster) client(name string, args ...string) error {
 // run executes a binary from c.bin. Server binaries (asServer) run in c.dir
 // with the dropped credentials, if any. Output is included in the error.
 func (c *cluster) run(asServer bool, name string, args ...string) error {
+	_, err := c.output(asServer, name, args...)
+	return err
+}
+
+// output is run, returning what the command wrote to its standard output.
+func (c *cluster) output(asServer bool, name string, args ...string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), cmdTimeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, filepath.Join(c.bin, name), args...)
@@ -180,15 +220,16 @@ func (c *cluster) run(asServer bool, name string, args ...string) error {
 			cmd.SysProcAttr = &syscall.SysProcAttr{Credential: c.cred}
 		}
 	}
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
 	// pg_ctl start leaves the server holding no pipe of ours (it redirects
 	// to the log file), but bound the wait for output anyway.
 	cmd.WaitDelay = 10 * time.Second
 	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("pgtest: %s %s: %w\n%s", name, strings.Join(args, " "), err, strings.TrimSpace(out.String()))
+		return "", fmt.Errorf("pgtest: %s %s: %w\n%s", name, strings.Join(args, " "), err,
+			strings.TrimSpace(out.String()+"\n"+errOut.String()))
 	}
-	return nil
+	return out.String(), nil
 }
 
 // logTail returns the end of the server log.
