@@ -48,3 +48,39 @@ func TestDurabilityWarnings(t *testing.T) {
 		}
 	}
 }
+
+// TestDurabilityStandbys: on a primary whose standby streams
+// asynchronously the Store warns; with the standby synchronous it does
+// not.
+func TestDurabilityStandbys(t *testing.T) {
+	t.Parallel()
+	for _, sync := range []bool{false, true} {
+		t.Run(map[bool]string{false: "async", true: "sync"}[sync], func(t *testing.T) {
+			t.Parallel()
+			pair := pgtest.NewPair(t, sync)
+			dsn, err := pair.DSN("durability")
+			if err != nil {
+				t.Fatal(err)
+			}
+			st, err := Open(t.Context(), dsn, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer st.Close()
+			d, err := st.Durability(t.Context())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d.Standbys != 1 || d.Unseen != 0 {
+				t.Fatalf("durability %+v: want the one standby seen", d)
+			}
+			w := d.Warnings()
+			switch {
+			case sync && len(w) != 0:
+				t.Errorf("synchronous standby: warnings %q; want none", w)
+			case !sync && (len(w) != 1 || !strings.Contains(w[0], "asynchronously")):
+				t.Errorf("asynchronous standby: warnings %q; want the one about it", w)
+			}
+		})
+	}
+}
