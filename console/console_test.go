@@ -65,31 +65,39 @@ func stores(t *testing.T, answer effect.Answer, fn func(t *testing.T, e *env)) {
 				t.Fatal(err)
 			}
 			t.Cleanup(store.Close)
-			path := filepath.Join(t.TempDir(), "operators.json")
-			os.WriteFile(path, []byte(`{"`+aliceToken+`": {"name": "alice", "show_responses": true}, "`+bobToken+`": {"name": "bob"}}`), 0o600)
-			ops, err := console.LoadOperators(path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			set := effect.Set{opKind: {
-				Downstreams: map[string]effect.Downstream{"transfer": provider{answer}},
-				Render: func(rec registry.Record, effs []registry.Effect) (registry.Outcome, error) {
-					if effs[0].Result == registry.EffectFailed {
-						return registry.Outcome{State: idem.StateFailedFinal, Response: idem.Response{Status: 422, MediaType: "application/json", Body: []byte(`{"code":"DECLINED"}`)}}, nil
-					}
-					return registry.Outcome{State: idem.StateSucceeded, Response: idem.Response{Status: 201, MediaType: "application/json",
-						Body: []byte(`{"handle":"` + effs[0].Handle + `"}`)}}, nil
-				},
-			}}
-			h, err := console.New(console.Config{Store: store, Effects: set, Operators: ops, Prefix: "/admin"})
-			if err != nil {
-				t.Fatal(err)
-			}
-			srv := httptest.NewServer(h)
-			t.Cleanup(srv.Close)
-			fn(t, &env{t: t, store: store, srv: srv})
+			fn(t, newEnv(t, store, answer))
 		})
 	}
+}
+
+// newEnv serves the console on store, mounted at /admin, with the tests'
+// operators and an effect.Set of opKind whose provider answers lookups
+// with answer.
+func newEnv(t *testing.T, store registry.Store, answer effect.Answer) *env {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "operators.json")
+	os.WriteFile(path, []byte(`{"`+aliceToken+`": {"name": "alice", "show_responses": true}, "`+bobToken+`": {"name": "bob"}}`), 0o600)
+	ops, err := console.LoadOperators(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	set := effect.Set{opKind: {
+		Downstreams: map[string]effect.Downstream{"transfer": provider{answer}},
+		Render: func(rec registry.Record, effs []registry.Effect) (registry.Outcome, error) {
+			if effs[0].Result == registry.EffectFailed {
+				return registry.Outcome{State: idem.StateFailedFinal, Response: idem.Response{Status: 422, MediaType: "application/json", Body: []byte(`{"code":"DECLINED"}`)}}, nil
+			}
+			return registry.Outcome{State: idem.StateSucceeded, Response: idem.Response{Status: 201, MediaType: "application/json",
+				Body: []byte(`{"handle":"` + effs[0].Handle + `"}`)}}, nil
+		},
+	}}
+	h, err := console.New(console.Config{Store: store, Effects: set, Operators: ops, Prefix: "/admin"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return &env{t: t, store: store, srv: srv}
 }
 
 // client is a browser without JavaScript: it keeps cookies and does not
