@@ -272,50 +272,16 @@ func opsReconcile(ctx context.Context, args []string, std stdio) int {
 	if !ok {
 		return code
 	}
-	var d effect.Decision
-	switch strings.ToLower(*outcome) {
-	case "succeeded":
-		d = effect.Decision{Kind: effect.Executed, Handle: *handle}
-	case "failed":
-		d = effect.Decision{Kind: effect.Declined}
-	default:
-		fmt.Fprintf(std.err, "idem ops reconcile: --outcome %q: want succeeded or failed\n", *outcome)
-		return exitUsage
-	}
-	switch {
-	case strings.TrimSpace(*evidence) == "":
-		fmt.Fprintln(std.err, "idem ops reconcile: --evidence is required: say why the outcome is right")
-		return exitUsage
-	case strings.TrimSpace(*actor) == "":
-		fmt.Fprintln(std.err, "idem ops reconcile: --actor is empty")
-		return exitUsage
-	case d.Kind == effect.Declined && *handle != "":
-		fmt.Fprintln(std.err, "idem ops reconcile: --handle names an executed effect: not with --outcome failed")
+	req := effect.OperatorRequest{OperationID: words[0], Outcome: *outcome, Handle: *handle, Evidence: *evidence, Actor: *actor}
+	if _, err := req.Validate(); err != nil {
+		fmt.Fprintf(std.err, "idem ops reconcile: %v\n", err)
 		return exitUsage
 	}
 	id := words[0]
 	return withStore(ctx, "ops reconcile", *f.db, *f.keys, std, func(store registry.Store) error {
-		rec, err := store.GetByID(ctx, id)
-		switch {
-		case errors.Is(err, registry.ErrNotFound):
-			return fmt.Errorf("operation %s not found", id)
-		case err != nil:
+		s, err := renderers.SettleByOperator(ctx, store, req)
+		if err != nil {
 			return err
-		case rec.State != idem.StateUnknown:
-			return fmt.Errorf("operation %s is %s, not %s: only operations whose outcome is unknown are reconciled; nothing was changed",
-				id, rec.State, idem.StateUnknown)
-		}
-		ops := renderers[rec.Operation]
-		if ops == nil {
-			return fmt.Errorf("operation %s is a %s: idem ops reconcile renders %s only; settle it from its own service with effect.Operation.SettleByOperator; nothing was changed",
-				id, rec.Operation, payments.OperationTransfer)
-		}
-		s, err := ops.SettleByOperator(ctx, store, rec, d, *actor, *evidence)
-		switch {
-		case err != nil:
-			return err
-		case s.Method == "":
-			return fmt.Errorf("operation %s was settled meanwhile by someone else (now %s); nothing was changed", id, s.Record.State)
 		}
 		if *f.asJSON {
 			return show(ctx, store, id, true, std)
@@ -328,7 +294,8 @@ func opsReconcile(ctx context.Context, args []string, std stdio) int {
 }
 
 // renderers are the operations "idem ops reconcile" can render: the
-// reference service's. Settling by an operator calls no downstream, so
+// reference service's. Everything else it does is
+// effect.Set.SettleByOperator, which the console (package console) shares. Settling by an operator calls no downstream, so
 // the provider's address does not matter.
 var renderers = effect.Set{payments.OperationTransfer: payments.TransferEffects("", 0)}
 
