@@ -14,9 +14,9 @@ import (
 	"github.com/chromedp/chromedp"
 )
 
-// page says by its #mode whether its script ran, and posts a form to
+// testPage says by its #mode whether its script ran, and posts a form to
 // /echo, which shows the value sent.
-const page = `<!doctype html><html><body>
+const testPage = `<!doctype html><html><body>
 <p id="mode">static</p>
 <script>document.getElementById("mode").textContent = "script";</script>
 <form id="f" method="post" action="/echo"><input name="v"><button id="go">go</button></form>
@@ -24,7 +24,7 @@ const page = `<!doctype html><html><body>
 
 func site(t *testing.T) *httptest.Server {
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) { w.Write([]byte(page)) })
+	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) { w.Write([]byte(testPage)) })
 	mux.HandleFunc("POST /echo", func(w http.ResponseWriter, r *http.Request) {
 		w.Write([]byte(`<!doctype html><p id="echo">` + html.EscapeString(r.PostFormValue("v")) + `</p>`))
 	})
@@ -56,7 +56,7 @@ func TestNew(t *testing.T) {
 			}
 			err = chromedp.Do(ctx,
 				chromedp.SendKeys(chromedp.CSS(`input[name="v"]`), "hello <b>"),
-				chromedp.Click(chromedp.CSS("#go")),
+				ClickNavigate("#go"),
 				chromedp.WaitVisible(chromedp.CSS("#echo")),
 				Capture("echo"))
 			if err != nil {
