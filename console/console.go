@@ -1,0 +1,154 @@
+package console
+
+import (
+	"crypto/rand"
+	"embed"
+	"errors"
+	"fmt"
+	"html/template"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"strings"
+
+	"github.com/idemkit/idem/effect"
+	"github.com/idemkit/idem/registry"
+)
+
+// Config configures the console. The zero value is not usable: Store and
+// Operators are required.
+type Config struct {
+	// Store is the registry the console reads and changes. Required.
+	Store registry.Store
+	// Effects holds the operations whose effects can be looked up and
+	// settled by an operator, by operation name. nil, or an operation not
+	// in it: its pages show no lookup button and no reconcile form, and
+	// say why.
+	Effects effect.Set
+	// Operators are the people who may log in (LoadOperators). Required,
+	// non-empty, names unique.
+	Operators Operators
+	// Logger receives one Info line per action (login, logout, lookup,
+	// reconcile, drain, epoch bump) with the operator's name; nil means
+	// slog.Default().
+	Logger *slog.Logger
+	// Prefix is the path the console is mounted under ("/admin"): it
+	// starts with "/" and does not end with one. "" (the default) mounts
+	// it at the root.
+	Prefix string
+}
+
+//go:embed templates/*.html templates/console.css
+var files embed.FS
+
+// pageNames are the pages, each templates/NAME.html rendered inside
+// templates/layout.html.
+var pageNames = []string{"login", "status", "operations", "operation", "error"}
+
+// handler is the console.
+type handler struct {
+	cfg   Config
+	log   *slog.Logger
+	key   [32]byte // signs sessions, CSRF tokens, flashes and lookup results
+	pages map[string]*template.Template
+	css   []byte
+	mux   *http.ServeMux
+}
+
+// New returns the console as an http.Handler for cfg. It refuses a
+// Config without Store or with invalid Operators or Prefix. The handler
+// is safe for concurrent use; each request's context governs the store
+// and downstream calls made for it. Sessions are signed with a key drawn
+// at random by New: they do not survive a restart, nor work across two
+// handlers.
+func New(cfg Config) (http.Handler, error) {
+	switch {
+	case cfg.Store == nil:
+		return nil, errors.New("console: Config.Store is required")
+	case cfg.Prefix != "" && (!strings.HasPrefix(cfg.Prefix, "/") || strings.HasSuffix(cfg.Prefix, "/")):
+		return nil, fmt.Errorf("console: Config.Prefix %q: want \"\" or a path like /admin", cfg.Prefix)
+	}
+	if err := cfg.Operators.validate(); err != nil {
+		return nil, fmt.Errorf("console: Config.Operators: %w", err)
+	}
+	h := &handler{cfg: cfg, log: cfg.Logger, pages: map[string]*template.Template{}}
+	if h.log == nil {
+		h.log = slog.Default()
+	}
+	rand.Read(h.key[:])
+	for _, name := range pageNames {
+		t, err := template.New("layout.html").Funcs(funcs).ParseFS(files, "templates/layout.html", "templates/"+name+".html")
+		if err != nil {
+			return nil, fmt.Errorf("console: template %s: %w", name, err)
+		}
+		h.pages[name] = t
+	}
+	css, err := fs.ReadFile(files, "templates/console.css")
+	if err != nil {
+		return nil, err
+	}
+	h.css = css
+	h.routes()
+	return h, nil
+}
+
+// routes registers every page and action.
+func (h *handler) routes() {
+	p := h.cfg.Prefix
+	m := http.NewServeMux()
+	m.HandleFunc("GET "+p+"/login", h.loginPage)
+	m.HandleFunc("POST "+p+"/login", h.login)
+	m.HandleFunc("GET "+p+"/console.css", h.stylesheet)
+	m.HandleFunc("POST "+p+"/logout", h.authed(h.logout))
+	m.HandleFunc("GET "+p+"/{$}", h.authed(h.status))
+	m.HandleFunc("POST "+p+"/drain/on", h.authed(h.drain(true)))
+	m.HandleFunc("POST "+p+"/drain/off", h.authed(h.drain(false)))
+	m.HandleFunc("POST "+p+"/epoch/bump", h.authed(h.bumpEpoch))
+	m.HandleFunc("GET "+p+"/operations", h.authed(h.operations))
+	m.HandleFunc("GET "+p+"/operations/{id}", h.authed(h.operation))
+	m.HandleFunc("POST "+p+"/operations/{id}/reconcile", h.authed(h.reconcile))
+	m.HandleFunc("POST "+p+"/operations/{id}/effects/{name}/lookup", h.authed(h.lookup))
+	m.HandleFunc(p+"/", h.authed(func(w http.ResponseWriter, r *http.Request, s session) {
+		h.fail(w, r, s, http.StatusNotFound, CodeNotFound, "There is no such page.")
+	}))
+	h.mux = m
+}
+
+func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Security-Policy", "default-src 'none'; style-src 'self'; form-action 'self'; frame-ancestors 'none'")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.Header().Set("Referrer-Policy", "no-referrer")
+	w.Header().Set("Cache-Control", "no-store")
+	h.mux.ServeHTTP(w, r)
+}
+
+// maxForm bounds a form's body.
+const maxForm = 64 << 10
+
+// authed wraps a page that needs a session: without one, 303 to the login
+// page; a POST without the session's CSRF token is refused with 403
+// CSRF_INVALID.
+func (h *handler) authed(fn func(http.ResponseWriter, *http.Request, session)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		s, ok := h.session(r)
+		if !ok {
+			http.Redirect(w, r, h.cfg.Prefix+"/login", http.StatusSeeOther)
+			return
+		}
+		if r.Method == http.MethodPost {
+			r.Body = http.MaxBytesReader(w, r.Body, maxForm)
+			if !h.csrfOK(r, s) {
+				h.log.Info("console: form refused: missing or wrong CSRF token", "operator", s.op.Name, "path", r.URL.Path)
+				h.fail(w, r, s, http.StatusForbidden, CodeCSRFInvalid, "The form's CSRF token is missing or wrong: reload the page and try again.")
+				return
+			}
+		}
+		fn(w, r, s)
+	}
+}
+
+func (h *handler) stylesheet(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "text/css; charset=utf-8")
+	w.Header().Set("Cache-Control", "max-age=3600")
+	w.Write(h.css)
+}

@@ -1,0 +1,35 @@
+package console
+
+import (
+	"net/http"
+	"time"
+)
+
+// loginPage shows the login form (GET /login).
+func (h *handler) loginPage(w http.ResponseWriter, r *http.Request) {
+	h.render(w, r, session{}, http.StatusOK, "login", "Log in", nil, nil)
+}
+
+// login checks an operator token (POST /login): a valid one gets a
+// session cookie and a 303 to the status page; anything else — an API
+// token included — 401 UNAUTHENTICATED.
+func (h *handler) login(w http.ResponseWriter, r *http.Request) {
+	r.Body = http.MaxBytesReader(w, r.Body, maxForm)
+	op, ok := h.operatorOf(r.PostFormValue("token"))
+	if !ok {
+		h.log.Info("console: login refused", "remote", r.RemoteAddr)
+		h.render(w, r, session{}, http.StatusUnauthorized, "login", "Log in", nil,
+			&pageError{CodeUnauthenticated, "That is not an operator token. API tokens cannot log in here."})
+		return
+	}
+	h.setCookie(w, r, h.newSessionCookie(op.Name, time.Now().Add(sessionTTL)), int(sessionTTL/time.Second))
+	h.log.Info("console: login", "operator", op.Name, "remote", r.RemoteAddr)
+	h.redirect(w, r, "/", "Logged in as "+op.Name+".", nil)
+}
+
+// logout ends the session (POST /logout): the cookie expires.
+func (h *handler) logout(w http.ResponseWriter, r *http.Request, s session) {
+	h.setCookie(w, r, "", -1)
+	h.log.Info("console: logout", "operator", s.op.Name)
+	h.redirect(w, r, "/login", "Logged out.", nil)
+}

@@ -1,0 +1,112 @@
+package console
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/idemkit/idem/canon"
+)
+
+// Operator is a person who may use the console.
+type Operator struct {
+	// Name names the operator in the page header, the logs and, as the
+	// actor, the reconciliation log. Required, unique among Operators.
+	Name string
+	// ShowResponses lets the operator read stored response bodies; without
+	// it (the zero value) the console shows their metadata only.
+	ShowResponses bool
+}
+
+// Operators maps console tokens to operators. They are not API tokens: a
+// bearer token of the service cannot log in, and an operator token is
+// no bearer token of the service.
+type Operators map[string]Operator
+
+// maxOperatorsFile bounds the size of an operators file.
+const maxOperatorsFile = 1 << 20
+
+// LoadOperators reads an operators file: one JSON object
+//
+//	{"<token>": {"name": "alice", "show_responses": true}, …}
+//
+// show_responses is optional (default false). It refuses malformed JSON,
+// duplicate tokens, unknown members, an empty token or one with white
+// space, an empty or duplicate name, and a file without operators.
+func LoadOperators(path string) (Operators, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("console: operators: %w", err)
+	}
+	ops, err := ParseOperators(b)
+	if err != nil {
+		return nil, fmt.Errorf("console: operators %s: %w", path, err)
+	}
+	return ops, nil
+}
+
+// ParseOperators parses the contents of an operators file (see
+// LoadOperators).
+func ParseOperators(b []byte) (Operators, error) {
+	if len(b) > maxOperatorsFile {
+		return nil, errors.New("file larger than 1 MiB")
+	}
+	// Strict parsing first: encoding/json would silently keep the last of
+	// two entries for the same token.
+	if _, err := (canon.Options{Mode: canon.ModeJSON, MaxBytes: maxOperatorsFile}).Append(nil, b); err != nil {
+		return nil, err
+	}
+	var raw map[string]*struct {
+		Name          string `json:"name"`
+		ShowResponses bool   `json:"show_responses"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&raw); err != nil {
+		return nil, err
+	}
+	ops := make(Operators, len(raw))
+	for tok, o := range raw {
+		if o == nil {
+			return nil, errors.New("every token needs an object with a name")
+		}
+		ops[tok] = Operator{Name: o.Name, ShowResponses: o.ShowResponses}
+	}
+	if err := ops.validate(); err != nil {
+		return nil, err
+	}
+	return ops, nil
+}
+
+// validate checks the rules LoadOperators states.
+func (ops Operators) validate() error {
+	if len(ops) == 0 {
+		return errors.New("no operators")
+	}
+	names := make(map[string]bool, len(ops))
+	for tok, o := range ops {
+		switch {
+		case tok == "" || strings.ContainsAny(tok, " \t\r\n"):
+			return errors.New("a token is empty or contains white space")
+		case strings.TrimSpace(o.Name) == "":
+			return errors.New("every operator needs a non-empty name")
+		case names[o.Name]:
+			return fmt.Errorf("the name %q is given to two tokens", o.Name)
+		}
+		names[o.Name] = true
+	}
+	return nil
+}
+
+// byName returns the operator called name.
+func (ops Operators) byName(name string) (Operator, bool) {
+	for _, o := range ops {
+		if o.Name == name {
+			return o, true
+		}
+	}
+	return Operator{}, false
+}

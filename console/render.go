@@ -1,0 +1,108 @@
+package console
+
+import (
+	"bytes"
+	"fmt"
+	"html/template"
+	"net/http"
+	"net/url"
+	"time"
+)
+
+// Error codes a page shows in #error's data-code, each with its HTTP
+// status. They are stable: tests and scripts branch on them.
+const (
+	CodeCSRFInvalid          = "CSRF_INVALID"          // 403: a form without the session's CSRF token
+	CodeEvidenceRequired     = "EVIDENCE_REQUIRED"     // 422: reconcile without written evidence
+	CodeOutcomeRequired      = "OUTCOME_REQUIRED"      // 422: reconcile without succeeded or failed
+	CodeNotUnknown           = "NOT_UNKNOWN"           // 409: reconcile of an operation that is not UNKNOWN
+	CodeNotFound             = "NOT_FOUND"             // 404: no such operation, effect or page
+	CodeConfirmationRequired = "CONFIRMATION_REQUIRED" // 422: drain or epoch bump without confirm=yes
+	CodeUnauthenticated      = "UNAUTHENTICATED"       // 401: login with a token that is not an operator's
+	CodeLookupFailed         = "LOOKUP_FAILED"         // 502: the downstream's answer to a lookup proves nothing
+	CodeStoreUnavailable     = "STORE_UNAVAILABLE"     // 503: the registry failed or cannot open what it stores
+	CodeInvalid              = "INVALID"               // 422: another invalid form field
+)
+
+// page is what every template gets.
+type page struct {
+	Prefix   string
+	Operator string // "" on the login page
+	CSRF     string
+	Flash    string
+	Error    *pageError
+	Title    string
+	Data     any
+}
+
+// pageError is the #error element's content.
+type pageError struct {
+	Code    string
+	Message string
+}
+
+// funcs are the templates' helpers.
+var funcs = template.FuncMap{
+	"ts": func(t time.Time) string {
+		if t.IsZero() {
+			return "—"
+		}
+		return t.UTC().Format(time.RFC3339)
+	},
+	"age": age,
+}
+
+// age renders how long ago t was, to the second; "—" for the zero time.
+func age(t time.Time) string {
+	if t.IsZero() {
+		return "—"
+	}
+	return time.Since(t).Round(time.Second).String()
+}
+
+// render writes the page name with status.
+func (h *handler) render(w http.ResponseWriter, r *http.Request, s session, status int, name, title string, data any, perr *pageError) {
+	p := page{Prefix: h.cfg.Prefix, Title: title, Data: data, Error: perr}
+	if s.op.Name != "" {
+		p.Operator, p.CSRF = s.op.Name, h.csrf(s)
+	}
+	if f := r.URL.Query().Get("flash"); f != "" && r.Method == http.MethodGet {
+		p.Flash, _ = h.unseal("flash", f)
+	}
+	var b bytes.Buffer
+	if err := h.pages[name].Execute(&b, p); err != nil {
+		h.log.Error("console: render "+name, "err", err)
+		http.Error(w, "console: cannot render the page", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.WriteHeader(status)
+	w.Write(b.Bytes())
+}
+
+// fail renders the error page with code and message.
+func (h *handler) fail(w http.ResponseWriter, r *http.Request, s session, status int, code, msg string) {
+	h.render(w, r, s, status, "error", "Error", nil, &pageError{code, msg})
+}
+
+// storeFailed renders 503 STORE_UNAVAILABLE for err and logs it.
+func (h *handler) storeFailed(w http.ResponseWriter, r *http.Request, s session, err error) {
+	h.log.Error("console: registry call failed", "operator", s.op.Name, "path", r.URL.Path, "err", err)
+	h.fail(w, r, s, http.StatusServiceUnavailable, CodeStoreUnavailable, fmt.Sprintf("The registry failed: %v", err))
+}
+
+// redirect answers 303 to path (below the prefix) with a signed flash
+// message and the extra query parameters q.
+func (h *handler) redirect(w http.ResponseWriter, r *http.Request, path, flash string, q url.Values) {
+	if q == nil {
+		q = url.Values{}
+	}
+	if flash != "" {
+		q.Set("flash", h.seal("flash", flash))
+	}
+	target := h.cfg.Prefix + path
+	if len(q) > 0 {
+		target += "?" + q.Encode()
+	}
+	http.Redirect(w, r, target, http.StatusSeeOther)
+}

@@ -1,0 +1,118 @@
+package console
+
+import (
+	"fmt"
+	"net/http"
+	"strconv"
+
+	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/registry"
+)
+
+// countCap bounds the records the status page reads to count UNKNOWN and
+// in-flight operations; beyond it the page says "at least".
+const countCap = 1000
+
+// statusView is the status page's data.
+type statusView struct {
+	Control       registry.Control
+	UnknownCount  string
+	UnknownOldest string
+	InFlight      string
+	Pending       int64
+	RelayLag      string
+	DeadLetters   int64
+}
+
+// status shows the registry's health (GET /).
+func (h *handler) status(w http.ResponseWriter, r *http.Request, s session) {
+	h.renderStatus(w, r, s, http.StatusOK, nil)
+}
+
+func (h *handler) renderStatus(w http.ResponseWriter, r *http.Request, s session, code int, perr *pageError) {
+	ctx := r.Context()
+	st := h.cfg.Store
+	var v statusView
+	var err error
+	if v.Control, err = st.Control(ctx); err != nil {
+		h.storeFailed(w, r, s, err)
+		return
+	}
+	unknown, err := st.ListOperations(ctx, registry.ListFilter{State: idem.StateUnknown, Limit: countCap})
+	if err != nil {
+		h.storeFailed(w, r, s, err)
+		return
+	}
+	v.UnknownCount, v.UnknownOldest = count(len(unknown)), "—"
+	if len(unknown) > 0 {
+		v.UnknownOldest = age(unknown[0].CreatedAt)
+	}
+	inFlight := 0
+	for _, state := range []idem.State{idem.StateReserved, idem.StateExecuting} {
+		recs, err := st.ListOperations(ctx, registry.ListFilter{State: state, Limit: countCap})
+		if err != nil {
+			h.storeFailed(w, r, s, err)
+			return
+		}
+		inFlight += len(recs)
+	}
+	v.InFlight = count(inFlight)
+	stats, err := st.OutboxStats(ctx)
+	if err != nil {
+		h.storeFailed(w, r, s, err)
+		return
+	}
+	v.Pending, v.DeadLetters, v.RelayLag = stats.Pending, stats.Dead, age(stats.OldestPending)
+	h.render(w, r, s, code, "status", "Status", v, perr)
+}
+
+// count renders n, "at least n" when it reached countCap.
+func count(n int) string {
+	if n >= countCap {
+		return fmt.Sprintf("at least %d", n)
+	}
+	return strconv.Itoa(n)
+}
+
+// confirmed reports whether the form carries confirm=yes; when it does
+// not it renders the status page with 422 CONFIRMATION_REQUIRED.
+func (h *handler) confirmed(w http.ResponseWriter, r *http.Request, s session, what string) bool {
+	if r.PostFormValue("confirm") == "yes" {
+		return true
+	}
+	h.renderStatus(w, r, s, http.StatusUnprocessableEntity, &pageError{CodeConfirmationRequired,
+		"Tick the confirmation box to " + what + "; nothing was changed."})
+	return false
+}
+
+// drain sets the drain flag (POST /drain/on, /drain/off), as "idem drain
+// on|off" does.
+func (h *handler) drain(on bool) func(http.ResponseWriter, *http.Request, session) {
+	word := map[bool]string{true: "on", false: "off"}[on]
+	return func(w http.ResponseWriter, r *http.Request, s session) {
+		if !h.confirmed(w, r, s, "turn drain "+word) {
+			return
+		}
+		if err := h.cfg.Store.SetDraining(r.Context(), on); err != nil {
+			h.storeFailed(w, r, s, err)
+			return
+		}
+		h.log.Info("console: drain "+word, "operator", s.op.Name)
+		h.redirect(w, r, "/", "Drain is "+word+".", nil)
+	}
+}
+
+// bumpEpoch raises the writer epoch (POST /epoch/bump), as "idem epoch
+// bump" does.
+func (h *handler) bumpEpoch(w http.ResponseWriter, r *http.Request, s session) {
+	if !h.confirmed(w, r, s, "bump the writer epoch") {
+		return
+	}
+	e, err := h.cfg.Store.BumpEpoch(r.Context())
+	if err != nil {
+		h.storeFailed(w, r, s, err)
+		return
+	}
+	h.log.Info("console: epoch bump", "operator", s.op.Name, "writer_epoch", e)
+	h.redirect(w, r, "/", fmt.Sprintf("Writer epoch is now %d: writers at older epochs are fenced.", e), nil)
+}
