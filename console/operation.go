@@ -132,8 +132,10 @@ func (h *handler) reconcile(w http.ResponseWriter, r *http.Request, s session) {
 			status, code = http.StatusUnprocessableEntity, CodeEvidenceRequired
 		case effect.CodeHandleNotAllowed, effect.CodeActorRequired:
 			status, code = http.StatusUnprocessableEntity, CodeInvalid
-		case effect.CodeNotUnknown, effect.CodeNotSettleable:
+		case effect.CodeNotUnknown:
 			status, code = http.StatusConflict, CodeNotUnknown
+		case effect.CodeNotSettleable:
+			status, code = http.StatusConflict, CodeNotSettleable
 		case effect.CodeNotFound:
 			h.fail(w, r, s, http.StatusNotFound, CodeNotFound, err.Error())
 			return

@@ -21,6 +21,7 @@ const (
 	CodeUnauthenticated      = "UNAUTHENTICATED"       // 401: login with a token that is not an operator's
 	CodeLookupFailed         = "LOOKUP_FAILED"         // 502: the downstream's answer to a lookup proves nothing
 	CodeStoreUnavailable     = "STORE_UNAVAILABLE"     // 503: the registry failed or cannot open what it stores
+	CodeNotSettleable        = "NOT_SETTLEABLE"        // 409: reconcile of an operation kind not in Config.Effects
 	CodeInvalid              = "INVALID"               // 422: another invalid form field
 )
 

@@ -64,9 +64,13 @@ func (h *handler) session(r *http.Request) (session, bool) {
 	if !ok {
 		return session{}, false
 	}
-	name, until, ok := strings.Cut(v, "|")
+	i := strings.LastIndexByte(v, '|') // a name may hold "|"; the expiry does not
+	if i < 0 {
+		return session{}, false
+	}
+	name, until := v[:i], v[i+1:]
 	sec, err := strconv.ParseInt(until, 10, 64)
-	if !ok || err != nil || !time.Now().Before(time.Unix(sec, 0)) {
+	if err != nil || !time.Now().Before(time.Unix(sec, 0)) {
 		return session{}, false
 	}
 	op, ok := h.cfg.Operators.byName(name)

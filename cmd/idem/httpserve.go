@@ -45,6 +45,14 @@ const (
 // exitRefused if serving failed or requests had to be cut off. name
 // prefixes error logs ("idem serve").
 func serveUntilDone(ctx context.Context, log *slog.Logger, name string, ln net.Listener, srv *http.Server, attrs ...any) int {
+	return serveUntilDoneThen(ctx, log, name, ln, srv, nil, attrs...)
+}
+
+// serveUntilDoneThen is serveUntilDone that calls ready, when not nil,
+// right after the "listening on ADDR" line: "idem serve" announces its
+// console there, so the service's line is the first "listening on" of
+// the process (harness/launch reads the first).
+func serveUntilDoneThen(ctx context.Context, log *slog.Logger, name string, ln net.Listener, srv *http.Server, ready func(), attrs ...any) int {
 	if srv.ErrorLog == nil {
 		srv.ErrorLog = slog.NewLogLogger(log.Handler(), slog.LevelWarn)
 	}
@@ -54,6 +62,9 @@ func serveUntilDone(ctx context.Context, log *slog.Logger, name string, ln net.L
 	go func() { served <- srv.Serve(ln) }()
 	bound := ln.Addr().String()
 	log.Info("listening on "+bound, append([]any{"addr", bound}, attrs...)...)
+	if ready != nil {
+		ready()
+	}
 
 	select {
 	case err := <-served: // Serve never returns nil

@@ -66,13 +66,23 @@ import (
 // --webhook-max-age; see webhookFlags, "idem relay" and
 // docs/operations.md. Without --webhook nothing is delivered.
 //
+// With --admin-addr ADDR and --operators FILE it also serves the operator
+// console (package console, docs/console.md) on a second listener, for
+// the same store and the service's effects; once the service's
+// "listening on" line is logged it logs
+//
+//	time=… level=INFO msg="console listening on 127.0.0.1:8081" addr=127.0.0.1:8081
+//
+// and it stops with the service. One flag without the other is a usage
+// error (exit 2); an unreadable operators file exits 1.
+//
 // The server accepts and commits operations at the writer epoch given by
 // --writer-epoch, by default the registry's epoch when it starts (logged
 // as writer_epoch on the "listening on" line): "idem epoch bump" fences
 // it at once and "idem drain on" stops its new operations within about a
 // second (docs/operations.md).
 func runServe(ctx context.Context, args []string, std stdio) int {
-	fs := newFlags("serve", "[--addr ADDR] [--db DSN] [--auth FILE] [--provider URL] [--webhook URL …] [flags]", std)
+	fs := newFlags("serve", "[--addr ADDR] [--db DSN] [--auth FILE] [--provider URL] [--webhook URL …] [--admin-addr ADDR --operators FILE] [flags]", std)
 	addr := fs.String("addr", "127.0.0.1:8080", "listen `ADDR` (host:port; port 0 picks a free one)")
 	dsn := fs.String("db", defaultDB, "database `DSN`: sqlite:PATH or postgres://…")
 	auth := fs.String("auth", "", "bearer tokens `FILE`: {\"<token>\": {\"tenant\": \"…\", \"principal\": \"…\"}}; without it the token \"demo\" is accepted")
@@ -88,6 +98,8 @@ func runServe(ctx context.Context, args []string, std stdio) int {
 	twoPhase := fs.Bool("two-phase", false, "run POST /v1/payments in the two-phase style: reserve the key (committed), then run the payment and record its outcome; a duplicate sent meanwhile gets 409 IN_PROGRESS or waits (Prefer: wait). Default: one database transaction — payment, outbox message and operation record commit together, and a duplicate sent meanwhile waits for it and replays")
 	webhook := addWebhookFlags(fs.FlagSet)
 	keys := addKeysFlag(fs.FlagSet)
+	adminAddr := fs.String("admin-addr", "", "serve the operator console on `ADDR` (host:port; port 0 picks a free one); off by default; needs --operators (docs/console.md)")
+	operators := fs.String("operators", "", "operators `FILE` of the console: {\"<token>\": {\"name\": \"alice\", \"show_responses\": false}}; not API tokens")
 	epoch := fs.Int64("writer-epoch", -1, "writer `EPOCH` to accept and commit operations at; -1: the registry's epoch at start, so a later \"idem epoch bump\" fences this server")
 	words, code, ok := fs.parse(args)
 	if !ok {
@@ -111,6 +123,9 @@ func runServe(ctx context.Context, args []string, std stdio) int {
 	if err := webhook.check(); err != nil {
 		fmt.Fprintf(std.err, "idem serve: %v\n", err)
 		return exitUsage
+	}
+	if (*adminAddr == "") != (*operators == "") {
+		return fs.usage("--admin-addr and --operators go together: the console needs its operators file")
 	}
 	if *epoch < -1 {
 		fmt.Fprintln(std.err, "idem serve: --writer-epoch must be -1 (the registry's at start) or an epoch >= 0")
@@ -186,11 +201,22 @@ func runServe(ctx context.Context, args []string, std stdio) int {
 	}
 	defer runInBackground(ctx, runner.Run)()
 
+	var ready func()
+	if *adminAddr != "" {
+		cons, err := startConsole(ctx, log, *adminAddr, *operators, registry.WithTimeout(store, *storeTimeout), svc.Effects())
+		if err != nil {
+			log.Error("idem serve: cannot start the console", "err", err)
+			return exitRefused
+		}
+		defer cons.stop(ctx)
+		ready = cons.announce
+	}
+
 	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", *addr)
 	if err != nil {
 		log.Error("idem serve: cannot listen", "err", err)
 		return exitRefused
 	}
-	return serveUntilDone(ctx, log, "idem serve", ln, &http.Server{Handler: svc.Handler()},
+	return serveUntilDoneThen(ctx, log, "idem serve", ln, &http.Server{Handler: svc.Handler()}, ready,
 		"db", idemstore.Kind(*dsn), "writer_epoch", svc.WriterEpoch())
 }

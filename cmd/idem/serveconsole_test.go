@@ -1,0 +1,93 @@
+package main
+
+import (
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+// consoleLine matches the console's line of "idem serve --admin-addr".
+var consoleLine = regexp.MustCompile(`msg="console listening on ([^\s"]+)" addr=([^\s"]+)`)
+
+// TestServeConsole: "idem serve --admin-addr 127.0.0.1:0 --operators F"
+// logs one console line after the service's "listening on" line (which
+// stays the first, for harness/launch), the console's login page answers
+// 200, an operator logs in and an API token does not, and both listeners
+// stop with the server.
+func TestServeConsole(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	ops := filepath.Join(dir, "operators.json")
+	if err := os.WriteFile(ops, []byte(`{"op-token-1": {"name": "alice"}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s := startServe(t, "--db", "sqlite:"+filepath.Join(dir, "serve.db"), "--admin-addr", "127.0.0.1:0", "--operators", ops)
+	s.logs.waitFor(t, contains("console listening on"), 30*time.Second, "the console line")
+	logs := s.logs.String()
+	m := consoleLine.FindAllStringSubmatch(logs, -1)
+	if len(m) != 1 || m[0][1] != m[0][2] {
+		t.Fatalf("console lines %q; want exactly one with its address:\n%s", m, logs)
+	}
+	consoleURL := "http://" + m[0][1]
+	if first := listeningLine.FindStringSubmatch(logs); first == nil || "http://"+first[1] != s.url || s.url == consoleURL ||
+		strings.Index(logs, "console listening on") < strings.Index(logs, "msg=\"listening on") {
+		t.Fatalf("the service's line is not the first \"listening on\" (service %s, console %s):\n%s", s.url, consoleURL, logs)
+	}
+
+	// The service still answers on its own address.
+	if resp, b := s.post(t, "demo", "key-1", `{"amount":"1","currency":"EUR","payee":"p"}`); resp.StatusCode != http.StatusCreated {
+		t.Fatalf("service: %d %s", resp.StatusCode, b)
+	}
+	req, _ := http.NewRequest(http.MethodGet, consoleURL+"/login", nil)
+	if resp, b := do(t, req); resp.StatusCode != http.StatusOK || !strings.Contains(string(b), `<form id="login"`) {
+		t.Fatalf("console login page: %d %s", resp.StatusCode, b)
+	}
+	noRedirect := &http.Client{Timeout: 30 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	for tok, want := range map[string]int{"op-token-1": http.StatusSeeOther, "demo": http.StatusUnauthorized} {
+		resp, err := noRedirect.PostForm(consoleURL+"/login", url.Values{"token": {tok}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("console login with %q: %d; want %d", tok, resp.StatusCode, want)
+		}
+	}
+	s.stop(t)
+	if _, err := noRedirect.Get(consoleURL + "/login"); err == nil {
+		t.Errorf("the console still answers after the server stopped")
+	}
+	if logs := s.logs.String(); !strings.Contains(logs, `msg="console: login" operator=alice`) {
+		t.Errorf("the operator's login is not logged:\n%s", logs)
+	}
+}
+
+// TestServeConsoleRefuses: --admin-addr and --operators go together
+// (exit 2); an invalid operators file exits 1, never listening.
+func TestServeConsoleRefuses(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	db := "sqlite:" + filepath.Join(dir, "x.db")
+	bad := filepath.Join(dir, "ops.json")
+	if err := os.WriteFile(bad, []byte(`{"t": {"name": ""}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		args []string
+		code int
+	}{
+		{[]string{"--db", db, "--admin-addr", "127.0.0.1:0"}, exitUsage},
+		{[]string{"--db", db, "--operators", bad}, exitUsage},
+		{[]string{"--db", db, "--admin-addr", "127.0.0.1:0", "--operators", bad}, exitRefused},
+		{[]string{"--db", db, "--admin-addr", "127.0.0.1:0", "--operators", filepath.Join(dir, "missing.json")}, exitRefused},
+	} {
+		if code, stderr := serveExit(t, c.args...); code != c.code {
+			t.Errorf("%q: code %d, want %d:\n%s", c.args, code, c.code, stderr)
+		}
+	}
+}
