@@ -3,11 +3,14 @@ package browser
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"html"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -107,5 +110,37 @@ func TestFind(t *testing.T) {
 	}
 	if fi, err := os.Stat(p); err != nil || fi.Mode()&0o111 == 0 {
 		t.Fatalf("Find() = %q: %v", p, err)
+	}
+}
+
+// recordingTB records New's Skip or Fatal instead of ending the test.
+type recordingTB struct {
+	testing.TB
+	skipped, failed string
+}
+
+func (r *recordingTB) Helper()           {}
+func (r *recordingTB) Skip(args ...any)  { r.skipped = fmt.Sprint(args...); runtime.Goexit() }
+func (r *recordingTB) Fatal(args ...any) { r.failed = fmt.Sprint(args...); runtime.Goexit() }
+
+// TestNewWithoutBrowser: with no browser New skips, or with
+// IDEM_REQUIRE_BROWSER=1 fails saying how to install one.
+func TestNewWithoutBrowser(t *testing.T) {
+	saved, savedFallbacks := candidates, fallbacks
+	candidates, fallbacks = []string{"idem-no-such-browser"}, []string{filepath.Join(t.TempDir(), "chromium")}
+	defer func() { candidates, fallbacks = saved, savedFallbacks }()
+	for _, require := range []string{"", "1"} {
+		t.Setenv(RequireEnv, require)
+		r := &recordingTB{TB: t}
+		done := make(chan struct{})
+		go func() { defer close(done); New(r) }()
+		<-done
+		const install = "apt-get install -y chromium"
+		switch {
+		case require == "" && (r.failed != "" || !strings.Contains(r.skipped, install)):
+			t.Errorf("without a browser: skipped %q, failed %q; want a skip saying %q", r.skipped, r.failed, install)
+		case require == "1" && (r.skipped != "" || !strings.Contains(r.failed, install) || !strings.Contains(r.failed, RequireEnv)):
+			t.Errorf("without a browser, %s=1: skipped %q, failed %q; want a failure saying %q", RequireEnv, r.skipped, r.failed, install)
+		}
 	}
 }
