@@ -249,8 +249,8 @@ func (c *consoleRun) do(ctx context.Context, what string, steps ...chromedp.Acti
 	}
 }
 
-// get runs one browser action that reads a value, bounded by consoleStep.
-func get[T any](c *consoleRun, ctx context.Context, what string, a chromedp.Action[T]) T {
+// browserValue runs one browser action that reads a value, bounded by consoleStep.
+func browserValue[T any](c *consoleRun, ctx context.Context, what string, a chromedp.Action[T]) T {
 	c.t.Helper()
 	ctx, cancel := context.WithTimeout(ctx, consoleStep)
 	defer cancel()
@@ -264,7 +264,7 @@ func get[T any](c *consoleRun, ctx context.Context, what string, a chromedp.Acti
 // text returns the visible text of the first element matching sel.
 func (c *consoleRun) text(ctx context.Context, sel string) string {
 	c.t.Helper()
-	return strings.TrimSpace(get(c, ctx, "reading "+sel, chromedp.Text(chromedp.CSS(sel))))
+	return strings.TrimSpace(browserValue(c, ctx, "reading "+sel, chromedp.Text(chromedp.CSS(sel))))
 }
 
 // wantText checks the text of the first element matching sel.
@@ -296,17 +296,17 @@ func (c *consoleRun) operatorSettles(ctx context.Context) {
 		browser.ClickNavigate("a#nav-operations"),
 		chromedp.WaitVisible(chromedp.CSS("form#filter")),
 		chromedp.SetValue(chromedp.CSS(`select[name="state"]`), "UNKNOWN"))
-	if v := get(c, ctx, "the state filter", chromedp.Value(chromedp.CSS(`select[name="state"]`))); v != "UNKNOWN" {
+	if v := browserValue(c, ctx, "the state filter", chromedp.Value(chromedp.CSS(`select[name="state"]`))); v != "UNKNOWN" {
 		t.Fatalf("state filter set to %q; want UNKNOWN (no such option?)", v)
 	}
 	c.do(ctx, "the filtered list shows the client's operation",
 		browser.ClickNavigate("#filter-submit"),
 		chromedp.WaitVisible(chromedp.CSS(row)),
 		browser.Capture("operations"))
-	if loc := get(c, ctx, "location", chromedp.Location()); !strings.Contains(loc, "state=UNKNOWN") {
+	if loc := browserValue(c, ctx, "location", chromedp.Location()); !strings.Contains(loc, "state=UNKNOWN") {
 		t.Errorf("filtered list at %s; want state=UNKNOWN in the query", loc)
 	}
-	table := get(c, ctx, "the operations table", chromedp.OuterHTML(chromedp.CSS("table#operations")))
+	table := browserValue(c, ctx, "the operations table", chromedp.OuterHTML(chromedp.CSS("table#operations")))
 	for _, m := range regexp.MustCompile(`<td class="state">([^<]*)</td>`).FindAllStringSubmatch(table, -1) {
 		if m[1] != "UNKNOWN" {
 			t.Errorf("the list filtered to UNKNOWN shows a %s operation", m[1])
@@ -360,7 +360,7 @@ func (c *consoleRun) operatorSettles(ctx context.Context) {
 // stays UNKNOWN) and with it but empty evidence (422 EVIDENCE_REQUIRED).
 func (c *consoleRun) forgedForms(ctx context.Context) {
 	t := c.t
-	cookies := get(c, ctx, "the browser's cookies", func(ctx context.Context, tg *chromedp.Target) ([]*network.Cookie, error) {
+	cookies := browserValue(c, ctx, "the browser's cookies", func(ctx context.Context, tg *chromedp.Target) ([]*network.Cookie, error) {
 		r, err := chromedp.Call(ctx, network.GetCookies, network.GetCookiesParams{URLs: []string{c.admin + "/"}})
 		return r.Cookies, err
 	})
@@ -371,8 +371,8 @@ func (c *consoleRun) forgedForms(ctx context.Context) {
 	for _, ck := range cookies {
 		jar = append(jar, &http.Cookie{Name: ck.Name, Value: ck.Value})
 	}
-	action := get(c, ctx, "the reconcile form's action", chromedp.JavascriptAttribute[string](chromedp.CSS("form#reconcile"), "action"))
-	csrf := get(c, ctx, "the reconcile form's CSRF token", chromedp.Value(chromedp.CSS(`form#reconcile input[name="csrf"]`)))
+	action := browserValue(c, ctx, "the reconcile form's action", chromedp.JavascriptAttribute[string](chromedp.CSS("form#reconcile"), "action"))
+	csrf := browserValue(c, ctx, "the reconcile form's CSRF token", chromedp.Value(chromedp.CSS(`form#reconcile input[name="csrf"]`)))
 	v := url.Values{"outcome": {"succeeded"}, "handle": {c.handle}, "evidence": {"forged"}}
 
 	c.wantPageError("reconcile without the CSRF token", c.form(action, jar, v), http.StatusForbidden, "CSRF_INVALID")

@@ -14,8 +14,10 @@ import (
 // sel, and returns once the page the click leads to has loaded (the
 // page's next load event, to which it subscribes before clicking). Use
 // it for links and form submits: waiting for an element instead could
-// find it still on the page being left. The action's context bounds the
-// wait.
+// find it still on the page being left. The page being left must have
+// finished loading (as it has after chromedp.Navigate or ClickNavigate),
+// else its own late load event would be taken for the next page's. The
+// action's context bounds the wait.
 func ClickNavigate(sel string) chromedp.Action[chromedp.Void] {
 	return func(ctx context.Context, t *chromedp.Target) (chromedp.Void, error) {
 		ctx, cancel := context.WithCancel(ctx)
