@@ -380,7 +380,7 @@ func (c *consoleRun) forgedForms(ctx context.Context) {
 		t.Fatalf("after a reconcile without the CSRF token the operation is %s; want UNKNOWN", st)
 	}
 	v.Set("csrf", csrf)
-	v.Set("evidence", "  ")
+	v.Set("evidence", "")
 	c.wantPageError("reconcile without evidence", c.form(action, jar, v), http.StatusUnprocessableEntity, "EVIDENCE_REQUIRED")
 	if st := c.state(); st != "UNKNOWN" {
 		t.Fatalf("after a reconcile without evidence the operation is %s; want UNKNOWN", st)
