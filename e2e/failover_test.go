@@ -33,6 +33,11 @@ const (
 	// failoverReportEnv names a file to write the gate's JSON report and
 	// the failover figures to.
 	failoverReportEnv = "IDEM_FAILOVER_REPORT"
+	// failoverLagEnv is the replication stall before the kill (a Go
+	// duration, default 0: none): the primary's WAL sender is stopped
+	// that long before the primary dies (pgtest.Pair.PauseReplication),
+	// as a network between the hosts that stalls.
+	failoverLagEnv = "IDEM_FAILOVER_LAG"
 )
 
 const (
@@ -52,7 +57,10 @@ type failoverFigures struct {
 	// DetectionDelayMs is the modelled delay between the kill and the
 	// promotion; PromoteMs how long pg_ctl promote -w took.
 	DetectionDelayMs float64 `json:"detection_delay_ms"`
-	PromoteMs        float64 `json:"promote_ms"`
+	// StallMs is how long the standby received nothing before the kill
+	// (failoverLagEnv).
+	StallMs   float64 `json:"replication_stall_ms"`
+	PromoteMs float64 `json:"promote_ms"`
 	// ReadyAfterKillMs: from the kill until every instance's GET /readyz
 	// answered 200 again; ReadyAfterPromoteMs the same from the
 	// promotion.
@@ -70,7 +78,7 @@ type failoverFigures struct {
 
 // TestFailover (issue 15): two idem serve instances on a multi-host DSN
 // over a PostgreSQL primary and its streaming standby take a gate load;
-// midway the primary's postmaster is SIGKILLed, the standby promoted
+// midway the primary is SIGKILLed (every process of it at once, as a host crash; pgtest.Pair.KillPrimary), the standby promoted
 // after a detection delay, and the instances — never restarted — must
 // recover by themselves (pgxpool reconnects through the DSN, skipping the
 // dead host). After the load every answered key is sent once more. With
@@ -104,8 +112,16 @@ func TestFailover(t *testing.T) {
 		delay = d
 	}
 	// fig is written by the hook (under mu) and read after the run.
+	var stall time.Duration
+	if s := os.Getenv(failoverLagEnv); s != "" {
+		d, err := time.ParseDuration(s)
+		if err != nil || d < 0 {
+			t.Fatalf("%s=%q: want a duration ≥ 0", failoverLagEnv, s)
+		}
+		stall = d
+	}
 	fig := failoverFigures{Standby: standby, TwoPhase: os.Getenv(failoverTwoPhaseEnv) == "1",
-		DetectionDelayMs: ms(delay), FirstNewAcceptanceMs: -1}
+		DetectionDelayMs: ms(delay), StallMs: ms(stall), FirstNewAcceptanceMs: -1}
 
 	pair := pgtest.NewPair(t, standby == "sync")
 	dsn, err := pair.DSN("failover")
@@ -115,6 +131,21 @@ func TestFailover(t *testing.T) {
 	var mu sync.Mutex // guards the instants the hook records
 	var killed, promoted time.Time
 	hook := func(ctx context.Context, m gate.Midpoint) error {
+		if stall > 0 {
+			resume, err := pair.PauseReplication()
+			if err != nil {
+				return err
+			}
+			defer resume()
+			m.Say("primary's WAL sender stopped for %v before the kill", stall)
+			// A deliberate model delay (the stall's length), not
+			// synchronisation.
+			select {
+			case <-time.After(stall):
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
 		if err := pair.KillPrimary(); err != nil {
 			return err
 		}
@@ -122,7 +153,7 @@ func TestFailover(t *testing.T) {
 		killed = time.Now()
 		fig.Kills++
 		mu.Unlock()
-		m.Say("primary's postmaster killed with SIGKILL; detection delay %v", delay)
+		m.Say("primary killed with SIGKILL (all its processes); detection delay %v", delay)
 		// The detection delay is a deliberate model delay (the time an HA
 		// manager takes to notice the dead primary), not synchronisation.
 		select {
@@ -262,6 +293,7 @@ func figuresText(rep *gate.Report, f failoverFigures) string {
 	fmt.Fprintf(&b, "  load       %d keys × %d retries = %d planned, %d requests sent in %.1f s, %d keys re-sent after the load\n",
 		rep.Keys, rep.Retries, rep.Planned, rep.Requests, rep.LoadSeconds, rep.ResentKeys)
 	fmt.Fprintf(&b, "  outage     %d × 503 STORE_UNAVAILABLE, %d connection errors; all re-sends %v\n", f.Unavailable, f.Connection, rep.Resends)
+	fmt.Fprintf(&b, "  stall      the standby received nothing for %.0f ms before the kill\n", f.StallMs)
 	fmt.Fprintf(&b, "  recovery   detection delay %.0f ms, promote %.0f ms; every /readyz 200 %.0f ms after the kill (%.0f ms after the promotion); first new key accepted %.0f ms after the promotion\n",
 		f.DetectionDelayMs, f.PromoteMs, f.ReadyAfterKillMs, f.ReadyAfterPromoteMs, f.FirstNewAcceptanceMs)
 	fmt.Fprintf(&b, "  losses     %d acknowledged operations lost, %d keys executed again, %d duplicate effects, %d digest mismatches, %d false conflicts\n",

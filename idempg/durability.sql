@@ -8,7 +8,11 @@
 -- how many of them are synchronous. sync_state is NULL to a role that may
 -- not read replication details (pg_read_all_stats): such rows are counted
 -- in "unseen".
+-- statement_timeout matters too: a timeout that fires while a COMMIT
+-- waits for the standby ends the wait, and PostgreSQL reports the commit
+-- as done although the standby may not have it.
 SELECT current_setting('synchronous_commit'),
+       current_setting('statement_timeout'),
        current_setting('synchronous_standby_names'),
        count(*) FILTER (WHERE sync_state IS NOT NULL),
        count(*) FILTER (WHERE sync_state IN ('sync', 'quorum')),

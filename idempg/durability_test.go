@@ -42,6 +42,9 @@ func TestDurabilityWarnings(t *testing.T) {
 		{Durability{SynchronousCommit: "remote_apply", Standbys: 1, Synchronous: 1}, 0},
 		{Durability{SynchronousCommit: "local", Standbys: 1}, 2},
 		{Durability{SynchronousCommit: "on", Unseen: 1}, 0},
+		{Durability{SynchronousCommit: "on", StatementTimeout: "5s", Standbys: 1, Synchronous: 1, SynchronousStandbyNames: "s1"}, 1},
+		{Durability{SynchronousCommit: "on", StatementTimeout: "5s"}, 0},
+		{Durability{SynchronousCommit: "on", StatementTimeout: "0", Standbys: 1, Synchronous: 1, SynchronousStandbyNames: "s1"}, 0},
 	} {
 		if got := c.d.Warnings(); len(got) != c.want {
 			t.Errorf("%+v: warnings %q; want %d", c.d, got, c.want)

@@ -47,6 +47,7 @@ type Pair struct {
 	killed   bool  // the primary's postmaster was SIGKILLed
 	orphans  []int // its children at that moment
 	promoted bool
+	resumes  []func() // of PauseReplication, called by stop
 }
 
 // NewPair starts a primary, takes a base backup of it (pg_basebackup -R,
@@ -159,11 +160,17 @@ func (p *Pair) DSN(db string) (string, error) {
 		p.primary.port, p.standby.port, db), nil
 }
 
-// KillPrimary sends SIGKILL to the primary's postmaster only (its process
-// ID is the first line of postmaster.pid), as a crash of the server would
-// end it, and returns once the primary's port refuses connections. Its
-// backends are not signalled: each exits when it notices the postmaster
-// is gone (the cleanup kills any left). It fails if the primary was
+// KillPrimary kills the primary as a crash of its host would: every one
+// of its processes at the same instant. It stops the postmaster
+// (SIGSTOP, so that it forks no more backends), then each of its
+// children, then sends SIGKILL to all of them, and returns once the
+// primary's port refuses connections. Killing the postmaster alone would
+// model something else — a postmaster killed by hand or by the kernel's
+// OOM killer, which PostgreSQL's documentation warns against — where the
+// orphaned backends run on for a moment: one still answers a query, and a
+// commit whose wait for the standby the postmaster's death cut short
+// becomes visible to it although the standby never received it
+// (docs/operations.md, "High availability"). It fails if the primary was
 // already killed.
 func (p *Pair) KillPrimary() error {
 	p.mu.Lock()
@@ -180,9 +187,18 @@ func (p *Pair) KillPrimary() error {
 	if err != nil || pid <= 0 {
 		return fmt.Errorf("pgtest: postmaster.pid starts with %q, not a process ID", first)
 	}
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		return fmt.Errorf("pgtest: stopping the primary's postmaster %d: %w", pid, err)
+	}
 	p.orphans = children(pid)
+	for _, c := range p.orphans {
+		_ = syscall.Kill(c, syscall.SIGSTOP) // gone already: nothing to stop
+	}
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		return fmt.Errorf("pgtest: killing the primary's postmaster %d: %w", pid, err)
+	}
+	for _, c := range p.orphans {
+		_ = syscall.Kill(c, syscall.SIGKILL)
 	}
 	p.killed = true
 	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(p.primary.port))
@@ -215,6 +231,12 @@ func (p *Pair) Promote() error {
 // and deletes the directories. A server that cannot be stopped keeps its
 // directory, for inspection.
 func (p *Pair) stop() error {
+	p.mu.Lock()
+	resumes := p.resumes
+	p.mu.Unlock()
+	for _, r := range resumes {
+		r() // a stopped WAL receiver would hold up the standby's shutdown
+	}
 	var errs []error
 	if c := p.primary; c != nil {
 		if p.killed {

@@ -67,3 +67,53 @@ func psqlTry(t *testing.T, dsn, sql string) (string, error) {
 	out, err := exec.CommandContext(ctx, psqlPath(t), "-X", "-At", "-v", "ON_ERROR_STOP=1", "-d", dsn, "-c", sql).CombinedOutput()
 	return strings.TrimSpace(string(out)), err
 }
+
+// TestPauseReplication: with the primary's WAL sender stopped, an
+// asynchronous primary acknowledges a commit that the promoted standby
+// then lacks — the loss the failover test measures; a synchronous one
+// does not acknowledge it at all (its commit waits, and fails with the
+// primary).
+func TestPauseReplication(t *testing.T) {
+	for _, sync := range []bool{true, false} {
+		t.Run(map[bool]string{true: "sync", false: "async"}[sync], func(t *testing.T) {
+			t.Parallel()
+			p := pgtest.NewPair(t, sync)
+			dsn, err := p.DSN("pause")
+			if err != nil {
+				t.Fatal(err)
+			}
+			psql(t, dsn, "create table t (n int); insert into t values (1)")
+			resume, err := p.PauseReplication()
+			if err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan error, 1)
+			go func() {
+				_, err := psqlTry(t, dsn+"&connect_timeout=5", "insert into t values (2)")
+				done <- err
+			}()
+			acked := false
+			if !sync {
+				if err := <-done; err != nil {
+					t.Fatalf("an asynchronous commit during the stall: %v", err)
+				}
+				acked = true
+			}
+			if err := p.KillPrimary(); err != nil {
+				t.Fatal(err)
+			}
+			resume()
+			if sync {
+				if err := <-done; err == nil {
+					t.Fatal("a synchronous commit during the stall was acknowledged")
+				}
+			}
+			if err := p.Promote(); err != nil {
+				t.Fatal(err)
+			}
+			if got := psql(t, dsn, "select count(*) from t where n = 2"); got != "0" {
+				t.Errorf("the promoted standby holds the row committed during the stall (%s rows; acknowledged: %v); want none", got, acked)
+			}
+		})
+	}
+}
