@@ -76,12 +76,7 @@ func TestMigrateConcurrentAndIdempotent(t *testing.T) {
 	if err := Migrate(ctx, dsn); err != nil {
 		t.Fatalf("Migrate again: %v", err)
 	}
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	rows, _ := conn.Query(ctx, `SELECT version FROM idem_schema_migrations ORDER BY version`)
+	rows, _ := poolFor(t, dsn).Query(ctx, `SELECT version FROM idem_schema_migrations ORDER BY version`)
 	versions, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	want := embeddedMigrations(t)
 	if err != nil || len(want) < 8 || !slices.Equal(versions, want) {
@@ -313,18 +308,7 @@ func migrateBefore(t *testing.T, pool *pgxpool.Pool, version string) {
 func upgradeFrom(t *testing.T, version string) (*pgxpool.Pool, string) {
 	t.Helper()
 	dsn := pgtest.DSN(t)
-	cfg, err := pgxpool.ParseConfig(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := applyPooler(cfg, &Options{}); err != nil { // as Open would
-		t.Fatal(err)
-	}
-	pool, err := pgxpool.NewWithConfig(t.Context(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
+	pool := poolFor(t, dsn)
 	migrateBefore(t, pool, version)
 	return pool, dsn
 }
@@ -341,4 +325,24 @@ func embeddedMigrations(t *testing.T) []string {
 		versions[i] = strings.TrimSuffix(path.Base(f), ".sql")
 	}
 	return versions
+}
+
+// poolFor opens a pool of the test's own on dsn, with idem_pooler applied
+// as Open applies it (behind PgBouncer, no named prepared statements),
+// and closes it when t ends.
+func poolFor(t *testing.T, dsn string) *pgxpool.Pool {
+	t.Helper()
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := applyPooler(cfg, &Options{}); err != nil {
+		t.Fatal(err)
+	}
+	pool, err := pgxpool.NewWithConfig(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return pool
 }

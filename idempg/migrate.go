@@ -31,6 +31,9 @@ func Migrate(ctx context.Context, dsn string) error {
 	if err != nil {
 		return fmt.Errorf("idempg: %w", err)
 	}
+	if err := applyPooler(cfg, &Options{}); err != nil { // idem_pooler, as Open reads it
+		return err
+	}
 	cfg.MaxConns = 1
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {

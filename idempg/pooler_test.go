@@ -60,6 +60,13 @@ func TestPoolerParam(t *testing.T) {
 			t.Error("no LISTEN connection behind a session pooler")
 		}
 	})
+	t.Run("migrate", func(t *testing.T) {
+		// Migrate (idem migrate) reads the parameter too: a server refuses
+		// it as a startup parameter.
+		if err := Migrate(t.Context(), dsn+sep+"idem_pooler=transaction"); err != nil {
+			t.Fatalf("Migrate with idem_pooler=transaction: %v", err)
+		}
+	})
 	t.Run("other", func(t *testing.T) {
 		st, err := Open(t.Context(), dsn+sep+"idem_pooler=statement", Options{})
 		if err == nil {
