@@ -11,6 +11,8 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/idemkit/idem/effect"
 	"github.com/idemkit/idem/registry"
 )
@@ -36,6 +38,12 @@ type Config struct {
 	// starts with "/" and does not end with one. "" (the default) mounts
 	// it at the root.
 	Prefix string
+	// Gatherer, when set, is read on every status page for its
+	// idem_reservation_seconds histogram (package idemhttp's metrics,
+	// every label set merged), drawn as the "Acceptance latency" chart;
+	// "idem serve" passes the registry its /metrics serves. nil (the
+	// default): the chart is left out, with a sentence saying why.
+	Gatherer prometheus.Gatherer
 }
 
 //go:embed templates/*.html templates/console.css

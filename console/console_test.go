@@ -72,8 +72,8 @@ func stores(t *testing.T, answer effect.Answer, fn func(t *testing.T, e *env)) {
 
 // newEnv serves the console on store, mounted at /admin, with the tests'
 // operators and an effect.Set of opKind whose provider answers lookups
-// with answer.
-func newEnv(t *testing.T, store registry.Store, answer effect.Answer) *env {
+// with answer; each of with may change the Config.
+func newEnv(t *testing.T, store registry.Store, answer effect.Answer, with ...func(*console.Config)) *env {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "operators.json")
 	os.WriteFile(path, []byte(`{"`+aliceToken+`": {"name": "alice", "show_responses": true}, "`+bobToken+`": {"name": "bob"}}`), 0o600)
@@ -91,7 +91,11 @@ func newEnv(t *testing.T, store registry.Store, answer effect.Answer) *env {
 				Body: []byte(`{"handle":"` + effs[0].Handle + `"}`)}}, nil
 		},
 	}}
-	h, err := console.New(console.Config{Store: store, Effects: set, Operators: ops, Prefix: "/admin"})
+	cfg := console.Config{Store: store, Effects: set, Operators: ops, Prefix: "/admin"}
+	for _, f := range with {
+		f(&cfg)
+	}
+	h, err := console.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,8 +2,10 @@ package console
 
 import (
 	"fmt"
+	"html/template"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/registry"
@@ -22,6 +24,10 @@ type statusView struct {
 	Pending       int64
 	RelayLag      string
 	DeadLetters   int64
+	UnknownAges   template.HTML // the "UNKNOWN by age" chart
+	UnknownCap    int           // countCap when the chart counts only the oldest countCap, else 0
+	Latency       template.HTML // the "Acceptance latency" chart; "" when LatencyNote says why not
+	LatencyNote   string
 }
 
 // status shows the registry's health (GET /).
@@ -47,6 +53,11 @@ func (h *handler) renderStatus(w http.ResponseWriter, r *http.Request, s session
 	if len(unknown) > 0 {
 		v.UnknownOldest = age(unknown[0].CreatedAt)
 	}
+	v.UnknownAges = unknownAges(unknown, time.Now())
+	if len(unknown) >= countCap {
+		v.UnknownCap = countCap
+	}
+	v.Latency, v.LatencyNote = acceptanceLatency(h.cfg.Gatherer)
 	inFlight := 0
 	for _, state := range []idem.State{idem.StateReserved, idem.StateExecuting} {
 		recs, err := st.ListOperations(ctx, registry.ListFilter{State: state, Limit: countCap})

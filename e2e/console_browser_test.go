@@ -290,6 +290,7 @@ func (c *consoleRun) operatorSettles(ctx context.Context) {
 	if n, err := strconv.Atoi(c.text(ctx, "#unknown-count")); err != nil || n < 1 {
 		t.Fatalf("status page: #unknown-count %q; want at least 1", c.text(ctx, "#unknown-count"))
 	}
+	c.chartsRender(ctx)
 
 	row := `tr.operation[data-id="` + c.op + `"]`
 	c.do(ctx, "filter the operations to UNKNOWN",
@@ -353,6 +354,21 @@ func (c *consoleRun) operatorSettles(ctx context.Context) {
 		chromedp.WaitVisible(chromedp.CSS("#unknown-count")),
 		browser.Capture("status-after"))
 	c.wantText(ctx, "#unknown-count", "0")
+}
+
+// chartsRender: the status page's charts are drawn under the console's
+// Content-Security-Policy: the "UNKNOWN by age" SVG and its "< 1 min"
+// bar (the client's operation, just made UNKNOWN) have a rendered size,
+// and so has the acceptance latency chart (idem serve passes its metrics
+// registry). Sizes come from the DOM's box model, which needs no script.
+func (c *consoleRun) chartsRender(ctx context.Context) {
+	c.do(ctx, "the status page's charts", chromedp.WaitVisible(chromedp.CSS("#unknown-ages svg")))
+	for _, sel := range []string{"#unknown-ages svg", "#unknown-ages rect.bar", "#acceptance-latency svg", "#acceptance-latency rect.bar"} {
+		box := browserValue(c, ctx, "the size of "+sel, chromedp.Dimensions(chromedp.CSS(sel)))
+		if box == nil || box.Width <= 0 || box.Height <= 0 {
+			c.t.Errorf("%s is drawn %+v; want a non-zero size", sel, box)
+		}
+	}
 }
 
 // forgedForms posts the reconcile form over plain HTTP with the browser's

@@ -203,7 +203,7 @@ func runServe(ctx context.Context, args []string, std stdio) int {
 
 	var ready func()
 	if *adminAddr != "" {
-		cons, err := startConsole(ctx, log, *adminAddr, *operators, registry.WithTimeout(store, *storeTimeout), svc.Effects())
+		cons, err := startConsole(ctx, log, *adminAddr, *operators, registry.WithTimeout(store, *storeTimeout), svc.Effects(), reg)
 		if err != nil {
 			log.Error("idem serve: cannot start the console", "err", err)
 			return exitRefused

@@ -7,6 +7,8 @@ import (
 	"net"
 	"net/http"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/idemkit/idem/console"
 	"github.com/idemkit/idem/effect"
 	"github.com/idemkit/idem/registry"
@@ -23,14 +25,16 @@ type adminConsole struct {
 }
 
 // startConsole binds addr and serves the console on it for store and
-// effects, with the operators of the file at path. It logs nothing yet:
+// effects, with the operators of the file at path; its status page draws
+// the acceptance latency from metrics (the registry /metrics serves). It
+// logs nothing yet:
 // announce logs the "console listening on ADDR" line.
-func startConsole(ctx context.Context, log *slog.Logger, addr, path string, store registry.Store, effects effect.Set) (*adminConsole, error) {
+func startConsole(ctx context.Context, log *slog.Logger, addr, path string, store registry.Store, effects effect.Set, metrics prometheus.Gatherer) (*adminConsole, error) {
 	ops, err := console.LoadOperators(path)
 	if err != nil {
 		return nil, err
 	}
-	h, err := console.New(console.Config{Store: store, Effects: effects, Operators: ops, Logger: log})
+	h, err := console.New(console.Config{Store: store, Effects: effects, Operators: ops, Logger: log, Gatherer: metrics})
 	if err != nil {
 		return nil, err
 	}

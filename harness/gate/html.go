@@ -2,12 +2,13 @@ package gate
 
 import (
 	_ "embed"
-	"fmt"
 	"html/template"
 	"io"
 	"maps"
 	"slices"
 	"strings"
+
+	"github.com/idemkit/idem/internal/chart"
 )
 
 //go:embed report.html
@@ -75,68 +76,43 @@ func (r *Report) WriteHTML(w io.Writer) error {
 	return reportTmpl.Execute(w, map[string]any{
 		"R":              r,
 		"Outcomes":       outcomes,
-		"ReservationSVG": histogramSVG(r.ReservationHistogram, r.LatencyBudgetMs*DefaultReservationPart/1000),
-		"ClientSVG":      histogramSVG(r.ClientHistogram, 0),
+		"ReservationSVG": histogramSVG("Reservation latency, server side", r.ReservationHistogram, r.LatencyBudgetMs*DefaultReservationPart/1000),
+		"ClientSVG":      histogramSVG("Request latency, client side", r.ClientHistogram, 0),
 	})
 }
 
-// histogramSVG draws h as bars, one per bucket with observations between
-// the first and the last such bucket, labelled with the bucket's upper
-// bound; limit (seconds, 0: none) is drawn as a dashed line at the bound
-// it equals or falls below, and bars above it are red.
-func histogramSVG(h Histogram, limit float64) template.HTML {
+// histogramSVG draws h as bars (package internal/chart), one per bucket
+// with observations between the first and the last such bucket, labelled
+// with the bucket's upper bound; limit (seconds, 0: none) is drawn as a
+// dashed line at the bound it equals or falls below, and bars above it
+// are red.
+func histogramSVG(title string, h Histogram, limit float64) template.HTML {
 	if h.Count() == 0 || len(h.Counts) != len(h.Bounds)+1 {
 		return template.HTML("<p>(no observations)</p>")
 	}
 	first, last := -1, -1
-	var peak uint64
 	for i, c := range h.Counts {
 		if c > 0 {
 			if first < 0 {
 				first = i
 			}
 			last = i
-			peak = max(peak, c)
 		}
 	}
-	const width, height, top, bottom, left = 900, 260, 20, 50, 50
-	n := last - first + 1
-	bw := float64(width-left-10) / float64(n)
-	var b strings.Builder
-	fmt.Fprintf(&b, `<svg width="%d" height="%d" role="img">`, width, height)
-	fmt.Fprintf(&b, `<text x="4" y="14">%d</text><text x="4" y="%d">0</text>`, peak, height-bottom)
+	within := func(i int) bool { return i < len(h.Bounds) && h.Bounds[i] <= limit*1.000001 }
+	var bars []chart.Bar
 	for i := first; i <= last; i++ {
-		c := h.Counts[i]
-		x := float64(left) + float64(i-first)*bw
-		bh := float64(height-top-bottom) * float64(c) / float64(peak)
-		class := "bar"
-		label := "+Inf"
+		bar := chart.Bar{Label: "+Inf", Count: h.Counts[i]}
 		if i < len(h.Bounds) {
-			label = durationLabel(h.Bounds[i])
+			bar.Label = chart.Seconds(h.Bounds[i])
 		}
-		if limit > 0 && (i == len(h.Bounds) || h.Bounds[i] > limit*1.000001) {
-			class = "bar over"
+		if limit > 0 {
+			bar.Alert = !within(i)
+			if within(i) && !within(i+1) {
+				bar.Mark = "limit " + chart.Seconds(limit)
+			}
 		}
-		fmt.Fprintf(&b, `<rect class="%s" x="%.1f" y="%.1f" width="%.1f" height="%.1f"><title>≤ %s: %d</title></rect>`,
-			class, x+1, float64(height-bottom)-bh, max(bw-2, 1), bh, label, c)
-		fmt.Fprintf(&b, `<text x="%.1f" y="%d" transform="rotate(45 %.1f %d)">%s</text>`,
-			x+bw/2, height-bottom+12, x+bw/2, height-bottom+12, label)
-		if limit > 0 && i < len(h.Bounds) && h.Bounds[i] <= limit*1.000001 && (i+1 == len(h.Bounds) || h.Bounds[i+1] > limit*1.000001) {
-			lx := x + bw
-			fmt.Fprintf(&b, `<line class="limit" x1="%.1f" y1="%d" x2="%.1f" y2="%d"/><text x="%.1f" y="%d">limit %s</text>`,
-				lx, top, lx, height-bottom, lx+3, top+10, durationLabel(limit))
-		}
+		bars = append(bars, bar)
 	}
-	b.WriteString(`</svg>`)
-	return template.HTML(b.String()) // built above from numbers only
-}
-
-func durationLabel(seconds float64) string {
-	switch {
-	case seconds < 0.001:
-		return fmt.Sprintf("%.2gµs", seconds*1e6)
-	case seconds < 1:
-		return fmt.Sprintf("%.3gms", seconds*1e3)
-	}
-	return fmt.Sprintf("%.3gs", seconds)
+	return chart.Bars(title, bars)
 }

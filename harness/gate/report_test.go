@@ -1,6 +1,11 @@
 package gate
 
-import "testing"
+import (
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+)
 
 // TestReportProblemsCapped: the answers' and the verification's problems
 // together stay within maxProblems, the clients' first, while the
@@ -24,5 +29,34 @@ func TestReportProblemsCapped(t *testing.T) {
 	}
 	if r.Passed {
 		t.Error("a report with false conflicts passed")
+	}
+}
+
+// TestReportHTMLCharts: the HTML report draws the reservation histogram
+// (package internal/chart) from its first bucket with observations to
+// its last, the limit as a line after its bucket and the buckets above
+// it red; a histogram without observations says so.
+func TestReportHTMLCharts(t *testing.T) {
+	r := &Report{LatencyBudgetMs: 200, ReservationHistogram: Histogram{
+		Bounds: []float64{0.001, 0.005, 0.01, 0.02},
+		Counts: []uint64{0, 4, 2, 1, 0},
+	}}
+	var page strings.Builder
+	if err := r.WriteHTML(&page); err != nil {
+		t.Fatal(err)
+	}
+	bars := regexp.MustCompile(`<rect class="(bar[^"]*)" data-label="([^"]*)" data-count="(\d+)"`).FindAllStringSubmatch(page.String(), -1)
+	var got []string
+	for _, b := range bars {
+		got = append(got, b[1]+" "+b[2]+" "+b[3])
+	}
+	if want := []string{"bar 5ms 4", "bar 10ms 2", "bar over 20ms 1"}; !slices.Equal(got, want) {
+		t.Errorf("bars %q; want %q", got, want)
+	}
+	if !strings.Contains(page.String(), ">limit 10ms<") || strings.Count(page.String(), `class="limit"`) != 1 {
+		t.Errorf("the report draws no limit line at 10ms:\n%s", page.String())
+	}
+	if !strings.Contains(page.String(), "(no observations)") {
+		t.Error("the empty client histogram is not said to have no observations")
 	}
 }
