@@ -67,7 +67,9 @@ func Bars(title string, bars []Bar) template.HTML {
 	base := height - bottom
 	esc := template.HTMLEscapeString
 	var b strings.Builder
-	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" role="img" aria-label="%s" font-family="system-ui, sans-serif" font-size="10">`,
+	// No xmlns: inline in an HTML page the parser puts <svg> in the SVG
+	// namespace itself, and a self-contained report names no URL.
+	fmt.Fprintf(&b, `<svg width="%d" height="%d" viewBox="0 0 %d %d" role="img" aria-label="%s" font-family="system-ui, sans-serif" font-size="10">`,
 		width, height, width, height, esc(title))
 	fmt.Fprintf(&b, `<title>%s</title>`, esc(title))
 	fmt.Fprintf(&b, `<rect class="background" x="0" y="0" width="%d" height="%d" fill="%s"/>`, width, height, background)
