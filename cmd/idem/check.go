@@ -25,7 +25,8 @@ func (f *checkHeaders) Set(line string) error {
 // runCheck implements "idem check URL": the black-box idempotency checker
 // of package check, pointed at one write endpoint of any HTTP API (see
 // docs/check.md). Progress goes to stderr while it runs; the report goes
-// to stdout, as a table or, with --json, as one JSON object. Exit codes:
+// to stdout, as a table or, with --json, as one JSON object; --html FILE
+// also writes a self-contained HTML report with charts. Exit codes:
 // 0 every scenario that applied passed or warned (a warning, such as a
 // low-entropy key accepted by key-entropy, does not fail the run), 1 one
 // failed (or the run was interrupted), 2 bad usage. Flags may come before or after URL.
@@ -45,6 +46,7 @@ func runCheck(ctx context.Context, args []string, std stdio) int {
 	timeout := fs.Duration("timeout", check.DefaultTimeout, "bound on each request")
 	only := fs.String("only", "", "comma-separated `SCENARIOS` to run (default: all): "+scenarioNames())
 	asJSON := fs.Bool("json", false, "print the report as one JSON object")
+	html := fs.String("html", "", "also write a self-contained HTML report to `FILE`")
 
 	urls, code, ok := fs.parse(args)
 	if !ok {
@@ -86,6 +88,12 @@ func runCheck(ctx context.Context, args []string, std stdio) int {
 	if err = writeReport(std.out, rep, *asJSON); err != nil {
 		fmt.Fprintln(std.err, "idem check: writing the report:", err)
 		return exitRefused
+	}
+	if *html != "" {
+		if err := writeHTMLFile(*html, rep.WriteHTML); err != nil {
+			fmt.Fprintln(std.err, "idem check: writing the HTML report:", err)
+			return exitRefused
+		}
 	}
 	if !rep.Passed {
 		return exitRefused

@@ -38,13 +38,34 @@ var scenarioList = []string{"replay", "conflict", "concurrent", "in-flight", "sc
 func TestCheckTable(t *testing.T) {
 	t.Parallel()
 	s := servePaymentsForCheck(t)
-	code, stdout, stderr := runCmd(t, "", checkArgs(s)...)
+	htmlPath := filepath.Join(t.TempDir(), "check.html")
+	code, stdout, stderr := runCmd(t, "", checkArgs(s, "--html", htmlPath)...)
 	if code != exitOK {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
 	}
 	for _, name := range scenarioList {
 		if !strings.Contains(stdout, "\n"+name+" ") || !strings.Contains(stderr, name+": pass") {
 			t.Errorf("%s: no PASS row or progress line\nstdout:\n%s\nstderr:\n%s", name, stdout, stderr)
+		}
+	}
+	// --html: the same verdicts as one self-contained page with the
+	// charts of internal/chart.
+	page, err := os.ReadFile(htmlPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	html := string(page)
+	for _, name := range scenarioList {
+		if !strings.Contains(html, `data-name="`+name+`"`) {
+			t.Errorf("HTML report lacks scenario %s", name)
+		}
+	}
+	if !strings.Contains(html, "PASSED") || strings.Count(html, "<svg") != 2 || !strings.Contains(html, `data-label="201`) {
+		t.Errorf("HTML report lacks the verdict, its two charts or the 201 answers:\n%s", html)
+	}
+	for _, external := range []string{"<script", "<link", "src=", "href="} {
+		if strings.Contains(html, external) {
+			t.Errorf("HTML report is not self-contained: has %q", external)
 		}
 	}
 	if strings.Contains(stdout, "FAIL") || !strings.Contains(stdout, "PASSED: 8 passed, 0 failed, 0 skipped in") ||

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 
 	"github.com/idemkit/idem/harness/gate"
@@ -98,11 +99,17 @@ func runGate(ctx context.Context, args []string, std stdio) int {
 }
 
 func writeHTMLReport(path string, rep *gate.Report) error {
+	return writeHTMLFile(path, rep.WriteHTML)
+}
+
+// writeHTMLFile creates path and writes a report into it with write
+// (gate.Report.WriteHTML, check.Report.WriteHTML).
+func writeHTMLFile(path string, write func(io.Writer) error) error {
 	f, err := os.Create(path)
 	if err != nil {
 		return err
 	}
-	if err := rep.WriteHTML(f); err != nil {
+	if err := write(f); err != nil {
 		f.Close()
 		return err
 	}
