@@ -1,7 +1,7 @@
 // Package chart draws small bar charts as inline SVG for pages that carry
 // no scripts and may forbid inline styles: the operator console's status
-// page (package console) and the launch gate's HTML report
-// (harness/gate). Colours and fonts are SVG presentation attributes, so a
+// page (package console) and the HTML reports of the launch gate
+// (harness/gate) and the checker (harness/check). Colours and fonts are SVG presentation attributes, so a
 // page's stylesheet may override them but need not supply them, and a
 // Content-Security-Policy without style-src does not blank the chart.
 package chart
