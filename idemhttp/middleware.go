@@ -96,24 +96,21 @@ func (m *Middleware) setMonitorLink(w http.ResponseWriter, id string) {
 	}
 }
 
-func (m *Middleware) resolveWait() time.Duration {
-	switch {
-	case m.ResolveWait == 0:
-		return DefaultResolveWait
-	case m.ResolveWait < 0:
-		return 0
-	}
-	return m.ResolveWait
-}
+func (m *Middleware) resolveWait() time.Duration { return orDefault(m.ResolveWait, DefaultResolveWait) }
 
-func (m *Middleware) waitCap() time.Duration {
+func (m *Middleware) waitCap() time.Duration { return orDefault(m.WaitCap, DefaultWaitCap) }
+
+// orDefault is the reading of the configuration fields whose zero value
+// means a default and a negative one means off: def for 0, 0 for v < 0,
+// v otherwise.
+func orDefault[T int | time.Duration](v, def T) T {
 	switch {
-	case m.WaitCap == 0:
-		return DefaultWaitCap
-	case m.WaitCap < 0:
+	case v == 0:
+		return def
+	case v < 0:
 		return 0
 	}
-	return m.WaitCap
+	return v
 }
 
 // Handler returns next wrapped by the middleware. It panics if the

@@ -173,15 +173,7 @@ func (op *Operation) mode() Mode {
 	return op.Mode
 }
 
-func (op *Operation) maxActive() int {
-	switch {
-	case op.MaxActiveKeys == 0:
-		return DefaultMaxActiveKeys
-	case op.MaxActiveKeys < 0:
-		return 0
-	}
-	return op.MaxActiveKeys
-}
+func (op *Operation) maxActive() int { return orDefault(op.MaxActiveKeys, DefaultMaxActiveKeys) }
 
 // executionLimit bounds one execution of the handler: MaxDuration, or the
 // lease when that is longer.
