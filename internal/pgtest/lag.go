@@ -47,14 +47,9 @@ func (p *Pair) PauseReplication() (resume func(), err error) {
 // childNamed returns the process ID of the child of c's postmaster whose
 // command line contains name ("walsender", "walreceiver", …).
 func (c *cluster) childNamed(name string) (int, error) {
-	b, err := os.ReadFile(filepath.Join(c.data, "postmaster.pid"))
+	pm, err := c.postmasterPID()
 	if err != nil {
-		return 0, fmt.Errorf("pgtest: reading postmaster.pid: %w", err)
-	}
-	first, _, _ := strings.Cut(string(b), "\n")
-	pm, err := strconv.Atoi(strings.TrimSpace(first))
-	if err != nil {
-		return 0, fmt.Errorf("pgtest: postmaster.pid starts with %q, not a process ID", first)
+		return 0, err
 	}
 	for _, pid := range children(pm) {
 		cmd, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
@@ -63,4 +58,19 @@ func (c *cluster) childNamed(name string) (int, error) {
 		}
 	}
 	return 0, errors.New("pgtest: no " + name + " process under " + c.data)
+}
+
+// postmasterPID returns the process ID of c's postmaster: the first line
+// of its postmaster.pid.
+func (c *cluster) postmasterPID() (int, error) {
+	b, err := os.ReadFile(filepath.Join(c.data, "postmaster.pid"))
+	if err != nil {
+		return 0, fmt.Errorf("pgtest: reading postmaster.pid: %w", err)
+	}
+	first, _, _ := strings.Cut(string(b), "\n")
+	pid, err := strconv.Atoi(strings.TrimSpace(first))
+	if err != nil || pid <= 0 {
+		return 0, fmt.Errorf("pgtest: %s/postmaster.pid starts with %q, not a process ID", c.data, first)
+	}
+	return pid, nil
 }

@@ -178,14 +178,9 @@ func (p *Pair) KillPrimary() error {
 	if p.killed {
 		return errors.New("pgtest: the primary was already killed")
 	}
-	b, err := os.ReadFile(filepath.Join(p.primary.data, "postmaster.pid"))
+	pid, err := p.primary.postmasterPID()
 	if err != nil {
-		return fmt.Errorf("pgtest: reading the primary's postmaster.pid: %w", err)
-	}
-	first, _, _ := strings.Cut(string(b), "\n")
-	pid, err := strconv.Atoi(strings.TrimSpace(first))
-	if err != nil || pid <= 0 {
-		return fmt.Errorf("pgtest: postmaster.pid starts with %q, not a process ID", first)
+		return err
 	}
 	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
 		return fmt.Errorf("pgtest: stopping the primary's postmaster %d: %w", pid, err)
