@@ -1,14 +1,12 @@
 package console
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"strings"
 
-	"github.com/idemkit/idem/canon"
+	"github.com/idemkit/idem/internal/strictjson"
 )
 
 // Operator is a person who may use the console.
@@ -51,21 +49,11 @@ func LoadOperators(path string) (Operators, error) {
 // ParseOperators parses the contents of an operators file (see
 // LoadOperators).
 func ParseOperators(b []byte) (Operators, error) {
-	if len(b) > maxOperatorsFile {
-		return nil, errors.New("file larger than 1 MiB")
-	}
-	// Strict parsing first: encoding/json would silently keep the last of
-	// two entries for the same token.
-	if _, err := (canon.Options{Mode: canon.ModeJSON, MaxBytes: maxOperatorsFile}).Append(nil, b); err != nil {
-		return nil, err
-	}
 	var raw map[string]*struct {
 		Name          string `json:"name"`
 		ShowResponses bool   `json:"show_responses"`
 	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&raw); err != nil {
+	if err := strictjson.Decode(b, maxOperatorsFile, &raw); err != nil {
 		return nil, err
 	}
 	ops := make(Operators, len(raw))

@@ -1,8 +1,6 @@
 package payments
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -10,7 +8,7 @@ import (
 	"strings"
 
 	"github.com/idemkit/idem"
-	"github.com/idemkit/idem/canon"
+	"github.com/idemkit/idem/internal/strictjson"
 )
 
 // Tokens maps bearer tokens to the identity they authenticate.
@@ -47,21 +45,11 @@ func LoadTokens(path string) (Tokens, error) {
 }
 
 func parseTokens(b []byte) (Tokens, error) {
-	if len(b) > maxTokenFile {
-		return nil, errors.New("file larger than 1 MiB")
-	}
-	// Strict parsing first: encoding/json would silently keep the last of
-	// two entries for the same token.
-	if _, err := (canon.Options{Mode: canon.ModeJSON, MaxBytes: maxTokenFile}).Append(nil, b); err != nil {
-		return nil, err
-	}
 	var raw map[string]*struct {
 		Tenant    string `json:"tenant"`
 		Principal string `json:"principal"`
 	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&raw); err != nil {
+	if err := strictjson.Decode(b, maxTokenFile, &raw); err != nil {
 		return nil, err
 	}
 	if len(raw) == 0 {
