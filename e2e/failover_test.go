@@ -154,10 +154,16 @@ func TestFailover(t *testing.T) {
 		fig.Kills++
 		mu.Unlock()
 		m.Say("primary killed with SIGKILL (all its processes); detection delay %v", delay)
+		// With no primary, every instance fails closed: /readyz 503
+		// STORE_UNAVAILABLE (before the promotion, which nothing but
+		// this hook does).
+		if err := awaitUnready(ctx, m.URLs, readyWait); err != nil {
+			return err
+		}
 		// The detection delay is a deliberate model delay (the time an HA
 		// manager takes to notice the dead primary), not synchronisation.
 		select {
-		case <-time.After(delay):
+		case <-time.After(time.Until(killed.Add(delay))):
 		case <-ctx.Done():
 			return ctx.Err()
 		}
@@ -255,6 +261,40 @@ func awaitReady(ctx context.Context, urls []string, timeout time.Duration) error
 			select {
 			case <-ctx.Done():
 				return fmt.Errorf("%s/readyz not 200 within %v (last: %s)", u, timeout, last)
+			case <-time.After(20 * time.Millisecond): // polling interval
+			}
+		}
+	}
+	return nil
+}
+
+// awaitUnready polls every url's GET /readyz until all answered 503 with
+// the problem code STORE_UNAVAILABLE, or timeout passes.
+func awaitUnready(ctx context.Context, urls []string, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	client := &http.Client{Timeout: 5 * time.Second}
+	for _, u := range urls {
+		last := "no answer"
+		for {
+			req, err := http.NewRequestWithContext(ctx, http.MethodGet, u+"/readyz", nil)
+			if err != nil {
+				return err
+			}
+			if resp, err := client.Do(req); err == nil {
+				var p struct{ Code string }
+				json.NewDecoder(resp.Body).Decode(&p)
+				resp.Body.Close()
+				if resp.StatusCode == http.StatusServiceUnavailable && p.Code == "STORE_UNAVAILABLE" {
+					break
+				}
+				last = resp.Status + " " + p.Code
+			} else {
+				last = err.Error()
+			}
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("%s/readyz not 503 STORE_UNAVAILABLE within %v of the kill (last: %s)", u, timeout, last)
 			case <-time.After(20 * time.Millisecond): // polling interval
 			}
 		}
