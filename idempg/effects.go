@@ -242,6 +242,29 @@ func (s *Store) ListOperations(ctx context.Context, f registry.ListFilter) ([]re
 	return recs, nil
 }
 
+// CountOperations counts the records f selects; see
+// registry.EffectStore. ctx governs the query.
+func (s *Store) CountOperations(ctx context.Context, f registry.ListFilter) (int64, error) {
+	if err := f.Validate(); err != nil {
+		return 0, fmt.Errorf("idempg: %w", err)
+	}
+	now, _ := s.clock()
+	query := "CountOperations"
+	var state *string
+	if f.State != "" {
+		st := string(f.State)
+		state = &st
+		if f.State == idem.StateUnknown {
+			query = "CountUnknownOperations"
+		}
+	}
+	var n int64
+	if err := s.pool.QueryRow(ctx, effectQueries.Get(query), state, micros(f.OlderThan), now).Scan(&n); err != nil {
+		return 0, fmt.Errorf("idempg: count operations: %w", translate(err))
+	}
+	return n, nil
+}
+
 // scanEffect reads one effect row in the column order of effects.sql and
 // opens its sealed request and answer (registry.ErrUnreadable, wrapped, if
 // it cannot).

@@ -156,6 +156,25 @@ WHERE o.state = 'UNKNOWN' AND $1::text = 'UNKNOWN'
 ORDER BY o.created_at, o.operation_id
 LIMIT $4;
 
+-- name: CountOperations
+-- $1 state or NULL for any, $2 minimum age µs (0: any age), $3 now: the
+-- number of records ListOperationIDs would list without a limit.
+WITH clock AS (SELECT coalesce($3::timestamptz, statement_timestamp()) AS t)
+SELECT count(*)
+FROM idem_operations o, clock
+WHERE ($1::text IS NULL OR o.state = $1::text)
+  AND ($2::bigint <= 0 OR o.created_at <= clock.t - $2::bigint * interval '1 microsecond');
+
+-- name: CountUnknownOperations
+-- CountOperations for state UNKNOWN ($1 unused but typed), with the literal
+-- state, as ListUnknownOperationIDs, so that the partial index
+-- idem_operations_unknown_age serves it under a generic plan too.
+WITH clock AS (SELECT coalesce($3::timestamptz, statement_timestamp()) AS t)
+SELECT count(*)
+FROM idem_operations o, clock
+WHERE o.state = 'UNKNOWN' AND $1::text = 'UNKNOWN'
+  AND ($2::bigint <= 0 OR o.created_at <= clock.t - $2::bigint * interval '1 microsecond');
+
 -- name: OperationScope
 -- $1 operation_id: the record's scope, which the associated data of its
 -- sealed response body names (registry.ResponseAAD).

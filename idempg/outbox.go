@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/idemkit/idem/internal/sqlfile"
 	"github.com/idemkit/idem/registry"
 )
@@ -35,7 +37,7 @@ func (s *Store) ClaimOutbox(ctx context.Context, limit int, lease time.Duration)
 	defer rows.Close()
 	var msgs []registry.OutboxMessage
 	for rows.Next() {
-		m, err := scanOutbox(rows, false)
+		m, err := scanOutbox(rows, claimColumns)
 		if err != nil {
 			return nil, fmt.Errorf("idempg: claim outbox: %w", translate(err))
 		}
@@ -61,19 +63,33 @@ func (s *Store) MarkPublished(ctx context.Context, ids []string) error {
 	return nil
 }
 
+// outboxColumns says which columns a query of outbox messages returns
+// after the nine every one returns.
+type outboxColumns int
+
+const (
+	claimColumns outboxColumns = iota // none
+	deadColumns                       // dead_at
+	stateColumns                      // dead_at, published_at
+)
+
 // scanOutbox scans the columns seq, message_id, operation_id, topic,
-// payload, created_at, attempts, last_error, last_attempt_at and, if dead,
-// dead_at.
-func scanOutbox(row interface{ Scan(...any) error }, dead bool) (registry.OutboxMessage, error) {
+// payload, created_at, attempts, last_error, last_attempt_at and those
+// cols adds.
+func scanOutbox(row interface{ Scan(...any) error }, cols outboxColumns) (registry.OutboxMessage, error) {
 	var (
 		m           registry.OutboxMessage
 		lastError   *string
 		lastAttempt *time.Time
 		deadAt      *time.Time
+		publishedAt *time.Time
 	)
 	dest := []any{&m.Seq, &m.ID, &m.OperationID, &m.Topic, &m.Payload, &m.CreatedAt, &m.Attempts, &lastError, &lastAttempt}
-	if dead {
+	if cols >= deadColumns {
 		dest = append(dest, &deadAt)
+	}
+	if cols >= stateColumns {
+		dest = append(dest, &publishedAt)
 	}
 	if err := row.Scan(dest...); err != nil {
 		return m, err
@@ -87,6 +103,9 @@ func scanOutbox(row interface{ Scan(...any) error }, dead bool) (registry.Outbox
 	}
 	if deadAt != nil {
 		m.DeadAt = deadAt.UTC()
+	}
+	if publishedAt != nil {
+		m.PublishedAt = publishedAt.UTC()
 	}
 	return m, nil
 }
@@ -119,7 +138,7 @@ func (s *Store) DeadLetters(ctx context.Context, limit int) ([]registry.OutboxMe
 	defer rows.Close()
 	var msgs []registry.OutboxMessage
 	for rows.Next() {
-		m, err := scanOutbox(rows, true)
+		m, err := scanOutbox(rows, deadColumns)
 		if err != nil {
 			return nil, fmt.Errorf("idempg: dead letters: %w", translate(err))
 		}
@@ -167,4 +186,21 @@ func (s *Store) OutboxStats(ctx context.Context) (registry.OutboxStats, error) {
 		st.OldestPending = oldest.UTC()
 	}
 	return st, nil
+}
+
+// OperationOutbox returns an operation's messages with their delivery
+// state, oldest first; see registry.OutboxDelivery. ctx governs the
+// query.
+func (s *Store) OperationOutbox(ctx context.Context, operationID string) ([]registry.OutboxMessage, error) {
+	rows, err := s.pool.Query(ctx, outboxQueries.Get("OperationOutbox"), operationID)
+	if err != nil {
+		return nil, fmt.Errorf("idempg: operation outbox: %w", translate(err))
+	}
+	msgs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (registry.OutboxMessage, error) {
+		return scanOutbox(row, stateColumns)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("idempg: operation outbox: %w", translate(err))
+	}
+	return msgs, nil
 }

@@ -263,6 +263,29 @@ func (s *Store) ListOperations(ctx context.Context, f registry.ListFilter) ([]re
 	return recs, nil
 }
 
+// CountOperations counts the records f selects; see
+// registry.EffectStore. ctx governs the query.
+func (s *Store) CountOperations(ctx context.Context, f registry.ListFilter) (int64, error) {
+	if err := s.checkOpen(); err != nil {
+		return 0, err
+	}
+	if err := f.Validate(); err != nil {
+		return 0, fmt.Errorf("idemsqlite: %w", err)
+	}
+	query, state := "CountOperations", any(nil)
+	if f.State != "" {
+		state = string(f.State)
+		if f.State == idem.StateUnknown {
+			query = "CountUnknownOperations"
+		}
+	}
+	var n int64
+	if err := s.db.QueryRowContext(ctx, effectQueries.Get(query), s.nowParam(), state, f.OlderThan.Microseconds()).Scan(&n); err != nil {
+		return 0, s.fail("count operations", err)
+	}
+	return n, nil
+}
+
 // scanEffect reads one effect row in the column order of effects.sql and
 // opens its sealed request and answer (registry.ErrUnreadable, wrapped, if
 // it cannot).

@@ -119,6 +119,23 @@ WHERE o.state = 'UNKNOWN' AND ($2 IS NULL OR $2 = 'UNKNOWN')
 ORDER BY o.created_at, o.operation_id
 LIMIT $4;
 
+-- name: CountOperations
+-- $1 now, $2 state or NULL for any, $3 minimum age µs (0: any age): the
+-- number of records ListOperationIDs would list without a limit.
+WITH clock(now) AS (SELECT coalesce($1, CAST(round(unixepoch('subsec') * 1000000) AS INTEGER)))
+SELECT count(*)
+FROM idem_operations AS o, clock AS c
+WHERE ($2 IS NULL OR o.state = $2) AND ($3 <= 0 OR o.created_at <= c.now - $3);
+
+-- name: CountUnknownOperations
+-- CountOperations for state UNKNOWN ($2 unused), with the literal state
+-- so that the partial index idem_operations_unknown_age serves it.
+WITH clock(now) AS (SELECT coalesce($1, CAST(round(unixepoch('subsec') * 1000000) AS INTEGER)))
+SELECT count(*)
+FROM idem_operations AS o, clock AS c
+WHERE o.state = 'UNKNOWN' AND ($2 IS NULL OR $2 = 'UNKNOWN')
+  AND ($3 <= 0 OR o.created_at <= c.now - $3);
+
 -- name: OperationScope
 -- $1 operation_id: the record's scope, which the associated data of its
 -- sealed response body names (registry.ResponseAAD).

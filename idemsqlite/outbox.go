@@ -44,7 +44,7 @@ func (s *Store) ClaimOutbox(ctx context.Context, limit int, lease time.Duration)
 		}
 		defer rows.Close()
 		for rows.Next() {
-			m, err := scanOutbox(rows, false)
+			m, err := scanOutbox(rows, claimColumns)
 			if err != nil {
 				return err
 			}
@@ -84,20 +84,34 @@ func (s *Store) MarkPublished(ctx context.Context, ids []string) error {
 	})
 }
 
+// outboxColumns says which columns a query of outbox messages returns
+// after the nine every one returns.
+type outboxColumns int
+
+const (
+	claimColumns outboxColumns = iota // none
+	deadColumns                       // dead_at
+	stateColumns                      // dead_at, published_at
+)
+
 // scanOutbox scans the columns seq, message_id, operation_id, topic,
-// payload, created_at, attempts, last_error, last_attempt_at and, if dead,
-// dead_at.
-func scanOutbox(row interface{ Scan(...any) error }, dead bool) (registry.OutboxMessage, error) {
+// payload, created_at, attempts, last_error, last_attempt_at and those
+// cols adds.
+func scanOutbox(row interface{ Scan(...any) error }, cols outboxColumns) (registry.OutboxMessage, error) {
 	var (
 		m           registry.OutboxMessage
 		created     int64
 		lastError   sql.NullString
 		lastAttempt sql.NullInt64
 		deadAt      sql.NullInt64
+		publishedAt sql.NullInt64
 	)
 	dest := []any{&m.Seq, &m.ID, &m.OperationID, &m.Topic, &m.Payload, &created, &m.Attempts, &lastError, &lastAttempt}
-	if dead {
+	if cols >= deadColumns {
 		dest = append(dest, &deadAt)
+	}
+	if cols >= stateColumns {
+		dest = append(dest, &publishedAt)
 	}
 	if err := row.Scan(dest...); err != nil {
 		return m, err
@@ -112,6 +126,9 @@ func scanOutbox(row interface{ Scan(...any) error }, dead bool) (registry.Outbox
 	}
 	if deadAt.Valid {
 		m.DeadAt = fromMicros(deadAt.Int64)
+	}
+	if publishedAt.Valid {
+		m.PublishedAt = fromMicros(publishedAt.Int64)
 	}
 	return m, nil
 }
@@ -152,7 +169,7 @@ func (s *Store) DeadLetters(ctx context.Context, limit int) ([]registry.OutboxMe
 	defer rows.Close()
 	var msgs []registry.OutboxMessage
 	for rows.Next() {
-		m, err := scanOutbox(rows, true)
+		m, err := scanOutbox(rows, deadColumns)
 		if err != nil {
 			return nil, s.fail("dead letters", err)
 		}
@@ -205,4 +222,30 @@ func (s *Store) OutboxStats(ctx context.Context) (registry.OutboxStats, error) {
 		st.OldestPending = fromMicros(oldest.Int64)
 	}
 	return st, nil
+}
+
+// OperationOutbox returns an operation's messages with their delivery
+// state, oldest first; see registry.OutboxDelivery. ctx governs the
+// query.
+func (s *Store) OperationOutbox(ctx context.Context, operationID string) ([]registry.OutboxMessage, error) {
+	if err := s.checkOpen(); err != nil {
+		return nil, err
+	}
+	rows, err := s.db.QueryContext(ctx, outboxQueries.Get("OperationOutbox"), operationID)
+	if err != nil {
+		return nil, s.fail("operation outbox", err)
+	}
+	defer rows.Close()
+	var msgs []registry.OutboxMessage
+	for rows.Next() {
+		m, err := scanOutbox(rows, stateColumns)
+		if err != nil {
+			return nil, s.fail("operation outbox", err)
+		}
+		msgs = append(msgs, m)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, s.fail("operation outbox", err)
+	}
+	return msgs, nil
 }

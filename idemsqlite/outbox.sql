@@ -44,3 +44,12 @@ SELECT EXISTS (SELECT 1 FROM idem_outbox WHERE message_id = $1);
 SELECT (SELECT count(*) FROM idem_outbox WHERE published_at IS NULL AND dead_at IS NULL),
        (SELECT min(created_at) FROM idem_outbox WHERE published_at IS NULL AND dead_at IS NULL),
        (SELECT count(*) FROM idem_outbox WHERE published_at IS NULL AND dead_at IS NOT NULL);
+
+-- name: OperationOutbox
+-- $1 operation ID: its messages in the order its outcome wrote them, with
+-- their delivery state (served by idem_outbox_operation, migration 004).
+SELECT seq, message_id, operation_id, topic, payload, created_at,
+       attempts, last_error, last_attempt_at, dead_at, published_at
+FROM idem_outbox
+WHERE operation_id = $1
+ORDER BY seq;

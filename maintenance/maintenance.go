@@ -24,7 +24,9 @@ package maintenance
 import (
 	"cmp"
 	"context"
+	"fmt"
 	"log/slog"
+	"os"
 	"sync"
 	"time"
 
@@ -68,6 +70,10 @@ type Runner struct {
 	// Logger receives what each loop did and its errors; nil means
 	// slog.Default().
 	Logger *slog.Logger
+	// Name names the runner in the prune runs it records
+	// (registry.PruneLog, the console's status page); "" means
+	// "maintenance on HOST pid N".
+	Name string
 }
 
 // Run runs every loop that is on until ctx ends, then waits for them to
@@ -97,14 +103,19 @@ func (r *Runner) Run(ctx context.Context) error {
 }
 
 // prune runs registry.PruneAll right away and then every PruneEvery,
-// logging "pruned retired=N deleted=M" when it did something and the
-// error when it failed.
+// records each pass (registry.PruneAllRecorded), and logs "pruned
+// retired=N deleted=M" when it did something and the error when it failed.
 func (r *Runner) prune(ctx context.Context, log *slog.Logger) {
 	interval := cmp.Or(r.PruneEvery, DefaultPruneInterval)
+	name := r.Name
+	if name == "" {
+		host, _ := os.Hostname()
+		name = fmt.Sprintf("maintenance on %s pid %d", cmp.Or(host, "?"), os.Getpid())
+	}
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
 	for {
-		res, err := registry.PruneAll(ctx, r.Store, cmp.Or(r.PruneBatch, registry.DefaultPruneBatch), nil)
+		res, err := registry.PruneAllRecorded(ctx, r.Store, cmp.Or(r.PruneBatch, registry.DefaultPruneBatch), name)
 		switch {
 		case ctx.Err() != nil:
 			return

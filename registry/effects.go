@@ -213,6 +213,9 @@ type EffectStore interface {
 	// ListOperations lists the records f selects, oldest (created_at)
 	// first, operation ID breaking ties.
 	ListOperations(ctx context.Context, f ListFilter) ([]Record, error)
+	// CountOperations counts the records f selects (f.State and
+	// f.OlderThan; f.Limit and f.After are ignored), however many.
+	CountOperations(ctx context.Context, f ListFilter) (int64, error)
 }
 
 // LimitOrDefault returns f.Limit, or DefaultListLimit when it is zero or

@@ -41,6 +41,11 @@ type OutboxDelivery interface {
 	// OutboxStats counts the pending and dead messages and dates the
 	// oldest pending one.
 	OutboxStats(ctx context.Context) (OutboxStats, error)
+	// OperationOutbox returns the messages an operation's outcome wrote,
+	// in the order it wrote them, each with its delivery state
+	// (PublishedAt, DeadAt, Attempts, LastError); none is not an error.
+	// Messages Prune deleted with their tombstone are gone.
+	OperationOutbox(ctx context.Context, operationID string) ([]OutboxMessage, error)
 }
 
 // OutboxFailure is one failed delivery attempt, for FailOutbox.

@@ -159,8 +159,12 @@ type OutboxMessage struct {
 	// none.
 	LastAttemptAt time.Time
 	// DeadAt is when the message became a dead letter; zero unless it is
-	// one (set by DeadLetters only: claimed messages are never dead).
+	// one (set by DeadLetters and OperationOutbox: claimed messages are
+	// never dead).
 	DeadAt time.Time
+	// PublishedAt is when a relay published the message; zero unless it
+	// was (set by OperationOutbox only).
+	PublishedAt time.Time
 }
 
 // Tx is the business transaction handed to business functions. Queries
@@ -243,6 +247,8 @@ type Store interface {
 	EffectStore // effects outside the database, UNKNOWN and reconciliation (effects.go)
 	LeaseScanner
 	OutboxDelivery // failed attempts, backoff and dead letters of the outbox (outbox.go)
+	Auditor        // who did what: the audit log (audit.go)
+	PruneLog       // recent pruning passes (retention.go)
 	// Reserve is the two-phase acceptance point. It inserts a RESERVED
 	// record for c, owned by generation 1, and commits — or, when the scope
 	// exists, returns the existing record with created false. It never

@@ -3,8 +3,11 @@ package registry
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // Retention (SPEC E5). A record is kept with its response until its
@@ -105,4 +108,82 @@ func PruneAll(ctx context.Context, p Pruner, batch int, each func(PruneResult)) 
 // forever) when it is zero or negative.
 func (c Claim) TombstoneTTLOrForever() time.Duration {
 	return max(c.TombstoneTTL, 0)
+}
+
+// MaxPruneRuns is the number of prune runs a store keeps: RecordPruneRun
+// deletes older ones in the same transaction.
+const MaxPruneRuns = 100
+
+// PruneRun is one pruning pass — registry.PruneAll over the whole
+// registry — as recorded for operators (the console's status page).
+type PruneRun struct {
+	// Seq orders the runs: set by RecordPruneRun.
+	Seq int64
+	// Actor is what ran it: "idem serve" for the scheduled pass, "idem
+	// prune" for the command, a library user's own name. Required, at
+	// most MaxAuditField bytes.
+	Actor string
+	// StartedAt and FinishedAt bound the pass, by the caller's clock.
+	StartedAt, FinishedAt time.Time
+	// Result sums what the pass did.
+	Result PruneResult
+	// Error is why the pass stopped early; "" when it finished. At most
+	// MaxAuditDetail bytes are kept.
+	Error string
+}
+
+// PruneLog records pruning passes. Every Store implements it; its methods
+// are safe for concurrent use, across processes too.
+type PruneLog interface {
+	// RecordPruneRun stores r (its Seq is ignored) and deletes all but
+	// the newest MaxPruneRuns runs, in one transaction. A run without an
+	// Actor is an error, nothing written; a longer Error is cut.
+	RecordPruneRun(ctx context.Context, r PruneRun) error
+	// PruneRuns returns up to limit runs, newest (highest Seq) first;
+	// limit <= 0 returns none.
+	PruneRuns(ctx context.Context, limit int) ([]PruneRun, error)
+}
+
+// Check reports whether r can be recorded, and returns it with its Error
+// cut to MaxAuditDetail bytes (on a rune boundary).
+func (r PruneRun) Check() (PruneRun, error) {
+	if r.Actor == "" || len(r.Actor) > MaxAuditField || !utf8.ValidString(r.Actor) {
+		return r, fmt.Errorf("registry: prune run needs an actor: UTF-8 text of at most %d bytes", MaxAuditField)
+	}
+	r.Error = strings.ToValidUTF8(truncate(r.Error, MaxAuditDetail), "?")
+	return r, nil
+}
+
+// truncate cuts s to at most n bytes without splitting a rune.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}
+
+// PruneAllRecorded runs PruneAll on s and records the pass with
+// s.RecordPruneRun under actor — a failed pass too, its Error saying why,
+// unless ctx ended. It returns PruneAll's sums and its error joined with
+// any error recording the pass.
+func PruneAllRecorded(ctx context.Context, s interface {
+	Pruner
+	PruneLog
+}, batch int, actor string) (PruneResult, error) {
+	run := PruneRun{Actor: actor, StartedAt: time.Now()}
+	res, err := PruneAll(ctx, s, batch, nil)
+	if ctx.Err() != nil {
+		return res, err
+	}
+	run.FinishedAt, run.Result = time.Now(), res
+	if err != nil {
+		run.Error = err.Error()
+	}
+	if rerr := s.RecordPruneRun(ctx, run); rerr != nil {
+		return res, errors.Join(err, fmt.Errorf("registry: recording the prune run: %w", rerr))
+	}
+	return res, err
 }

@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"time"
 
 	"github.com/idemkit/idem/idemstore"
 	"github.com/idemkit/idem/registry"
@@ -15,7 +17,8 @@ import (
 // batches of N (default 1000, each one transaction), until a batch finds
 // less than N of either — or after one batch with --once. Records in
 // flight (RESERVED, EXECUTING) and UNKNOWN records are never pruned: they
-// need recovery or reconciliation first. It is safe to run while servers
+// need recovery or reconciliation first. The pass is recorded in the
+// registry's prune runs (the console's status page shows them). It is safe to run while servers
 // serve and prune themselves (idem serve --prune-interval): concurrent
 // prunes take disjoint records and retries see a record whole or as a
 // tombstone.
@@ -44,9 +47,15 @@ func runPrune(ctx context.Context, args []string, std stdio) int {
 	defer store.Close()
 	var res registry.PruneResult
 	if *once {
+		started := time.Now()
 		res, err = store.Prune(ctx, *batch)
+		run := registry.PruneRun{Actor: "idem prune --once", StartedAt: started, FinishedAt: time.Now(), Result: res}
+		if err != nil {
+			run.Error = err.Error()
+		}
+		err = errors.Join(err, store.RecordPruneRun(ctx, run))
 	} else {
-		res, err = registry.PruneAll(ctx, store, *batch, nil)
+		res, err = registry.PruneAllRecorded(ctx, store, *batch, "idem prune")
 	}
 	if err != nil {
 		fmt.Fprintf(std.err, "idem prune: %v (retired %d, deleted %d before the error)\n", err, res.Retired, res.Deleted)

@@ -236,6 +236,13 @@ func testListOperations(t *testing.T, nh NewHarness) {
 			t.Errorf("%s: %v", tc.name, err)
 			continue
 		}
+		unlimited := tc.f
+		unlimited.Limit = 1000
+		all, _ := e.h.Store.ListOperations(e.ctx, unlimited)
+		tc.f.After = a // ignored by CountOperations, as Limit is
+		if n, err := e.h.Store.CountOperations(e.ctx, tc.f); err != nil || n != int64(len(all)) {
+			t.Errorf("%s: CountOperations %d, %v; want %d", tc.name, n, err, len(all))
+		}
 		ids := func(rs []registry.Record) (s []string) {
 			for _, r := range rs {
 				s = append(s, r.OperationID)
@@ -259,6 +266,9 @@ func testListOperations(t *testing.T, nh NewHarness) {
 	for _, bad := range []registry.ListFilter{{State: "BOGUS"}, {OlderThan: -time.Second}} {
 		if got, err := e.h.Store.ListOperations(e.ctx, bad); err == nil {
 			t.Errorf("ListOperations(%+v) = %d records, want an error", bad, len(got))
+		}
+		if n, err := e.h.Store.CountOperations(e.ctx, bad); err == nil {
+			t.Errorf("CountOperations(%+v) = %d, want an error", bad, n)
 		}
 	}
 }

@@ -102,6 +102,10 @@ var cases = []struct {
 	{"SealedAtRest", testSealedAtRest},
 	{"SealedBodyBound", testSealedBodyBound},
 	{"ResealRotates", testResealRotates},
+	{"AuditLog", testAuditLog},
+	{"AuditConcurrent", testAuditConcurrent},
+	{"PruneRuns", testPruneRuns},
+	{"OperationOutbox", testOperationOutbox},
 }
 
 const (

@@ -1,0 +1,119 @@
+package registry
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// The audit log: who did what to the registry, in the order it
+// was done. The reconciliation log (EffectStore.Reconciliations) records
+// how each UNKNOWN outcome was settled, in the transaction that settled
+// it; the audit log records everything else a person did — logging in to
+// the console, asking a downstream for an effect, draining, bumping the
+// writer epoch — and, for reconciliations, who asked.
+//
+// An entry is appended before the change it announces (write-ahead): a
+// caller that cannot append it does not make the change. So every change
+// made through the console or the CLI has its entry; an entry whose
+// change then failed says so in a later entry of its own.
+
+// Audit actions (AuditEntry.Action) written by idem itself. Callers may
+// add their own: any non-empty text of at most MaxAuditField bytes.
+const (
+	AuditLogin     = "login"      // an operator logged in to the console
+	AuditLogout    = "logout"     // an operator logged out
+	AuditLookup    = "lookup"     // a downstream was asked for an effect by key; changes nothing
+	AuditReconcile = "reconcile"  // an operator settled an UNKNOWN operation
+	AuditDrainOn   = "drain.on"   // new operations refused (Controller.SetDraining)
+	AuditDrainOff  = "drain.off"  // new operations accepted again
+	AuditEpochBump = "epoch.bump" // the writer epoch raised (Controller.BumpEpoch)
+	AuditFailed    = "failed"     // the change an earlier entry announced did not happen
+)
+
+// Bounds of an audit entry's texts, in bytes.
+const (
+	// MaxAuditField bounds Actor, Action and OperationID.
+	MaxAuditField = 200
+	// MaxAuditDetail bounds Detail.
+	MaxAuditDetail = 4000
+)
+
+// DefaultAuditLimit is the number of entries AuditLog returns when
+// AuditFilter.Limit is zero or less.
+const DefaultAuditLimit = 100
+
+// AuditEntry is one line of the audit log.
+type AuditEntry struct {
+	// Seq orders the log: set by AppendAudit, rising with every entry.
+	Seq int64
+	// At is when the entry was appended, by the store's clock; set by
+	// AppendAudit.
+	At time.Time
+	// Actor is who acted: an operator's name, or what acted for nobody
+	// in particular ("idem epoch bump" run by a shell user says
+	// "cli:<user>"). Required.
+	Actor string
+	// Action is what was done: one of the Audit constants or the
+	// caller's own. Required.
+	Action string
+	// OperationID is the operation the action was about; "" for actions
+	// on the whole registry.
+	OperationID string
+	// Detail is free text: what was asked, what was answered. It must
+	// never hold a request payload or a secret.
+	Detail string
+}
+
+// Validate reports whether e can be appended: Actor and Action set, every
+// text valid UTF-8 without NUL and within its bound.
+func (e AuditEntry) Validate() error {
+	if e.Actor == "" || e.Action == "" {
+		return errors.New("registry: audit entry needs an actor and an action")
+	}
+	for _, f := range []struct {
+		name, v string
+		max     int
+	}{{"actor", e.Actor, MaxAuditField}, {"action", e.Action, MaxAuditField},
+		{"operation ID", e.OperationID, MaxAuditField}, {"detail", e.Detail, MaxAuditDetail}} {
+		if len(f.v) > f.max {
+			return fmt.Errorf("registry: audit entry's %s is %d bytes, over %d", f.name, len(f.v), f.max)
+		}
+		if !utf8.ValidString(f.v) || strings.ContainsRune(f.v, 0) {
+			return fmt.Errorf("registry: audit entry's %s is not valid UTF-8 text", f.name)
+		}
+	}
+	return nil
+}
+
+// AuditFilter selects entries for AuditLog. The zero value selects the
+// newest DefaultAuditLimit entries.
+type AuditFilter struct {
+	// OperationID, when set, keeps the entries about that operation.
+	OperationID string
+	// Before, when positive, keeps entries with a Seq below it: pass the
+	// last entry's Seq of one page to read the next (older) one.
+	Before int64
+	// Limit bounds the number of entries; 0 or less means
+	// DefaultAuditLimit.
+	Limit int
+}
+
+// LimitOrDefault returns f.Limit, or DefaultAuditLimit when it is zero or
+// less.
+func (f AuditFilter) LimitOrDefault() int { return cmp.Or(max(f.Limit, 0), DefaultAuditLimit) }
+
+// Auditor keeps the audit log. Every Store implements it; its methods are
+// safe for concurrent use, across processes too. Entries are never changed
+// or deleted (Prune leaves them, whatever happens to their operation).
+type Auditor interface {
+	// AppendAudit appends e, durably, and returns it with Seq and At set.
+	// An invalid e (Validate) is an error and nothing is written.
+	AppendAudit(ctx context.Context, e AuditEntry) (AuditEntry, error)
+	// AuditLog returns the entries f selects, newest (highest Seq) first.
+	AuditLog(ctx context.Context, f AuditFilter) ([]AuditEntry, error)
+}
