@@ -3,6 +3,8 @@ package console
 import (
 	"net/http"
 	"time"
+
+	"github.com/idemkit/idem/registry"
 )
 
 // loginPage shows the login form (GET /login).
@@ -11,8 +13,9 @@ func (h *handler) loginPage(w http.ResponseWriter, r *http.Request) {
 }
 
 // login checks an operator token (POST /login): a valid one gets a
-// session cookie and a 303 to the status page; anything else — an API
-// token included — 401 UNAUTHENTICATED.
+// session cookie and a 303 to the status page — once its audit entry is
+// written (else 503); anything else — an API token included — 401
+// UNAUTHENTICATED.
 func (h *handler) login(w http.ResponseWriter, r *http.Request) {
 	r.Body = http.MaxBytesReader(w, r.Body, maxForm)
 	op, ok := h.operatorOf(r.PostFormValue("token"))
@@ -22,6 +25,9 @@ func (h *handler) login(w http.ResponseWriter, r *http.Request) {
 			&pageError{CodeUnauthenticated, "That is not an operator token. API tokens cannot log in here."})
 		return
 	}
+	if !h.audited(w, r, session{op: op}, registry.AuditLogin, "", "from "+r.RemoteAddr, nil) {
+		return
+	}
 	h.setCookie(w, r, h.newSessionCookie(op.Name, time.Now().Add(sessionTTL)), int(sessionTTL/time.Second))
 	h.log.Info("console: login", "operator", op.Name, "remote", r.RemoteAddr)
 	h.redirect(w, r, "/", "Logged in as "+op.Name+".", nil)
@@ -29,6 +35,12 @@ func (h *handler) login(w http.ResponseWriter, r *http.Request) {
 
 // logout ends the session (POST /logout): the cookie expires.
 func (h *handler) logout(w http.ResponseWriter, r *http.Request, s session) {
+	// Logging out takes no power, so it goes on when its entry cannot be
+	// written (the error is logged).
+	e := registry.AuditEntry{Actor: s.op.Name, Action: registry.AuditLogout}
+	if _, err := h.cfg.Store.AppendAudit(r.Context(), e); err != nil {
+		h.log.Error("console: the audit entry of a logout could not be written", "operator", s.op.Name, "err", err)
+	}
 	h.setCookie(w, r, "", -1)
 	h.log.Info("console: logout", "operator", s.op.Name)
 	h.redirect(w, r, "/login", "Logged out.", nil)

@@ -13,12 +13,17 @@ import (
 	"github.com/idemkit/idem/registry"
 )
 
+// operationAudit is the number of audit entries an operation's page shows.
+const operationAudit = 50
+
 // detailView is the operation page's data.
 type detailView struct {
 	Rec             registry.Record
 	Response        *responseView
 	Effects         []registry.Effect
 	Reconciliations []registry.ReconciliationEntry
+	Outbox          []registry.OutboxMessage
+	Audit           []registry.AuditEntry // the newest operationAudit entries about it
 	// CanLookup: the operation's effects can be looked up (its kind is in
 	// Config.Effects); else WhyNot says why not.
 	CanLookup bool
@@ -90,6 +95,12 @@ func (h *handler) renderOperation(w http.ResponseWriter, r *http.Request, s sess
 	v := detailView{Rec: rec, Form: form, Lookup: lv}
 	if v.Effects, err = h.cfg.Store.Effects(ctx, id); err == nil {
 		v.Reconciliations, err = h.cfg.Store.Reconciliations(ctx, id)
+	}
+	if err == nil {
+		v.Outbox, err = h.cfg.Store.OperationOutbox(ctx, id)
+	}
+	if err == nil {
+		v.Audit, err = h.cfg.Store.AuditLog(ctx, registry.AuditFilter{OperationID: id, Limit: operationAudit})
 	}
 	if err != nil {
 		h.storeFailed(w, r, s, err)
@@ -184,8 +195,19 @@ func (h *handler) lookup(w http.ResponseWriter, r *http.Request, s session) {
 		h.fail(w, r, s, http.StatusNotFound, CodeNotFound, "Operation "+id+" has no effect "+name+" this console can look up.")
 		return
 	}
-	a := d.Lookup(ctx, key)
+	var a effect.Answer
+	if !h.audited(w, r, s, registry.AuditLookup, id, "ask "+name+" for key "+key, func() error {
+		a = d.Lookup(ctx, key)
+		return nil
+	}) {
+		return
+	}
 	lv := &lookupView{Effect: name, Key: key, Kind: a.Kind.String(), Handle: a.Handle, Detail: a.Detail}
+	answer := registry.AuditEntry{Actor: s.op.Name, Action: registry.AuditLookup, OperationID: id,
+		Detail: "answer of " + name + " for key " + key + ": " + lv.Kind + handleText(a.Handle) + "; " + a.Detail}
+	if _, err := h.cfg.Store.AppendAudit(ctx, answer.Clipped()); err != nil {
+		h.log.Error("console: the audit entry of a lookup's answer could not be written", "operator", s.op.Name, "operation_id", id, "err", err)
+	}
 	h.log.Info("console: lookup", "operator", s.op.Name, "operation_id", id, "effect", name, "downstream_key", key, "answer", lv.Kind)
 	if _, ok := a.Evidence(); !ok && a.Kind != effect.NotFound {
 		h.renderOperation(w, r, s, http.StatusBadGateway, reconcileForm{}, lv,
@@ -195,4 +217,12 @@ func (h *handler) lookup(w http.ResponseWriter, r *http.Request, s session) {
 	b, _ := json.Marshal(lv)
 	h.redirect(w, r, "/operations/"+url.PathEscape(id), "Looked up "+name+": "+strings.ToLower(lv.Kind)+".",
 		url.Values{"lookup": {h.seal("lookup", string(b))}})
+}
+
+// handleText is ", handle H", or "" without a handle.
+func handleText(handle string) string {
+	if handle == "" {
+		return ""
+	}
+	return ", handle " + handle
 }

@@ -51,6 +51,8 @@ var funcs = template.FuncMap{
 		return t.UTC().Format(time.RFC3339)
 	},
 	"age": age,
+	// took renders the time from start to end, to the millisecond.
+	"took": func(start, end time.Time) string { return end.Sub(start).Round(time.Millisecond).String() },
 }
 
 // age renders how long ago t was, to the second; "—" for the zero time.

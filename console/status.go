@@ -11,9 +11,15 @@ import (
 	"github.com/idemkit/idem/registry"
 )
 
-// countCap bounds the records the status page reads to count UNKNOWN and
-// in-flight operations; beyond it the page says "at least".
+// countCap bounds the UNKNOWN records the status page reads for its
+// "UNKNOWN by age" chart (the counts are exact).
 const countCap = 1000
+
+// Rows of the status page's tables.
+const (
+	statusPruneRuns = 10
+	statusAudit     = 20
+)
 
 // statusView is the status page's data.
 type statusView struct {
@@ -28,6 +34,8 @@ type statusView struct {
 	UnknownCap    int           // countCap when the chart counts only the oldest countCap, else 0
 	Latency       template.HTML // the "Acceptance latency" chart; "" when LatencyNote says why not
 	LatencyNote   string
+	PruneRuns     []registry.PruneRun   // the newest statusPruneRuns
+	Audit         []registry.AuditEntry // the newest statusAudit
 }
 
 // status shows the registry's health (GET /).
@@ -49,7 +57,12 @@ func (h *handler) renderStatus(w http.ResponseWriter, r *http.Request, s session
 		h.storeFailed(w, r, s, err)
 		return
 	}
-	v.UnknownCount, v.UnknownOldest = count(len(unknown)), "—"
+	var unknownCount, inFlight int64
+	if unknownCount, err = st.CountOperations(ctx, registry.ListFilter{State: idem.StateUnknown}); err != nil {
+		h.storeFailed(w, r, s, err)
+		return
+	}
+	v.UnknownCount, v.UnknownOldest = strconv.FormatInt(unknownCount, 10), "—"
 	if len(unknown) > 0 {
 		v.UnknownOldest = age(unknown[0].CreatedAt)
 	}
@@ -58,16 +71,22 @@ func (h *handler) renderStatus(w http.ResponseWriter, r *http.Request, s session
 		v.UnknownCap = countCap
 	}
 	v.Latency, v.LatencyNote = acceptanceLatency(h.cfg.Gatherer)
-	inFlight := 0
 	for _, state := range []idem.State{idem.StateReserved, idem.StateExecuting} {
-		recs, err := st.ListOperations(ctx, registry.ListFilter{State: state, Limit: countCap})
+		n, err := st.CountOperations(ctx, registry.ListFilter{State: state})
 		if err != nil {
 			h.storeFailed(w, r, s, err)
 			return
 		}
-		inFlight += len(recs)
+		inFlight += n
 	}
-	v.InFlight = count(inFlight)
+	v.InFlight = strconv.FormatInt(inFlight, 10)
+	if v.PruneRuns, err = st.PruneRuns(ctx, statusPruneRuns); err == nil {
+		v.Audit, err = st.AuditLog(ctx, registry.AuditFilter{Limit: statusAudit})
+	}
+	if err != nil {
+		h.storeFailed(w, r, s, err)
+		return
+	}
 	stats, err := st.OutboxStats(ctx)
 	if err != nil {
 		h.storeFailed(w, r, s, err)
@@ -75,14 +94,6 @@ func (h *handler) renderStatus(w http.ResponseWriter, r *http.Request, s session
 	}
 	v.Pending, v.DeadLetters, v.RelayLag = stats.Pending, stats.Dead, age(stats.OldestPending)
 	h.render(w, r, s, code, "status", "Status", v, perr)
-}
-
-// count renders n, "at least n" when it reached countCap.
-func count(n int) string {
-	if n >= countCap {
-		return fmt.Sprintf("at least %d", n)
-	}
-	return strconv.Itoa(n)
 }
 
 // confirmed reports whether the form carries confirm=yes; when it does
@@ -104,8 +115,10 @@ func (h *handler) drain(on bool) func(http.ResponseWriter, *http.Request, sessio
 		if !h.confirmed(w, r, s, "turn drain "+word) {
 			return
 		}
-		if err := h.cfg.Store.SetDraining(r.Context(), on); err != nil {
-			h.storeFailed(w, r, s, err)
+		action := map[bool]string{true: registry.AuditDrainOn, false: registry.AuditDrainOff}[on]
+		if !h.audited(w, r, s, action, "", "turn drain "+word+" (console)", func() error {
+			return h.cfg.Store.SetDraining(r.Context(), on)
+		}) {
 			return
 		}
 		h.log.Info("console: drain "+word, "operator", s.op.Name)
@@ -119,9 +132,11 @@ func (h *handler) bumpEpoch(w http.ResponseWriter, r *http.Request, s session) {
 	if !h.confirmed(w, r, s, "bump the writer epoch") {
 		return
 	}
-	e, err := h.cfg.Store.BumpEpoch(r.Context())
-	if err != nil {
-		h.storeFailed(w, r, s, err)
+	var e int64
+	if !h.audited(w, r, s, registry.AuditEpochBump, "", "bump the writer epoch (console; the page showed epoch "+r.PostFormValue("epoch")+")", func() (err error) {
+		e, err = h.cfg.Store.BumpEpoch(r.Context())
+		return err
+	}) {
 		return
 	}
 	h.log.Info("console: epoch bump", "operator", s.op.Name, "writer_epoch", e)

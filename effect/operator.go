@@ -101,8 +101,13 @@ func (r OperatorRequest) Validate() (Decision, error) {
 // or is not UNKNOWN (CodeNotUnknown — also when a concurrent settlement
 // won meanwhile: of concurrent calls exactly one settles), or whose kind s
 // has no effects for (CodeNotSettleable). Other errors are storage
-// trouble or a rendering bug. The evidence is stored trimmed. ctx bounds
-// every call made.
+// trouble or a rendering bug. The evidence is stored trimmed.
+//
+// Before it changes anything it appends to the audit log who asked for
+// which outcome on what evidence (registry.AuditReconcile); when that
+// append fails nothing is changed. A settlement that then fails gets a
+// second entry (registry.AuditFailed) saying why. ctx bounds every call
+// made.
 func (s Set) SettleByOperator(ctx context.Context, store registry.Store, r OperatorRequest) (Settlement, error) {
 	d, err := r.Validate()
 	if err != nil {
@@ -125,13 +130,24 @@ func (s Set) SettleByOperator(ctx context.Context, store registry.Store, r Opera
 			"operation %s is a %s: no effects are configured for it here; settle it from its own service with effect.Operation.SettleByOperator; nothing was changed",
 			r.OperationID, rec.Operation)}
 	}
-	st, err := op.SettleByOperator(ctx, store, rec, d, strings.TrimSpace(r.Actor), strings.TrimSpace(r.Evidence))
-	switch {
-	case err != nil:
-		return st, err
-	case st.Method == "":
-		return st, &OperatorError{CodeNotUnknown, fmt.Sprintf(
-			"operation %s was settled meanwhile by someone else (now %s); nothing was changed", r.OperationID, st.Record.State)}
+	actor, evidence := strings.TrimSpace(r.Actor), strings.TrimSpace(r.Evidence)
+	detail := "outcome " + strings.ToLower(strings.TrimSpace(r.Outcome))
+	if d.Handle != "" {
+		detail += ", handle " + d.Handle
 	}
-	return st, nil
+	entry := registry.AuditEntry{Actor: actor, Action: registry.AuditReconcile, OperationID: r.OperationID, Detail: detail + ": " + evidence}
+	var st Settlement
+	err = registry.Audited(ctx, store, entry, func() error {
+		var err error
+		st, err = op.SettleByOperator(ctx, store, rec, d, actor, evidence)
+		if err == nil && st.Method == "" {
+			err = &OperatorError{CodeNotUnknown, fmt.Sprintf(
+				"operation %s was settled meanwhile by someone else (now %s); nothing was changed", r.OperationID, st.Record.State)}
+		}
+		return err
+	})
+	if err != nil && st.Record.OperationID == "" {
+		st.Record = rec
+	}
+	return st, err
 }

@@ -25,14 +25,15 @@ import (
 // Audit actions (AuditEntry.Action) written by idem itself. Callers may
 // add their own: any non-empty text of at most MaxAuditField bytes.
 const (
-	AuditLogin     = "login"      // an operator logged in to the console
-	AuditLogout    = "logout"     // an operator logged out
-	AuditLookup    = "lookup"     // a downstream was asked for an effect by key; changes nothing
-	AuditReconcile = "reconcile"  // an operator settled an UNKNOWN operation
-	AuditDrainOn   = "drain.on"   // new operations refused (Controller.SetDraining)
-	AuditDrainOff  = "drain.off"  // new operations accepted again
-	AuditEpochBump = "epoch.bump" // the writer epoch raised (Controller.BumpEpoch)
-	AuditFailed    = "failed"     // the change an earlier entry announced did not happen
+	AuditLogin         = "login"          // an operator logged in to the console
+	AuditLogout        = "logout"         // an operator logged out
+	AuditLookup        = "lookup"         // a downstream was asked for an effect by key; changes nothing
+	AuditReconcile     = "reconcile"      // an operator settled an UNKNOWN operation
+	AuditDrainOn       = "drain.on"       // new operations refused (Controller.SetDraining)
+	AuditDrainOff      = "drain.off"      // new operations accepted again
+	AuditEpochBump     = "epoch.bump"     // the writer epoch raised (Controller.BumpEpoch)
+	AuditFailed        = "failed"         // the change an earlier entry announced did not happen
+	AuditOutboxRequeue = "outbox.requeue" // a dead letter made pending again (OutboxDelivery.RequeueOutbox)
 )
 
 // Bounds of an audit entry's texts, in bytes.
@@ -116,4 +117,37 @@ type Auditor interface {
 	AppendAudit(ctx context.Context, e AuditEntry) (AuditEntry, error)
 	// AuditLog returns the entries f selects, newest (highest Seq) first.
 	AuditLog(ctx context.Context, f AuditFilter) ([]AuditEntry, error)
+}
+
+// Clipped returns e with its Detail cut to MaxAuditDetail bytes (on a rune
+// boundary) and invalid UTF-8 and NUL bytes replaced, so that free text
+// such as an operator's evidence always fits.
+func (e AuditEntry) Clipped() AuditEntry {
+	d := strings.ReplaceAll(strings.ToValidUTF8(e.Detail, "?"), "\x00", "?")
+	e.Detail = truncate(d, MaxAuditDetail)
+	return e
+}
+
+// Audited appends e to a's log (write-ahead, e.Clipped()) and only then
+// runs change; when change fails it appends a second entry, by the same
+// actor, with Action AuditFailed and the error, and returns change's
+// error (joined with any error writing that entry). When e cannot be
+// appended, change is not run and the error says so. A nil change only
+// appends e. ctx governs the appends; change uses its own.
+func Audited(ctx context.Context, a Auditor, e AuditEntry, change func() error) error {
+	if _, err := a.AppendAudit(ctx, e.Clipped()); err != nil {
+		return fmt.Errorf("registry: the audit entry could not be written, so %s was not done: %w", e.Action, err)
+	}
+	if change == nil {
+		return nil
+	}
+	err := change()
+	if err == nil {
+		return nil
+	}
+	failed := AuditEntry{Actor: e.Actor, Action: AuditFailed, OperationID: e.OperationID, Detail: e.Action + ": " + err.Error()}
+	if _, aerr := a.AppendAudit(ctx, failed.Clipped()); aerr != nil {
+		return errors.Join(err, fmt.Errorf("registry: the audit entry of the failure could not be written: %w", aerr))
+	}
+	return err
 }

@@ -76,3 +76,23 @@ type OutboxStats struct {
 	// Dead counts the dead letters.
 	Dead int64
 }
+
+// Delivery states of an outbox message (OutboxMessage.DeliveryState).
+const (
+	OutboxPending   = "pending"
+	OutboxPublished = "published"
+	OutboxDead      = "dead"
+)
+
+// DeliveryState returns the message's state as its PublishedAt and DeadAt
+// say: OutboxPublished, OutboxDead or OutboxPending. Only
+// OperationOutbox sets both; a message from ClaimOutbox is pending.
+func (m OutboxMessage) DeliveryState() string {
+	switch {
+	case !m.PublishedAt.IsZero():
+		return OutboxPublished
+	case !m.DeadAt.IsZero():
+		return OutboxDead
+	}
+	return OutboxPending
+}

@@ -12,7 +12,9 @@ import (
 // on the registry refuses new operations with 503 DRAINING within its
 // refresh interval (about a second), while replays of finished operations
 // and operations already in flight go on. off clears it. show, the
-// default, prints the control row as "idem epoch show" does.
+// default, prints the control row as "idem epoch show" does. on and off
+// are written to the registry's audit log first, under $USER (else
+// "operator"); when that cannot be written nothing is changed.
 //
 // Human output of on:
 //
@@ -28,7 +30,8 @@ func runDrain(ctx context.Context, args []string, std stdio) int {
 	}
 	return withControl(ctx, "drain", dsn, std, func(store registry.Store) error {
 		if action != "show" {
-			if err := store.SetDraining(ctx, action == "on"); err != nil {
+			entry := registry.AuditEntry{Actor: defaultActor(), Action: map[string]string{"on": registry.AuditDrainOn, "off": registry.AuditDrainOff}[action], Detail: "idem drain " + action}
+			if err := registry.Audited(ctx, store, entry, func() error { return store.SetDraining(ctx, action == "on") }); err != nil {
 				return err
 			}
 			if !asJSON {

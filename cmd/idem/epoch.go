@@ -17,7 +17,9 @@ import (
 // docs/operations.md). show (the default) prints the registry's control
 // row; bump raises the writer epoch by one, which fences every server
 // writing at an older epoch: from then on it can neither accept nor commit
-// an operation (503 WRITER_FENCED), while replays keep working.
+// an operation (503 WRITER_FENCED), while replays keep working. A bump is
+// written to the registry's audit log first, under $USER (else
+// "operator"); when that cannot be written nothing is changed.
 //
 // Human output of bump:
 //
@@ -34,8 +36,12 @@ func runEpoch(ctx context.Context, args []string, std stdio) int {
 	return withControl(ctx, "epoch", dsn, std, func(store registry.Store) error {
 		switch action {
 		case "bump":
-			epoch, err := store.BumpEpoch(ctx)
-			if err != nil {
+			var epoch int64
+			entry := registry.AuditEntry{Actor: defaultActor(), Action: registry.AuditEpochBump, Detail: "idem epoch bump"}
+			if err := registry.Audited(ctx, store, entry, func() (err error) {
+				epoch, err = store.BumpEpoch(ctx)
+				return err
+			}); err != nil {
 				return err
 			}
 			if !asJSON {

@@ -16,7 +16,7 @@ import (
 	"github.com/idemkit/idem/registry"
 )
 
-// runOps implements "idem ops list|show|reconcile|dead-letters|requeue"
+// runOps implements "idem ops list|show|reconcile|dead-letters|requeue|audit"
 // (SPEC O2, E2, E4): the operator's view of the registry's operations, the
 // human end of reconciliation, and the outbox's dead letters. Every action takes --db DSN (default sqlite:idem.db;
 // migrations are applied as by every command with --db) and --json; flags
@@ -73,7 +73,18 @@ import (
 //
 // makes a dead letter pending again with no attempts: the next relay round
 // delivers it (with the same webhook-id, so receivers still dedupe). A
-// message that is not dead is refused (exit 1, nothing changed).
+// message that is not dead is refused (exit 1, nothing changed). The
+// requeue, like a reconciliation, is written to the audit log first.
+//
+//	idem ops audit [--operation ID] [--before SEQ] [--limit N] [--json] --db DSN
+//
+// prints the registry's audit log, newest first, at most N (default 100):
+// who (an operator's name, or $USER for these commands) did what and
+// when — console logins and lookups, reconciliations, drain, epoch bumps,
+// requeues — each written before the change it announces, and a "failed"
+// entry when that change then failed. --operation keeps the entries about
+// one operation; --before SEQ reads the next page. --json prints
+// {"audit":[…]} on one line (opsaudit.go).
 //
 // Exit codes: 0 done, 1 refused or failed (not found, not UNKNOWN, not
 // dead, store error), 2 bad usage.
@@ -90,6 +101,8 @@ func runOps(ctx context.Context, args []string, std stdio) int {
 		return opsDeadLetters(ctx, rest, std)
 	case "requeue":
 		return opsRequeue(ctx, rest, std)
+	case "audit":
+		return opsAudit(ctx, rest, std)
 	case "help", "-h", "-help", "--help":
 		if len(rest) > 0 && slices.Contains(opsActions, rest[0]) { // "idem ops help list"
 			return runOps(ctx, []string{rest[0], "--help"}, std)
@@ -106,7 +119,7 @@ func runOps(ctx context.Context, args []string, std stdio) int {
 }
 
 // opsActions are the actions of "idem ops".
-var opsActions = []string{"list", "show", "reconcile", "dead-letters", "requeue"}
+var opsActions = []string{"list", "show", "reconcile", "dead-letters", "requeue", "audit"}
 
 // opsAction splits the action from the other arguments. The action is the
 // first argument, or, when that is a flag ("idem ops --db DSN list"), the
@@ -132,6 +145,7 @@ var opsSynopses = map[string]string{
 	"reconcile":    "ID --outcome succeeded|failed [--handle H] --evidence TEXT [--actor NAME] [--json] [--encryption-keys FILE] --db DSN",
 	"dead-letters": "[--limit N] [--json] --db DSN",
 	"requeue":      "MESSAGE-ID [--json] --db DSN",
+	"audit":        "[--operation ID] [--before SEQ] [--limit N] [--json] --db DSN",
 }
 
 // opsUsage prints the synopsis of every action, with its summary, to w.

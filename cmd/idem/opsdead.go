@@ -91,7 +91,8 @@ func opsRequeue(ctx context.Context, args []string, std stdio) int {
 	}
 	id := words[0]
 	return withControl(ctx, "ops requeue", *f.db, std, func(store registry.Store) error {
-		switch err := store.RequeueOutbox(ctx, id); {
+		entry := registry.AuditEntry{Actor: defaultActor(), Action: registry.AuditOutboxRequeue, OperationID: operationOfMessage(id), Detail: "idem ops requeue " + id}
+		switch err := registry.Audited(ctx, store, entry, func() error { return store.RequeueOutbox(ctx, id) }); {
 		case errors.Is(err, registry.ErrNotFound):
 			return fmt.Errorf("outbox message %s not found", id)
 		case errors.Is(err, registry.ErrFenced):
@@ -107,4 +108,14 @@ func opsRequeue(ctx context.Context, args []string, std stdio) int {
 		_, err := fmt.Fprintf(std.out, "outbox message %s requeued: pending again with no attempts; the next relay round delivers it\n", id)
 		return err
 	})
+}
+
+// operationOfMessage returns the operation ID of an outbox message ID
+// (registry.MessageID), "" when it has none.
+func operationOfMessage(id string) string {
+	op, _, ok := strings.Cut(id, "/")
+	if !ok {
+		return ""
+	}
+	return op
 }
