@@ -35,7 +35,7 @@ import (
 // page, filters the operations list to UNKNOWN, opens the client's
 // operation, asks the provider about its downstream key, and reconciles
 // it as succeeded with the provider's handle and written evidence; the
-// page then shows SUCCEEDED and the reconciliation (method operator, the
+// page then shows SUCCEEDED, the audit entry and the reconciliation (method operator, the
 // operator's name, the evidence). Beside the browser, plain HTTP checks
 // that a form without its CSRF token is refused (403 CSRF_INVALID,
 // nothing changed), that empty evidence is (422 EVIDENCE_REQUIRED), and
@@ -343,6 +343,13 @@ func (c *consoleRun) operatorSettles(ctx context.Context) {
 	c.wantText(ctx, "tr.reconciliation td.method", "operator")
 	c.wantText(ctx, "tr.reconciliation td.actor", consoleOperator)
 	c.wantText(ctx, "tr.reconciliation td.evidence", evidence)
+	// The audit log of the operation: the reconcile entry (who, outcome,
+	// evidence), newest, above the lookup's two entries.
+	c.wantText(ctx, `table.audit tr.audit-entry:first-child td.action`, "reconcile")
+	c.wantText(ctx, `table.audit tr.audit-entry:first-child td.actor`, consoleOperator)
+	if d := c.text(ctx, `table.audit tr.audit-entry:first-child td.detail`); !strings.Contains(d, evidence) || !strings.Contains(d, "succeeded") {
+		t.Errorf("the reconcile audit entry's detail %q; want the outcome and the evidence", d)
+	}
 	if f := c.text(ctx, "#flash"); !strings.Contains(f, "SUCCEEDED") {
 		t.Errorf("#flash after reconciling: %q; want it to name SUCCEEDED", f)
 	}
@@ -354,6 +361,7 @@ func (c *consoleRun) operatorSettles(ctx context.Context) {
 		chromedp.WaitVisible(chromedp.CSS("#unknown-count")),
 		browser.Capture("status-after"))
 	c.wantText(ctx, "#unknown-count", "0")
+	c.wantText(ctx, `table.audit tr.audit-entry:first-child td.action`, "reconcile")
 }
 
 // chartsRender: the status page's charts are drawn under the console's
