@@ -73,7 +73,12 @@ func runWorkers(b *testing.B, ts *testStore, workers int, op func(ctx context.Co
 				if n > int64(b.N) || failed.Load() != nil {
 					return
 				}
-				if err := op(ctx, n); err != nil {
+				// Each call is bounded as the middleware bounds it
+				// (registry.WithTimeout, idem serve --store-timeout).
+				callCtx, cancel := context.WithTimeout(ctx, registry.DefaultCallTimeout)
+				err := op(callCtx, n)
+				cancel()
+				if err != nil {
 					failed.CompareAndSwap(nil, &err)
 					return
 				}

@@ -51,7 +51,7 @@ func (s *Store) BeginEffect(ctx context.Context, rec registry.Record, name strin
 		return registry.Effect{}, fmt.Errorf("idempg: begin effect %s/%s: %w", rec.OperationID, name, err)
 	}
 	var eff registry.Effect
-	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	err = inTx(ctx, s.pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, effectQueries.Get("EffectDurable")); err != nil {
 			return translate(err)
 		}
@@ -117,7 +117,7 @@ func (s *Store) Effects(ctx context.Context, operationID string) ([]registry.Eff
 func (s *Store) MarkUnknown(ctx context.Context, rec registry.Record) (registry.Record, error) {
 	now, _ := s.clock()
 	var out registry.Record
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	err := inTx(ctx, s.pool, func(tx pgx.Tx) error {
 		var id string
 		err := tx.QueryRow(ctx, effectQueries.Get("MarkUnknown"), rec.Scope[:], rec.OperationID, rec.OwnerGen, now).Scan(&id)
 		if errors.Is(err, pgx.ErrNoRows) {
@@ -148,7 +148,7 @@ func (s *Store) Reconcile(ctx context.Context, operationID string, r registry.Re
 	digest := resp.Digest()
 	ids, topics, payloads := outboxArgs(operationID, r.Outbox)
 	var out registry.Record
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	err := inTx(ctx, s.pool, func(tx pgx.Tx) error {
 		// The scope names the record's body (registry.ResponseOf); read it in the
 		// transaction that writes the body.
 		var scope []byte

@@ -212,7 +212,8 @@ func nonNil(b []byte) []byte {
 // default). Errors of begin and commit are translated (connection loss and
 // timeouts wrap registry.ErrUnavailable); a commit that PostgreSQL turned
 // into a rollback, because a statement of fn failed and fn returned nil
-// anyway, is an error too. ctx governs the whole transaction, fn included.
+// anyway, is an error too. ctx governs the transaction, fn included, up
+// to its COMMIT, which is waited for whatever ctx does (commit.go).
 func (s *Store) InTx(ctx context.Context, fn func(ctx context.Context, tx registry.Tx) error) error {
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
@@ -222,7 +223,7 @@ func (s *Store) InTx(ctx context.Context, fn func(ctx context.Context, tx regist
 	if err := fn(ctx, txAdapter{tx}); err != nil {
 		return err
 	}
-	if err := tx.Commit(ctx); err != nil {
+	if err := tx.Commit(commitCtx(ctx)); err != nil {
 		return fmt.Errorf("idempg: in tx: commit: %w", translate(err))
 	}
 	return nil

@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -258,8 +260,9 @@ func (r errRow) Scan(...any) error { return r.err }
 // unchanged; final's; the business function having ended the
 // transaction; a COMMIT that failed or did not commit. Its own errors name
 // op ("idempg: op: …"). Whatever is still open is rolled back before the
-// connection goes back to the pool. ctx governs the whole transaction, fn
-// included.
+// connection goes back to the pool. ctx governs the transaction, fn
+// included, up to the batch with the COMMIT, which is waited for whatever
+// ctx does (commit.go).
 func (s *Store) runLazy(ctx context.Context, op string, rec registry.Record, claim []any, fn registry.BusinessFunc,
 	final func(out registry.Outcome) (string, []any, error)) (done registry.Record, stmtErr, err error) {
 	tx := &lazyTx{ctx: ctx, pool: s.pool, claim: claim}
@@ -293,12 +296,41 @@ func (s *Store) runLazy(ctx context.Context, op string, rec registry.Record, cla
 	case conn.Conn().PgConn().TxStatus() == 'I':
 		return registry.Record{}, nil, fmt.Errorf("idempg: %s: the business function ended the transaction", op)
 	}
+	// In the statement-caching modes pgx describes a statement it has not
+	// prepared on this connection before sending the batch — and parsing
+	// an INSERT or UPDATE takes its table locks. Describe it here, under
+	// ctx, so that that wait still ends with ctx (a no-op once prepared).
+	if mode := conn.Conn().Config().DefaultQueryExecMode; mode == pgx.QueryExecModeCacheStatement || mode == pgx.QueryExecModeCacheDescribe {
+		if _, err := conn.Conn().Prepare(ctx, query, query); err != nil {
+			return registry.Record{}, nil, fmt.Errorf("idempg: %s: prepare: %w", op, translate(err))
+		}
+	}
+	// The batch runs under commitCtx: its COMMIT is waited for whatever
+	// ctx does (commit.go). Its statement may wait for a lock, though
+	// (another transaction holding the record or a business table's
+	// rows), and that wait must still end with ctx's deadline: the
+	// server ends it (lock_timeout, transaction-local, which a COMMIT
+	// never waits on) instead of a cancel request, which could reach the
+	// COMMIT.
+	lockBound := false
+	if deadline, ok := ctx.Deadline(); ok {
+		left := time.Until(deadline)
+		if left <= 0 {
+			return registry.Record{}, nil, fmt.Errorf("idempg: %s: %w", op, translate(context.DeadlineExceeded))
+		}
+		batch.Queue("SELECT set_config('lock_timeout', $1, true)", strconv.FormatInt(max(left.Milliseconds(), 1), 10)+"ms")
+		lockBound = true
+	}
 	batch.Queue(query, args...)
 	batch.Queue("commit")
-	results := conn.SendBatch(ctx, batch)
+	results := conn.SendBatch(commitCtx(ctx), batch)
 	var beginErr error
 	if !tx.begun {
 		_, beginErr = results.Exec()
+	}
+	var boundErr error
+	if lockBound {
+		_, boundErr = results.Exec()
 	}
 	done, stmtErr = s.scanRecord(results.QueryRow())
 	tag, commitErr := results.Exec()
@@ -306,6 +338,8 @@ func (s *Store) runLazy(ctx context.Context, op string, rec registry.Record, cla
 	switch {
 	case beginErr != nil:
 		return registry.Record{}, nil, fmt.Errorf("idempg: %s: begin: %w", op, translate(beginErr))
+	case boundErr != nil:
+		return registry.Record{}, nil, fmt.Errorf("idempg: %s: lock_timeout: %w", op, translate(boundErr))
 	case stmtErr != nil:
 		// A database error aborted the transaction, so the COMMIT rolled
 		// back. (An error of reading the returned row on this side, which

@@ -36,7 +36,7 @@ func (s *Store) Reseal(ctx context.Context, cursor string, limit int) (string, i
 	limit = max(limit, 1)
 	var next string
 	var changed int
-	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	err = inTx(ctx, s.pool, func(tx pgx.Tx) error {
 		var n int
 		var err error
 		if c.Effects {

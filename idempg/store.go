@@ -53,6 +53,13 @@ type Options struct {
 	// missed wake-ups (up to 1 s instead of 250 ms), with a connection
 	// wasted. false, the default, opens the listener on the first Watch.
 	NoListen bool
+	// TCPUserTimeout bounds how long data sent to the database may stay
+	// unacknowledged before the connection is dropped (the socket option
+	// TCP_USER_TIMEOUT, Linux only): what bounds a COMMIT to a host that
+	// vanished, since a COMMIT is waited for whatever the caller's
+	// context does (network.go). 0 means DefaultTCPUserTimeout (30 s);
+	// negative leaves the system's default (about 15 minutes on Linux).
+	TCPUserTimeout time.Duration
 }
 
 // DefaultLaneConns is the acceptance lane's size when Options.LaneConns is 0.
@@ -61,8 +68,9 @@ const DefaultLaneConns = 2
 // Store is the PostgreSQL registry.Store. Make one with Open; the zero
 // Store is not usable. It is safe for concurrent use by any number of
 // goroutines and processes sharing the database; each method's ctx
-// governs only that call (acquiring a connection, the statements and the
-// commit).
+// governs only that call (acquiring a connection and the statements) —
+// but never ends a COMMIT once sent: a COMMIT is waited for (commit.go,
+// Options.TCPUserTimeout).
 type Store struct {
 	pool *pgxpool.Pool
 	lane *pgxpool.Pool    // the acceptance lane (Options.LaneConns); pool when off
@@ -108,6 +116,7 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 	if err := applyPooler(cfg, &opts); err != nil {
 		return nil, err
 	}
+	applyTCPUserTimeout(&cfg.ConnConfig.Config, cmp.Or(opts.TCPUserTimeout, DefaultTCPUserTimeout))
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("idempg: %w", translate(err))

@@ -58,7 +58,10 @@ import (
 // Every registry call made for a request is bounded by --store-timeout
 // (default 1m; 0: unbounded): a database that does not answer in time —
 // an exhausted pool, a lock held elsewhere — fails the request with 503
-// STORE_UNAVAILABLE instead of holding it (registry.WithTimeout).
+// STORE_UNAVAILABLE instead of holding it (registry.WithTimeout). Once a
+// COMMIT is sent, though, it is waited for (on PostgreSQL: a cancelled
+// wait for a synchronous standby would make an unreplicated outcome
+// visible; idempg/commit.go).
 //
 // With --webhook URL (and --webhook-secret-file) it also delivers the
 // outbox: every message is POSTed to URL, signed, retried with backoff and
