@@ -53,21 +53,14 @@ type env struct {
 // stores runs fn once per driver, on a fresh database each, with the
 // console served on it; answer is the provider's answer to lookups.
 func stores(t *testing.T, answer effect.Answer, fn func(t *testing.T, e *env)) {
-	for _, name := range []string{"sqlite", "postgres"} {
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			dsn := "sqlite:" + filepath.Join(t.TempDir(), "console.db")
-			if name == "postgres" {
-				dsn = pgtest.DSN(t)
-			}
-			store, err := idemstore.Open(t.Context(), dsn, idemstore.Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(store.Close)
-			fn(t, newEnv(t, store, answer))
-		})
-	}
+	pgtest.EachDriver(t, "console.db", func(t *testing.T, _, dsn string) {
+		store, err := idemstore.Open(t.Context(), dsn, idemstore.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(store.Close)
+		fn(t, newEnv(t, store, answer))
+	})
 }
 
 // newEnv serves the console on store, mounted at /admin, with the tests'
