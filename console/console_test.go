@@ -47,6 +47,7 @@ func (p provider) Lookup(_ context.Context, key string) effect.Answer { return p
 type env struct {
 	t     *testing.T
 	store registry.Store
+	h     http.Handler // the console, as console.New returned it
 	srv   *httptest.Server
 }
 
@@ -94,7 +95,7 @@ func newEnv(t *testing.T, store registry.Store, answer effect.Answer, with ...fu
 	}
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
-	return &env{t: t, store: store, srv: srv}
+	return &env{t: t, store: store, h: h, srv: srv}
 }
 
 // client is a browser without JavaScript: it keeps cookies and does not
