@@ -13,11 +13,11 @@ import (
 // finishes). fn receives the subtest's t, the driver's name and the
 // connection string.
 //
-// Both subtests call t.Parallel, so they run in parallel with each other
-// (and with the other parallel tests) once t's function returns; fn must
-// not rely on anything t's function changes after EachDriver returns. The
-// "postgres" subtest skips or fails as DSN does when PostgreSQL is not
-// installed, and the test binary must call [Main] from its TestMain.
+// Both subtests call t.Parallel: they run in parallel with each other and
+// with the other parallel tests, and, as any parallel subtest, only after
+// the function that called EachDriver has returned. The "postgres" subtest
+// skips or fails as DSN does when PostgreSQL is not installed, and the
+// test binary must call [Main] from its TestMain.
 func EachDriver(t *testing.T, file string, fn func(t *testing.T, driver, dsn string)) {
 	t.Helper()
 	for _, driver := range []string{"sqlite", "postgres"} {
