@@ -47,48 +47,41 @@ func chartBars(t *testing.T, body, id string) ([]bar, string) {
 // both drivers, from records the store dated with an injected clock.
 func TestStatusUnknownAges(t *testing.T) {
 	t.Parallel()
-	for _, name := range []string{"sqlite", "postgres"} {
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			dsn := "sqlite:" + filepath.Join(t.TempDir(), "console.db")
-			if name == "postgres" {
-				dsn = pgtest.DSN(t)
-			}
-			var ago atomic.Int64 // the store's clock runs this far behind
-			store, err := idemstore.Open(t.Context(), dsn, idemstore.Options{Now: func() time.Time {
-				return time.Now().Add(-time.Duration(ago.Load()))
-			}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(store.Close)
-			e := newEnv(t, store, effect.Answer{})
-			c, _ := e.login(aliceToken)
+	pgtest.EachDriver(t, "console.db", func(t *testing.T, _, dsn string) {
+		var ago atomic.Int64 // the store's clock runs this far behind
+		store, err := idemstore.Open(t.Context(), dsn, idemstore.Options{Now: func() time.Time {
+			return time.Now().Add(-time.Duration(ago.Load()))
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(store.Close)
+		e := newEnv(t, store, effect.Answer{})
+		c, _ := e.login(aliceToken)
 
-			_, _, body := e.do(c, "/admin/", nil)
-			empty, _ := chartBars(t, body, "unknown-ages")
-			labels := []string{"< 1 min", "1–5 min", "5–15 min", "15–60 min", "1–6 h", "≥ 6 h"}
-			if want := []bar{{labels[0], 0}, {labels[1], 0}, {labels[2], 0}, {labels[3], 0}, {labels[4], 0}, {labels[5], 0}}; !slices.Equal(empty, want) {
-				t.Errorf("no UNKNOWN operation: bars %v; want %v", empty, want)
-			}
+		_, _, body := e.do(c, "/admin/", nil)
+		empty, _ := chartBars(t, body, "unknown-ages")
+		labels := []string{"< 1 min", "1–5 min", "5–15 min", "15–60 min", "1–6 h", "≥ 6 h"}
+		if want := []bar{{labels[0], 0}, {labels[1], 0}, {labels[2], 0}, {labels[3], 0}, {labels[4], 0}, {labels[5], 0}}; !slices.Equal(empty, want) {
+			t.Errorf("no UNKNOWN operation: bars %v; want %v", empty, want)
+		}
 
-			for _, age := range []time.Duration{10 * time.Second, 20 * time.Second, 3 * time.Minute, 30 * time.Minute,
-				2 * time.Hour, 3 * time.Hour, 5 * time.Hour, 7 * time.Hour} {
-				ago.Store(int64(age))
-				e.unknown()
-			}
-			ago.Store(0)
-			_, _, body = e.do(c, "/admin/", nil)
-			got, _ := chartBars(t, body, "unknown-ages")
-			want := []bar{{labels[0], 2}, {labels[1], 1}, {labels[2], 0}, {labels[3], 1}, {labels[4], 3}, {labels[5], 1}}
-			if !slices.Equal(got, want) {
-				t.Errorf("bars %v; want %v", got, want)
-			}
-			if !strings.Contains(body, `id="unknown-count">8<`) {
-				t.Errorf("the status page does not count 8 UNKNOWN operations")
-			}
-		})
-	}
+		for _, age := range []time.Duration{10 * time.Second, 20 * time.Second, 3 * time.Minute, 30 * time.Minute,
+			2 * time.Hour, 3 * time.Hour, 5 * time.Hour, 7 * time.Hour} {
+			ago.Store(int64(age))
+			e.unknown()
+		}
+		ago.Store(0)
+		_, _, body = e.do(c, "/admin/", nil)
+		got, _ := chartBars(t, body, "unknown-ages")
+		want := []bar{{labels[0], 2}, {labels[1], 1}, {labels[2], 0}, {labels[3], 1}, {labels[4], 3}, {labels[5], 1}}
+		if !slices.Equal(got, want) {
+			t.Errorf("bars %v; want %v", got, want)
+		}
+		if !strings.Contains(body, `id="unknown-count">8<`) {
+			t.Errorf("the status page does not count 8 UNKNOWN operations")
+		}
+	})
 }
 
 // TestStatusAcceptanceLatency: with a Gatherer, the reservation

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -61,6 +62,7 @@ type handler struct {
 	pages map[string]*template.Template
 	css   []byte
 	mux   *http.ServeMux
+	now   func() time.Time // the clock that sessions are checked against: time.Now; tests set it (export_test.go)
 }
 
 // New returns the console as an http.Handler for cfg. It refuses a
@@ -79,7 +81,7 @@ func New(cfg Config) (http.Handler, error) {
 	if err := cfg.Operators.validate(); err != nil {
 		return nil, fmt.Errorf("console: Config.Operators: %w", err)
 	}
-	h := &handler{cfg: cfg, log: cfg.Logger, pages: map[string]*template.Template{}}
+	h := &handler{cfg: cfg, log: cfg.Logger, pages: map[string]*template.Template{}, now: time.Now}
 	if h.log == nil {
 		h.log = slog.Default()
 	}

@@ -47,27 +47,21 @@ func (p provider) Lookup(_ context.Context, key string) effect.Answer { return p
 type env struct {
 	t     *testing.T
 	store registry.Store
+	h     http.Handler // the console, as console.New returned it
 	srv   *httptest.Server
 }
 
 // stores runs fn once per driver, on a fresh database each, with the
 // console served on it; answer is the provider's answer to lookups.
 func stores(t *testing.T, answer effect.Answer, fn func(t *testing.T, e *env)) {
-	for _, name := range []string{"sqlite", "postgres"} {
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			dsn := "sqlite:" + filepath.Join(t.TempDir(), "console.db")
-			if name == "postgres" {
-				dsn = pgtest.DSN(t)
-			}
-			store, err := idemstore.Open(t.Context(), dsn, idemstore.Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(store.Close)
-			fn(t, newEnv(t, store, answer))
-		})
-	}
+	pgtest.EachDriver(t, "console.db", func(t *testing.T, _, dsn string) {
+		store, err := idemstore.Open(t.Context(), dsn, idemstore.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(store.Close)
+		fn(t, newEnv(t, store, answer))
+	})
 }
 
 // newEnv serves the console on store, mounted at /admin, with the tests'
@@ -101,7 +95,7 @@ func newEnv(t *testing.T, store registry.Store, answer effect.Answer, with ...fu
 	}
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
-	return &env{t: t, store: store, srv: srv}
+	return &env{t: t, store: store, h: h, srv: srv}
 }
 
 // client is a browser without JavaScript: it keeps cookies and does not

@@ -70,7 +70,7 @@ func (h *handler) session(r *http.Request) (session, bool) {
 	}
 	name, until := v[:i], v[i+1:]
 	sec, err := strconv.ParseInt(until, 10, 64)
-	if err != nil || !time.Now().Before(time.Unix(sec, 0)) {
+	if err != nil || !h.now().Before(time.Unix(sec, 0)) {
 		return session{}, false
 	}
 	op, ok := h.cfg.Operators.byName(name)

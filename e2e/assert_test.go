@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -23,14 +22,7 @@ const contract = "http.idempotency.v1"
 // eachDB runs fn as parallel subtests "sqlite" (a fresh file) and
 // "postgres" (a fresh database of the shared pgtest cluster).
 func eachDB(t *testing.T, fn func(t *testing.T, dsn string)) {
-	t.Run("sqlite", func(t *testing.T) {
-		t.Parallel()
-		fn(t, "sqlite:"+filepath.Join(t.TempDir(), "e2e.db"))
-	})
-	t.Run("postgres", func(t *testing.T) {
-		t.Parallel()
-		fn(t, pgtest.DSN(t))
-	})
+	pgtest.EachDriver(t, "e2e.db", func(t *testing.T, _, dsn string) { fn(t, dsn) })
 }
 
 // problem is the part of an RFC 9457 body the tests read.

@@ -10,7 +10,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -418,16 +417,9 @@ func problemCode(body []byte) idem.Code {
 
 // effStores runs fn on a fresh effBench per driver.
 func effStores(t *testing.T, fn func(t *testing.T, b *effBench)) {
-	for _, db := range []string{"sqlite", "postgres"} {
-		t.Run(db, func(t *testing.T) {
-			t.Parallel()
-			dsn := "sqlite:" + filepath.Join(t.TempDir(), "eff.db")
-			if db == "postgres" {
-				dsn = pgtest.DSN(t)
-			}
-			fn(t, newEffBench(t, dsn))
-		})
-	}
+	pgtest.EachDriver(t, "eff.db", func(t *testing.T, _, dsn string) {
+		fn(t, newEffBench(t, dsn))
+	})
 }
 
 func TestEffectOutsideExecution(t *testing.T) {

@@ -7,7 +7,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -26,27 +25,20 @@ func TestMain(m *testing.M) { pgtest.Main(m) }
 
 // stores runs fn once per driver, on a fresh database each.
 func stores(t *testing.T, fn func(t *testing.T, store registry.Store)) {
-	for _, name := range []string{"sqlite", "postgres"} {
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			dsn := "sqlite:" + filepath.Join(t.TempDir(), "mw.db")
-			if name == "postgres" {
-				dsn = pgtest.DSN(t)
-			}
-			store, err := idemstore.Open(t.Context(), dsn, idemstore.Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(store.Close)
-			if err := store.InTx(t.Context(), func(ctx context.Context, tx registry.Tx) error {
-				_, err := tx.Exec(ctx, `CREATE TABLE mw_effects (operation_id TEXT NOT NULL, note TEXT)`)
-				return err
-			}); err != nil {
-				t.Fatal(err)
-			}
-			fn(t, store)
-		})
-	}
+	pgtest.EachDriver(t, "mw.db", func(t *testing.T, _, dsn string) {
+		store, err := idemstore.Open(t.Context(), dsn, idemstore.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(store.Close)
+		if err := store.InTx(t.Context(), func(ctx context.Context, tx registry.Tx) error {
+			_, err := tx.Exec(ctx, `CREATE TABLE mw_effects (operation_id TEXT NOT NULL, note TEXT)`)
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		fn(t, store)
+	})
 }
 
 // app is a handler whose behaviour a test steers through the request's

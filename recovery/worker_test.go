@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -79,43 +78,36 @@ type env struct {
 
 // stores runs fn on a fresh SQLite and a fresh PostgreSQL registry.
 func stores(t *testing.T, fn func(t *testing.T, e *env)) {
-	for _, kind := range []string{"sqlite", "postgres"} {
-		t.Run(kind, func(t *testing.T) {
-			t.Parallel()
-			dsn := "sqlite:" + filepath.Join(t.TempDir(), "recovery.db")
-			if kind == "postgres" {
-				dsn = pgtest.DSN(t)
+	pgtest.EachDriver(t, "recovery.db", func(t *testing.T, _, dsn string) {
+		e := &env{t: t, ctx: t.Context(), prov: provider.New()}
+		e.setNow(base)
+		st, err := idemstore.Open(t.Context(), dsn, idemstore.Options{Now: func() time.Time { return *e.now.Load() }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(st.Close)
+		e.store = st
+		e.hits = &counter{next: e.prov.Handler()}
+		srv := httptest.NewServer(e.hits)
+		t.Cleanup(srv.Close)
+		e.url = srv.URL
+		// A downstream whose contract declines every key for good
+		// (422 DECLINED) and whose lookup never finds one (404).
+		e.refused = &counter{next: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			if r.Method == http.MethodPost {
+				w.WriteHeader(http.StatusUnprocessableEntity)
+				w.Write([]byte(declineBody))
+				return
 			}
-			e := &env{t: t, ctx: t.Context(), prov: provider.New()}
-			e.setNow(base)
-			st, err := idemstore.Open(t.Context(), dsn, idemstore.Options{Now: func() time.Time { return *e.now.Load() }})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(st.Close)
-			e.store = st
-			e.hits = &counter{next: e.prov.Handler()}
-			srv := httptest.NewServer(e.hits)
-			t.Cleanup(srv.Close)
-			e.url = srv.URL
-			// A downstream whose contract declines every key for good
-			// (422 DECLINED) and whose lookup never finds one (404).
-			e.refused = &counter{next: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				w.Header().Set("Content-Type", "application/json")
-				if r.Method == http.MethodPost {
-					w.WriteHeader(http.StatusUnprocessableEntity)
-					w.Write([]byte(declineBody))
-					return
-				}
-				w.WriteHeader(http.StatusNotFound)
-				w.Write([]byte(`{"code":"NOT_FOUND"}`))
-			})}
-			dec := httptest.NewServer(e.refused)
-			t.Cleanup(dec.Close)
-			e.decURL = dec.URL
-			fn(t, e)
-		})
-	}
+			w.WriteHeader(http.StatusNotFound)
+			w.Write([]byte(`{"code":"NOT_FOUND"}`))
+		})}
+		dec := httptest.NewServer(e.refused)
+		t.Cleanup(dec.Close)
+		e.decURL = dec.URL
+		fn(t, e)
+	})
 }
 
 func (e *env) setNow(t time.Time) { e.now.Store(&t) }

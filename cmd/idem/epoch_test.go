@@ -14,16 +14,9 @@ import (
 
 // registries runs fn once per driver, on a fresh registry each.
 func registries(t *testing.T, fn func(t *testing.T, dsn string)) {
-	for _, kind := range []string{"sqlite", "postgres"} {
-		t.Run(kind, func(t *testing.T) {
-			t.Parallel()
-			dsn := "sqlite:" + filepath.Join(t.TempDir(), "control.db")
-			if kind == "postgres" {
-				dsn = pgtest.DSN(t)
-			}
-			fn(t, dsn)
-		})
-	}
+	pgtest.EachDriver(t, "control.db", func(t *testing.T, _, dsn string) {
+		fn(t, dsn)
+	})
 }
 
 // controlRow runs a control command with --json and decodes its output,
