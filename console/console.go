@@ -62,7 +62,7 @@ type handler struct {
 	pages map[string]*template.Template
 	css   []byte
 	mux   *http.ServeMux
-	now   func() time.Time // the clock that sessions are checked against: time.Now; tests set it (export_test.go)
+	now   func() time.Time // the clock sessions are issued and checked by: time.Now; tests set it (export_test.go)
 }
 
 // New returns the console as an http.Handler for cfg. It refuses a

@@ -28,7 +28,7 @@ func (h *handler) login(w http.ResponseWriter, r *http.Request) {
 	if !h.audited(w, r, session{op: op}, registry.AuditLogin, "", "from "+r.RemoteAddr, nil) {
 		return
 	}
-	h.setCookie(w, r, h.newSessionCookie(op.Name, time.Now().Add(sessionTTL)), int(sessionTTL/time.Second))
+	h.setCookie(w, r, h.newSessionCookie(op.Name, h.now().Add(sessionTTL)), int(sessionTTL/time.Second))
 	h.log.Info("console: login", "operator", op.Name, "remote", r.RemoteAddr)
 	h.redirect(w, r, "/", "Logged in as "+op.Name+".", nil)
 }
