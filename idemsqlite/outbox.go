@@ -162,21 +162,27 @@ func (s *Store) DeadLetters(ctx context.Context, limit int) ([]registry.OutboxMe
 	if limit <= 0 {
 		return nil, nil
 	}
-	rows, err := s.db.QueryContext(ctx, outboxQueries.Get("DeadLetters"), limit)
+	return s.readOutbox(ctx, "dead letters", deadColumns, outboxQueries.Get("DeadLetters"), limit)
+}
+
+// readOutbox runs a query of outbox messages returning the columns cols
+// names (scanOutbox) and reads them all. op names the call in errors.
+func (s *Store) readOutbox(ctx context.Context, op string, cols outboxColumns, query string, args ...any) ([]registry.OutboxMessage, error) {
+	rows, err := s.db.QueryContext(ctx, query, args...)
 	if err != nil {
-		return nil, s.fail("dead letters", err)
+		return nil, s.fail(op, err)
 	}
 	defer rows.Close()
 	var msgs []registry.OutboxMessage
 	for rows.Next() {
-		m, err := scanOutbox(rows, deadColumns)
+		m, err := scanOutbox(rows, cols)
 		if err != nil {
-			return nil, s.fail("dead letters", err)
+			return nil, s.fail(op, err)
 		}
 		msgs = append(msgs, m)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, s.fail("dead letters", err)
+		return nil, s.fail(op, err)
 	}
 	return msgs, nil
 }
@@ -231,21 +237,5 @@ func (s *Store) OperationOutbox(ctx context.Context, operationID string) ([]regi
 	if err := s.checkOpen(); err != nil {
 		return nil, err
 	}
-	rows, err := s.db.QueryContext(ctx, outboxQueries.Get("OperationOutbox"), operationID)
-	if err != nil {
-		return nil, s.fail("operation outbox", err)
-	}
-	defer rows.Close()
-	var msgs []registry.OutboxMessage
-	for rows.Next() {
-		m, err := scanOutbox(rows, stateColumns)
-		if err != nil {
-			return nil, s.fail("operation outbox", err)
-		}
-		msgs = append(msgs, m)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, s.fail("operation outbox", err)
-	}
-	return msgs, nil
+	return s.readOutbox(ctx, "operation outbox", stateColumns, outboxQueries.Get("OperationOutbox"), operationID)
 }
