@@ -87,12 +87,13 @@ func commands() []command {
 			{"rotate", "re-seal every stored body under the active key, in batches"},
 		}},
 		{name: "migrate", summary: "apply the registry's migrations to a database", run: runMigrate},
-		{name: "ops", summary: "the operator's view of operations and outbox dead letters", run: runOps, actions: []action{
+		{name: "ops", summary: "the operator's view of operations, outbox dead letters and the audit log", run: runOps, actions: []action{
 			{"list", "list operations, oldest first, by state and age"},
 			{"show", "print one operation with its effects and reconciliations"},
 			{"reconcile", "settle an UNKNOWN operation on an operator's written evidence"},
 			{"dead-letters", "list the outbox messages the relay gave up on"},
 			{"requeue", "make a dead letter pending again"},
+			{"audit", "print the audit log: who changed what by hand, newest first"},
 		}},
 		{name: "provider", summary: "run the stand-alone downstream transfer provider", run: runProvider},
 		{name: "prune", summary: "retire expired records into tombstones, delete expired tombstones", run: runPrune},
