@@ -55,9 +55,8 @@ type AuditEntry struct {
 	// At is when the entry was appended, by the store's clock; set by
 	// AppendAudit.
 	At time.Time
-	// Actor is who acted: an operator's name, or what acted for nobody
-	// in particular ("idem epoch bump" run by a shell user says
-	// "cli:<user>"). Required.
+	// Actor is who acted: the console's operator name; for the idem
+	// commands, $USER (else "operator"). Required.
 	Actor string
 	// Action is what was done: one of the Audit constants or the
 	// caller's own. Required.
