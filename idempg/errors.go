@@ -27,6 +27,8 @@ const (
 	codeCannotConnectNow     = "57P03"
 	codeTooManyConnections   = "53300"
 	classConnectionException = "08"
+	codeCachedPlanChanged    = "0A000" // feature_not_supported: "cached plan must not change result type"
+	codeNoSuchStatement      = "26000" // invalid_sql_statement_name
 	codeFenced               = "IDM01" // idem_fenced (migration 006): Finish matched no record
 	codeClaimed              = "IDM02" // idem_claim (migration 011): the scope has a record
 )
@@ -103,4 +105,12 @@ func unavailable(err error) bool {
 		return true
 	}
 	return false
+}
+
+// staleStatement reports whether err says a prepared statement no longer
+// fits the tables it reads (their columns changed since it was prepared)
+// or is gone: it must be prepared again.
+func staleStatement(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && (pgErr.Code == codeCachedPlanChanged || pgErr.Code == codeNoSuchStatement)
 }

@@ -300,10 +300,19 @@ func (s *Store) runLazy(ctx context.Context, op string, rec registry.Record, cla
 	// prepared on this connection before sending the batch — and parsing
 	// an INSERT or UPDATE takes its table locks. Describe it here, under
 	// ctx, so that that wait still ends with ctx (a no-op once prepared).
+	// A statement prepared so outlives a change of the tables it reads
+	// (a migration by a newer version): the one call that finds it
+	// stale deallocates it, as pgx's own cache does, and the next
+	// prepares it anew.
 	if mode := conn.Conn().Config().DefaultQueryExecMode; mode == pgx.QueryExecModeCacheStatement || mode == pgx.QueryExecModeCacheDescribe {
 		if _, err := conn.Conn().Prepare(ctx, query, query); err != nil {
 			return registry.Record{}, nil, fmt.Errorf("idempg: %s: prepare: %w", op, translate(err))
 		}
+		defer func() {
+			if staleStatement(cmp.Or(stmtErr, err)) {
+				_ = conn.Conn().Deallocate(commitCtx(ctx), query) // a broken connection is dropped anyway
+			}
+		}()
 	}
 	// The batch runs under commitCtx: its COMMIT is waited for whatever
 	// ctx does (commit.go). Its statement may wait for a lock, though

@@ -215,3 +215,44 @@ func TestCommitBatchLockWaitEnds(t *testing.T) {
 		}
 	}
 }
+
+// TestPreparedStatementGoesStale: the outcome statement that runLazy
+// prepares outlives a change of the columns it returns (as a newer
+// version's migration may make); the one call that finds it stale fails,
+// and the next prepares it anew and succeeds on the same connection.
+func TestPreparedStatementGoesStale(t *testing.T) {
+	if pgtest.Pooled() {
+		t.Skip("through PgBouncer the store prepares nothing")
+	}
+	dsn := pgtest.DSN(t)
+	ctx := t.Context()
+	st, err := Open(ctx, dsn+"&pool_max_conns=1", Options{LaneConns: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	out := registry.Outcome{State: idem.StateSucceeded, Response: idem.Response{Status: 201, MediaType: "application/json", Body: []byte(`{}`)}}
+	once := func(scope byte) error {
+		var c registry.Claim
+		c.Operation, c.Scope[0], c.Fingerprint[0] = "tests.stale", scope, 1
+		_, err := st.ExecuteOnce(ctx, c, func(context.Context, registry.Tx, registry.Record) (registry.Outcome, error) { return out, nil })
+		return err
+	}
+	if err := once(1); err != nil {
+		t.Fatal(err)
+	}
+	admin, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(context.Background())
+	if _, err := admin.Exec(ctx, `ALTER TABLE idem_operations ALTER COLUMN resp_location TYPE varchar(4000)`); err != nil {
+		t.Fatal(err)
+	}
+	if err := once(2); !staleStatement(err) {
+		t.Fatalf("the first call after the change: %v; want the stale statement's error (else this test proves nothing)", err)
+	}
+	if err := once(3); err != nil {
+		t.Fatalf("the call after the stale one: %v; want the statement prepared anew", err)
+	}
+}
