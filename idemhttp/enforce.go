@@ -289,10 +289,16 @@ func (m *Middleware) settled(ctx context.Context, rec registry.Record) (registry
 		return registry.Record{}, false
 	}
 	now, err := m.Store.Get(ctx, rec.Scope)
-	if err != nil || now.OperationID != rec.OperationID || !now.State.Terminal() {
+	if err != nil || !finished(now, rec) {
 		return registry.Record{}, false
 	}
 	return now, true
+}
+
+// finished reports whether now, the record read for rec's scope, is
+// rec's operation in a terminal state: its outcome was committed.
+func finished(now, rec registry.Record) bool {
+	return now.OperationID == rec.OperationID && now.State.Terminal()
 }
 
 // resolve is settled after a write that failed with failed. When the store
@@ -317,7 +323,7 @@ func (m *Middleware) resolve(ctx context.Context, rec registry.Record, failed er
 	for {
 		now, err := m.Store.Get(ctx, rec.Scope)
 		if err == nil || !errors.Is(err, registry.ErrUnavailable) {
-			ok := err == nil && now.OperationID == rec.OperationID && now.State.Terminal()
+			ok := err == nil && finished(now, rec)
 			m.log().Info("the outcome's commit resolved by reading the record",
 				"operation", m.Operation.Name, "operation_id", rec.OperationID, "committed", ok)
 			if !ok {
