@@ -24,6 +24,25 @@ func TestAccess(t *testing.T) {
 		if code, loc, _ := e.do(c, "/admin/drain/on", url.Values{"confirm": {"yes"}}); code != http.StatusSeeOther || loc != "/admin/login" {
 			t.Errorf("POST drain/on without a session: %d %q", code, loc)
 		}
+		// Every answer, page or redirect, carries the security headers
+		// docs/console.md lists.
+		for _, path := range []string{"/admin/login", "/admin/"} {
+			resp, err := c.Get(e.srv.URL + path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			for h, want := range map[string]string{
+				"Content-Security-Policy": "default-src 'none'; style-src 'self'; form-action 'self'; frame-ancestors 'none'",
+				"Cache-Control":           "no-store",
+				"X-Content-Type-Options":  "nosniff",
+				"Referrer-Policy":         "no-referrer",
+			} {
+				if got := resp.Header.Get(h); got != want {
+					t.Errorf("GET %s: %s %q; want %q", path, h, got, want)
+				}
+			}
+		}
 		code, _, body := e.do(c, "/admin/login", nil)
 		if code != http.StatusOK || !strings.Contains(body, `<form id="login" method="post" action="/admin/login">`) ||
 			!strings.Contains(body, `name="token" type="password"`) || !strings.Contains(body, `id="login-submit"`) {

@@ -25,7 +25,8 @@ func (h *handler) login(w http.ResponseWriter, r *http.Request) {
 			&pageError{CodeUnauthenticated, "That is not an operator token. API tokens cannot log in here."})
 		return
 	}
-	if !h.audited(w, r, session{op: op}, registry.AuditLogin, "", "from "+r.RemoteAddr, nil) {
+	if err := registry.Audited(r.Context(), h.cfg.Store, registry.AuditEntry{Actor: op.Name, Action: registry.AuditLogin, Detail: "from " + r.RemoteAddr}, nil); err != nil {
+		h.storeFailed(w, r, session{}, err) // not logged in: the page shows no operator
 		return
 	}
 	h.setCookie(w, r, h.newSessionCookie(op.Name, h.now().Add(sessionTTL)), int(sessionTTL/time.Second))

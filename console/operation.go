@@ -1,12 +1,15 @@
 package console
 
 import (
+	"cmp"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
+	"time"
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/effect"
@@ -24,12 +27,12 @@ type detailView struct {
 	Reconciliations []registry.ReconciliationEntry
 	Outbox          []registry.OutboxMessage
 	Audit           []registry.AuditEntry // the newest operationAudit entries about it
-	// CanLookup: the operation's effects can be looked up (its kind is in
-	// Config.Effects); else WhyNot says why not.
-	CanLookup bool
-	// CanReconcile: the reconcile form is shown (UNKNOWN and CanLookup).
+	// WhyNot, when set, says why the operation's effects cannot be
+	// looked up or settled here (its kind is not in Config.Effects).
+	WhyNot string
+	// CanReconcile: the reconcile form is shown (UNKNOWN, and WhyNot
+	// empty).
 	CanReconcile bool
-	WhyNot       string
 	Form         reconcileForm
 	Lookup       *lookupView
 }
@@ -61,14 +64,19 @@ type lookupView struct {
 	Kind   string `json:"kind"`
 	Handle string `json:"handle"`
 	Detail string `json:"detail"`
+	At     int64  `json:"at"` // when it was asked, Unix seconds
 }
+
+// lookupShown is how long after a lookup its answer is still shown: a
+// link to an older one shows the page without it.
+const lookupShown = 10 * time.Minute
 
 // operation shows one operation (GET /operations/{id}).
 func (h *handler) operation(w http.ResponseWriter, r *http.Request, s session) {
 	var lv *lookupView
-	if raw, ok := h.unseal("lookup", r.URL.Query().Get("lookup")); ok {
+	if raw, ok := h.unseal(sealedFor("lookup", r.URL.EscapedPath()), r.URL.Query().Get("lookup")); ok {
 		lv = new(lookupView)
-		if json.Unmarshal([]byte(raw), lv) != nil || lv.Key == "" {
+		if json.Unmarshal([]byte(raw), lv) != nil || lv.Key == "" || h.now().Sub(time.Unix(lv.At, 0)) > lookupShown {
 			lv = nil
 		}
 	}
@@ -92,7 +100,7 @@ func (h *handler) renderOperation(w http.ResponseWriter, r *http.Request, s sess
 		h.storeFailed(w, r, s, err)
 		return
 	}
-	v := detailView{Rec: rec, Form: form, Lookup: lv}
+	v := detailView{Rec: rec, Form: form}
 	if v.Effects, err = h.cfg.Store.Effects(ctx, id); err == nil {
 		v.Reconciliations, err = h.cfg.Store.Reconciliations(ctx, id)
 	}
@@ -119,9 +127,12 @@ func (h *handler) renderOperation(w http.ResponseWriter, r *http.Request, s sess
 		v.WhyNot = "This console has no effects configured for operations of kind " + rec.Operation +
 			", so it can neither ask their downstream nor render their result: settle it from its own service."
 	default:
-		v.CanLookup = true
 		v.CanReconcile = rec.State == idem.StateUnknown
 	}
+	if lv != nil && !slices.ContainsFunc(v.Effects, func(e registry.Effect) bool { return e.DownstreamKey == lv.Key }) {
+		lv = nil // an answer about another operation's key is not this page's
+	}
+	v.Lookup = lv
 	h.render(w, r, s, code, "operation", "Operation "+id, v, perr)
 }
 
@@ -141,7 +152,7 @@ func (h *handler) reconcile(w http.ResponseWriter, r *http.Request, s session) {
 			status, code = http.StatusUnprocessableEntity, CodeOutcomeRequired
 		case effect.CodeEvidenceRequired:
 			status, code = http.StatusUnprocessableEntity, CodeEvidenceRequired
-		case effect.CodeHandleNotAllowed, effect.CodeActorRequired:
+		case effect.CodeHandleNotAllowed:
 			status, code = http.StatusUnprocessableEntity, CodeInvalid
 		case effect.CodeNotUnknown:
 			status, code = http.StatusConflict, CodeNotUnknown
@@ -195,16 +206,13 @@ func (h *handler) lookup(w http.ResponseWriter, r *http.Request, s session) {
 		h.fail(w, r, s, http.StatusNotFound, CodeNotFound, "Operation "+id+" has no effect "+name+" this console can look up.")
 		return
 	}
-	var a effect.Answer
-	if !h.audited(w, r, s, registry.AuditLookup, id, "ask "+name+" for key "+key, func() error {
-		a = d.Lookup(ctx, key)
-		return nil
-	}) {
+	if !h.audited(w, r, s, registry.AuditLookup, id, "ask "+name+" for key "+key, nil) {
 		return
 	}
-	lv := &lookupView{Effect: name, Key: key, Kind: a.Kind.String(), Handle: a.Handle, Detail: a.Detail}
+	a := d.Lookup(ctx, key)
+	lv := &lookupView{Effect: name, Key: key, Kind: a.Kind.String(), Handle: a.Handle, Detail: a.Detail, At: h.now().Unix()}
 	answer := registry.AuditEntry{Actor: s.op.Name, Action: registry.AuditLookup, OperationID: id,
-		Detail: "answer of " + name + " for key " + key + ": " + lv.Kind + handleText(a.Handle) + "; " + a.Detail}
+		Detail: "answer of " + name + " for key " + key + ": " + lv.Kind + ", handle " + cmp.Or(a.Handle, "none") + "; " + a.Detail}
 	if _, err := h.cfg.Store.AppendAudit(ctx, answer.Clipped()); err != nil {
 		h.log.Error("console: the audit entry of a lookup's answer could not be written", "operator", s.op.Name, "operation_id", id, "err", err)
 	}
@@ -215,14 +223,7 @@ func (h *handler) lookup(w http.ResponseWriter, r *http.Request, s session) {
 		return
 	}
 	b, _ := json.Marshal(lv)
-	h.redirect(w, r, "/operations/"+url.PathEscape(id), "Looked up "+name+": "+strings.ToLower(lv.Kind)+".",
-		url.Values{"lookup": {h.seal("lookup", string(b))}})
-}
-
-// handleText is ", handle H", or "" without a handle.
-func handleText(handle string) string {
-	if handle == "" {
-		return ""
-	}
-	return ", handle " + handle
+	page := "/operations/" + url.PathEscape(id)
+	h.redirect(w, r, page, "Looked up "+name+": "+strings.ToLower(lv.Kind)+".",
+		url.Values{"lookup": {h.seal(sealedFor("lookup", h.cfg.Prefix+page), string(b))}})
 }

@@ -74,6 +74,7 @@ func TestReconcile(t *testing.T) {
 			{"no evidence", url.Values{"csrf": {csrf}, "outcome": {"succeeded"}, "handle": {"tr_typed"}, "evidence": {"  \n "}}, http.StatusUnprocessableEntity, "EVIDENCE_REQUIRED"},
 			{"no outcome", url.Values{"csrf": {csrf}, "evidence": {"INC-1"}}, http.StatusUnprocessableEntity, "OUTCOME_REQUIRED"},
 			{"bad outcome", url.Values{"csrf": {csrf}, "outcome": {"maybe"}, "evidence": {"INC-1"}}, http.StatusUnprocessableEntity, "OUTCOME_REQUIRED"},
+			{"handle with failed", url.Values{"csrf": {csrf}, "outcome": {"failed"}, "handle": {"tr_1"}, "evidence": {"INC-1"}}, http.StatusUnprocessableEntity, "INVALID"},
 		} {
 			code, _, body := e.do(c, reconcile, tc.form)
 			if code != tc.status || errorCode(body) != tc.code {

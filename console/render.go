@@ -70,7 +70,7 @@ func (h *handler) render(w http.ResponseWriter, r *http.Request, s session, stat
 		p.Operator, p.CSRF = s.op.Name, h.csrf(s)
 	}
 	if f := r.URL.Query().Get("flash"); f != "" && r.Method == http.MethodGet {
-		p.Flash, _ = h.unseal("flash", f)
+		p.Flash, _ = h.unseal(sealedFor("flash", r.URL.EscapedPath()), f)
 	}
 	var b bytes.Buffer
 	if err := h.pages[name].Execute(&b, p); err != nil {
@@ -94,18 +94,24 @@ func (h *handler) storeFailed(w http.ResponseWriter, r *http.Request, s session,
 	h.fail(w, r, s, http.StatusServiceUnavailable, CodeStoreUnavailable, fmt.Sprintf("The registry failed: %v", err))
 }
 
-// redirect answers 303 to path (below the prefix) with a signed flash
-// message and the extra query parameters q.
+// redirect answers 303 to path (below the prefix, escaped) with a
+// signed flash message and the extra query parameters q.
 func (h *handler) redirect(w http.ResponseWriter, r *http.Request, path, flash string, q url.Values) {
 	if q == nil {
 		q = url.Values{}
 	}
-	if flash != "" {
-		q.Set("flash", h.seal("flash", flash))
-	}
 	target := h.cfg.Prefix + path
+	if flash != "" {
+		q.Set("flash", h.seal(sealedFor("flash", target), flash))
+	}
 	if len(q) > 0 {
 		target += "?" + q.Encode()
 	}
 	http.Redirect(w, r, target, http.StatusSeeOther)
 }
+
+// sealedFor is the purpose a value carried in a page's query string is
+// sealed for: its kind and the page's escaped path, so that a signed
+// flash or lookup answer copied into another page's URL is not shown
+// there.
+func sealedFor(kind, path string) string { return kind + " " + path }

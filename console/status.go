@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"html/template"
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/idemkit/idem"
@@ -24,9 +23,9 @@ const (
 // statusView is the status page's data.
 type statusView struct {
 	Control       registry.Control
-	UnknownCount  string
+	UnknownCount  int64
 	UnknownOldest string
-	InFlight      string
+	InFlight      int64
 	Pending       int64
 	RelayLag      string
 	DeadLetters   int64
@@ -57,17 +56,16 @@ func (h *handler) renderStatus(w http.ResponseWriter, r *http.Request, s session
 		h.storeFailed(w, r, s, err)
 		return
 	}
-	var unknownCount, inFlight int64
-	if unknownCount, err = st.CountOperations(ctx, registry.ListFilter{State: idem.StateUnknown}); err != nil {
+	if v.UnknownCount, err = st.CountOperations(ctx, registry.ListFilter{State: idem.StateUnknown}); err != nil {
 		h.storeFailed(w, r, s, err)
 		return
 	}
-	v.UnknownCount, v.UnknownOldest = strconv.FormatInt(unknownCount, 10), "—"
+	v.UnknownOldest = "—"
 	if len(unknown) > 0 {
 		v.UnknownOldest = age(unknown[0].CreatedAt)
 	}
 	v.UnknownAges = unknownAges(unknown, time.Now())
-	if len(unknown) >= countCap {
+	if v.UnknownCount > int64(len(unknown)) {
 		v.UnknownCap = countCap
 	}
 	v.Latency, v.LatencyNote = acceptanceLatency(h.cfg.Gatherer)
@@ -77,9 +75,8 @@ func (h *handler) renderStatus(w http.ResponseWriter, r *http.Request, s session
 			h.storeFailed(w, r, s, err)
 			return
 		}
-		inFlight += n
+		v.InFlight += n
 	}
-	v.InFlight = strconv.FormatInt(inFlight, 10)
 	if v.PruneRuns, err = st.PruneRuns(ctx, statusPruneRuns); err == nil {
 		v.Audit, err = st.AuditLog(ctx, registry.AuditFilter{Limit: statusAudit})
 	}
