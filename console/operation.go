@@ -158,6 +158,8 @@ func (h *handler) reconcile(w http.ResponseWriter, r *http.Request, s session) {
 			status, code = http.StatusConflict, CodeNotUnknown
 		case effect.CodeNotSettleable:
 			status, code = http.StatusConflict, CodeNotSettleable
+		case effect.CodeContradictsEvidence:
+			status, code = http.StatusConflict, CodeContradictsEvidence
 		case effect.CodeNotFound:
 			h.fail(w, r, s, http.StatusNotFound, CodeNotFound, err.Error())
 			return

@@ -159,3 +159,36 @@ func TestLookupFailed(t *testing.T) {
 		}
 	})
 }
+
+// TestReconcileContradictsEvidence: when the downstream already gave a
+// result for the operation's effect (stored with it, the record still
+// UNKNOWN), an operator's decision against it is refused — 409
+// CONTRADICTS_EVIDENCE, nothing changed, the refusal in the audit log —
+// and one that agrees with it settles the operation.
+func TestReconcileContradictsEvidence(t *testing.T) {
+	t.Parallel()
+	stores(t, effect.Answer{}, func(t *testing.T, e *env) {
+		rec := e.unknown()
+		if err := e.store.RecordEffect(t.Context(), rec, "transfer", "tr_55", registry.EffectSucceeded, nil); err != nil {
+			t.Fatal(err)
+		}
+		c, csrf := e.login(aliceToken)
+		path := "/admin/operations/" + rec.OperationID + "/reconcile"
+		code, _, body := e.do(c, path, url.Values{"csrf": {csrf}, "outcome": {"failed"}, "evidence": {"I think it failed"}})
+		if code != http.StatusConflict || errorCode(body) != "CONTRADICTS_EVIDENCE" {
+			t.Fatalf("a decision against the downstream's result: %d %q; want 409 CONTRADICTS_EVIDENCE", code, errorCode(body))
+		}
+		if st := e.state(rec.OperationID); st != idem.StateUnknown {
+			t.Fatalf("the refused decision moved the operation to %s", st)
+		}
+		if got, _ := e.actions(rec.OperationID); strings.Join(got, ",") != "failed alice,reconcile alice" {
+			t.Errorf("audit log of the operation %v; want the request and its refusal", got)
+		}
+		if code, _, body := e.do(c, path, url.Values{"csrf": {csrf}, "outcome": {"succeeded"}, "evidence": {"provider shows tr_55"}}); code != http.StatusSeeOther {
+			t.Fatalf("a decision agreeing with it: %d %s", code, body)
+		}
+		if st := e.state(rec.OperationID); st != idem.StateSucceeded {
+			t.Errorf("after the agreeing decision the operation is %s; want SUCCEEDED", st)
+		}
+	})
+}

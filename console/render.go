@@ -22,6 +22,7 @@ const (
 	CodeLookupFailed         = "LOOKUP_FAILED"         // 502: the downstream's answer to a lookup proves nothing
 	CodeStoreUnavailable     = "STORE_UNAVAILABLE"     // 503: the registry failed or cannot open what it stores
 	CodeNotSettleable        = "NOT_SETTLEABLE"        // 409: reconcile of an operation kind not in Config.Effects
+	CodeContradictsEvidence  = "CONTRADICTS_EVIDENCE"  // 409: reconcile against a result the downstream already gave
 	CodeInvalid              = "INVALID"               // 422: another invalid form field
 )
 

@@ -10,9 +10,10 @@ import (
 	"github.com/idemkit/idem/registry"
 )
 
-// Codes of OperatorError: stable, for callers that branch on them ("idem
-// ops reconcile" maps the first four to a usage error, package console to
-// an HTTP status).
+// Codes of OperatorError: stable, for callers that branch on them
+// (package console maps them to an HTTP status; "idem ops reconcile"
+// checks the request with Validate before opening the store, and exits 1
+// on the others).
 const (
 	// CodeOutcomeRequired: the outcome is neither "succeeded" nor "failed".
 	CodeOutcomeRequired = "OUTCOME_REQUIRED"
@@ -31,6 +32,10 @@ const (
 	// CodeNotSettleable: the Set has no effects for the operation's kind,
 	// so its result cannot be rendered here. Nothing was changed.
 	CodeNotSettleable = "NOT_SETTLEABLE"
+	// CodeContradictsEvidence: an effect of the operation already has a
+	// result from the downstream (its evidence) that the decision
+	// contradicts. Nothing was changed.
+	CodeContradictsEvidence = "CONTRADICTS_EVIDENCE"
 )
 
 // OperatorError is the error of OperatorRequest.Validate and
@@ -136,7 +141,7 @@ func (s Set) SettleByOperator(ctx context.Context, store registry.Store, r Opera
 		detail += ", handle " + d.Handle
 	}
 	entry := registry.AuditEntry{Actor: actor, Action: registry.AuditReconcile, OperationID: r.OperationID, Detail: detail + ": " + evidence}
-	var st Settlement
+	st := Settlement{Record: rec}
 	err = registry.Audited(ctx, store, entry, func() error {
 		var err error
 		st, err = op.SettleByOperator(ctx, store, rec, d, actor, evidence)
@@ -146,8 +151,5 @@ func (s Set) SettleByOperator(ctx context.Context, store registry.Store, r Opera
 		}
 		return err
 	})
-	if err != nil && st.Record.OperationID == "" {
-		st.Record = rec
-	}
 	return st, err
 }

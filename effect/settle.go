@@ -124,7 +124,9 @@ type Decision struct {
 // d says (its answer stays empty), the outcome is rendered by o.Render and
 // stored with method registry.ReconcileOperator. d.Kind must be Executed
 // or Declined; actor and evidence must not be empty. Effects settled
-// before keep their result. ctx bounds every call made.
+// before keep their result — the downstream's evidence — and a decision
+// that contradicts one is refused (CodeContradictsEvidence), nothing
+// changed. ctx bounds every call made.
 func (o *Operation) SettleByOperator(ctx context.Context, store registry.Store, rec registry.Record, d Decision, actor, evidence string) (Settlement, error) {
 	unsettled := Settlement{Record: rec}
 	result, ok := Answer{Kind: d.Kind}.Evidence()
@@ -142,6 +144,13 @@ func (o *Operation) SettleByOperator(ctx context.Context, store registry.Store, 
 	}
 	if len(effs) == 0 {
 		return unsettled, fmt.Errorf("effect: settle %s: no effect attempt is stored, nothing to render", rec.OperationID)
+	}
+	for _, e := range effs {
+		if e.Result != "" && e.Result != result {
+			return unsettled, &OperatorError{CodeContradictsEvidence, fmt.Sprintf(
+				"effect %s of operation %s already has the downstream's result %q, which the decision %q contradicts; nothing was changed",
+				e.Name, rec.OperationID, e.Result, result)}
+		}
 	}
 	for i := range effs {
 		e := &effs[i]
