@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"log/slog"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -89,6 +90,14 @@ func TestRunnerPrunes(t *testing.T) {
 	logs.await(t, "the first prune", func(s string) bool { return strings.Contains(s, "msg=pruned retired=1 deleted=0") })
 	if got, err := store.Get(t.Context(), rec.Scope); err != nil || !got.Retired() {
 		t.Errorf("after the scheduled prune: retired %v err %v", got.Retired(), err)
+	}
+	// The pass was recorded before it was logged, under the runner's
+	// default name.
+	runs, err := store.PruneRuns(t.Context(), registry.MaxPruneRuns)
+	if err != nil || !slices.ContainsFunc(runs, func(r registry.PruneRun) bool {
+		return r.Result == registry.PruneResult{Retired: 1} && strings.HasPrefix(r.Actor, "maintenance on ") && r.Error == ""
+	}) {
+		t.Errorf("prune runs %+v (%v); want the pass that retired the record, by \"maintenance on …\"", runs, err)
 	}
 	store.Close() // every later prune fails: logged, and the loop goes on
 	logs.await(t, "two failed prunes", func(s string) bool { return strings.Count(s, "prune failed") >= 2 })

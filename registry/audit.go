@@ -20,7 +20,11 @@ import (
 // An entry is appended before the change it announces (write-ahead): a
 // caller that cannot append it does not make the change. So every change
 // made through the console or the CLI has its entry; an entry whose
-// change then failed says so in a later entry of its own.
+// change then failed says so in a later entry of its own (AuditFailed).
+// An entry is a request, not proof that its change happened: after a
+// crash between the two, or a lost connection, it stands alone, and the
+// registry's state (the control row, the operation's reconciliation log)
+// says whether the change was made.
 
 // Audit actions (AuditEntry.Action) written by idem itself. Callers may
 // add their own: any non-empty text of at most MaxAuditField bytes.
@@ -78,16 +82,38 @@ func (e AuditEntry) Validate() error {
 	for _, f := range []struct {
 		name, v string
 		max     int
-	}{{"actor", e.Actor, MaxAuditField}, {"action", e.Action, MaxAuditField},
-		{"operation ID", e.OperationID, MaxAuditField}, {"detail", e.Detail, MaxAuditDetail}} {
-		if len(f.v) > f.max {
-			return fmt.Errorf("registry: audit entry's %s is %d bytes, over %d", f.name, len(f.v), f.max)
-		}
-		if !utf8.ValidString(f.v) || strings.ContainsRune(f.v, 0) {
-			return fmt.Errorf("registry: audit entry's %s is not valid UTF-8 text", f.name)
+	}{{"audit entry's actor", e.Actor, MaxAuditField}, {"audit entry's action", e.Action, MaxAuditField},
+		{"audit entry's operation ID", e.OperationID, MaxAuditField}, {"audit entry's detail", e.Detail, MaxAuditDetail}} {
+		if err := checkText(f.name, f.v, f.max); err != nil {
+			return err
 		}
 	}
 	return nil
+}
+
+// checkText reports whether v, named name, is valid UTF-8 without NUL of
+// at most max bytes — what both drivers store as text.
+func checkText(name, v string, max int) error {
+	if len(v) > max {
+		return fmt.Errorf("registry: %s is %d bytes, over %d", name, len(v), max)
+	}
+	if !utf8.ValidString(v) || strings.ContainsRune(v, 0) {
+		return fmt.Errorf("registry: %s is not valid UTF-8 text", name)
+	}
+	return nil
+}
+
+// clipText makes free text fit checkText's rules: invalid UTF-8 and NUL
+// bytes replaced by "?", then cut to at most max bytes on a rune boundary.
+func clipText(s string, max int) string {
+	s = strings.ReplaceAll(strings.ToValidUTF8(s, "?"), "\x00", "?")
+	if len(s) <= max {
+		return s
+	}
+	for max > 0 && !utf8.RuneStart(s[max]) {
+		max--
+	}
+	return s[:max]
 }
 
 // AuditFilter selects entries for AuditLog. The zero value selects the
@@ -122,17 +148,22 @@ type Auditor interface {
 // boundary) and invalid UTF-8 and NUL bytes replaced, so that free text
 // such as an operator's evidence always fits.
 func (e AuditEntry) Clipped() AuditEntry {
-	d := strings.ReplaceAll(strings.ToValidUTF8(e.Detail, "?"), "\x00", "?")
-	e.Detail = truncate(d, MaxAuditDetail)
+	e.Detail = clipText(e.Detail, MaxAuditDetail)
 	return e
 }
+
+// failedEntryWait bounds the append of an AuditFailed entry, which does
+// not end with the caller's context.
+const failedEntryWait = 10 * time.Second
 
 // Audited appends e to a's log (write-ahead, e.Clipped()) and only then
 // runs change; when change fails it appends a second entry, by the same
 // actor, with Action AuditFailed and the error, and returns change's
 // error (joined with any error writing that entry). When e cannot be
 // appended, change is not run and the error says so. A nil change only
-// appends e. ctx governs the appends; change uses its own.
+// appends e. ctx governs the first append; the AuditFailed one outlives
+// it by up to failedEntryWait (the change may have failed because ctx
+// ended); change uses its own.
 func Audited(ctx context.Context, a Auditor, e AuditEntry, change func() error) error {
 	if _, err := a.AppendAudit(ctx, e.Clipped()); err != nil {
 		return fmt.Errorf("registry: the audit entry could not be written, so %s was not done: %w", e.Action, err)
@@ -144,8 +175,12 @@ func Audited(ctx context.Context, a Auditor, e AuditEntry, change func() error) 
 	if err == nil {
 		return nil
 	}
+	// The change may have failed because ctx ended; its failure is still
+	// worth recording, within a bound of its own.
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), failedEntryWait)
+	defer cancel()
 	failed := AuditEntry{Actor: e.Actor, Action: AuditFailed, OperationID: e.OperationID, Detail: e.Action + ": " + err.Error()}
-	if _, aerr := a.AppendAudit(ctx, failed.Clipped()); aerr != nil {
+	if _, aerr := a.AppendAudit(fctx, failed.Clipped()); aerr != nil {
 		return errors.Join(err, fmt.Errorf("registry: the audit entry of the failure could not be written: %w", aerr))
 	}
 	return err

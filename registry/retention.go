@@ -5,9 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
-	"unicode/utf8"
 )
 
 // Retention (SPEC E5). A record is kept with its response until its
@@ -119,9 +117,9 @@ const MaxPruneRuns = 100
 type PruneRun struct {
 	// Seq orders the runs: set by RecordPruneRun.
 	Seq int64
-	// Actor is what ran it: "idem serve" for the scheduled pass, "idem
-	// prune" for the command, a library user's own name. Required, at
-	// most MaxAuditField bytes.
+	// Actor is what ran it: maintenance.Runner's Name ("maintenance on
+	// HOST pid N" by default, as "idem serve" runs it), "idem prune" for
+	// the command. Required, at most MaxAuditField bytes.
 	Actor string
 	// StartedAt and FinishedAt bound the pass, by the caller's clock.
 	StartedAt, FinishedAt time.Time
@@ -144,37 +142,27 @@ type PruneLog interface {
 	PruneRuns(ctx context.Context, limit int) ([]PruneRun, error)
 }
 
-// Check reports whether r can be recorded, and returns it with its Error
-// cut to MaxAuditDetail bytes (on a rune boundary).
+// Check reports whether r can be recorded (its Actor as an audit entry's
+// is checked), and returns it with its Error made to fit as an audit
+// entry's Detail is (clipText).
 func (r PruneRun) Check() (PruneRun, error) {
-	if r.Actor == "" || len(r.Actor) > MaxAuditField || !utf8.ValidString(r.Actor) {
-		return r, fmt.Errorf("registry: prune run needs an actor: UTF-8 text of at most %d bytes", MaxAuditField)
+	if r.Actor == "" {
+		return r, errors.New("registry: prune run needs an actor")
 	}
-	r.Error = strings.ToValidUTF8(truncate(r.Error, MaxAuditDetail), "?")
+	if err := checkText("prune run's actor", r.Actor, MaxAuditField); err != nil {
+		return r, err
+	}
+	r.Error = clipText(r.Error, MaxAuditDetail)
 	return r, nil
 }
 
-// truncate cuts s to at most n bytes without splitting a rune.
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n]
-}
-
-// PruneAllRecorded runs PruneAll on s and records the pass with
-// s.RecordPruneRun under actor — a failed pass too, its Error saying why,
-// unless ctx ended. It returns PruneAll's sums and its error joined with
-// any error recording the pass.
-func PruneAllRecorded(ctx context.Context, s interface {
-	Pruner
-	PruneLog
-}, batch int, actor string) (PruneResult, error) {
+// PruneRecorded runs pass — one pruning pass over s — and records it with
+// s.RecordPruneRun under actor, a failed pass too, its Error saying why;
+// when ctx ended meanwhile nothing is recorded. It returns the pass's sums
+// and its error joined with any error recording it.
+func PruneRecorded(ctx context.Context, s PruneLog, actor string, pass func() (PruneResult, error)) (PruneResult, error) {
 	run := PruneRun{Actor: actor, StartedAt: time.Now()}
-	res, err := PruneAll(ctx, s, batch, nil)
+	res, err := pass()
 	if ctx.Err() != nil {
 		return res, err
 	}
@@ -186,4 +174,12 @@ func PruneAllRecorded(ctx context.Context, s interface {
 		return res, errors.Join(err, fmt.Errorf("registry: recording the prune run: %w", rerr))
 	}
 	return res, err
+}
+
+// PruneAllRecorded is PruneRecorded of PruneAll(ctx, s, batch, nil).
+func PruneAllRecorded(ctx context.Context, s interface {
+	Pruner
+	PruneLog
+}, batch int, actor string) (PruneResult, error) {
+	return PruneRecorded(ctx, s, actor, func() (PruneResult, error) { return PruneAll(ctx, s, batch, nil) })
 }

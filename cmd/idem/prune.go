@@ -2,9 +2,7 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"time"
 
 	"github.com/idemkit/idem/idemstore"
 	"github.com/idemkit/idem/registry"
@@ -47,13 +45,7 @@ func runPrune(ctx context.Context, args []string, std stdio) int {
 	defer store.Close()
 	var res registry.PruneResult
 	if *once {
-		started := time.Now()
-		res, err = store.Prune(ctx, *batch)
-		run := registry.PruneRun{Actor: "idem prune --once", StartedAt: started, FinishedAt: time.Now(), Result: res}
-		if err != nil {
-			run.Error = err.Error()
-		}
-		err = errors.Join(err, store.RecordPruneRun(ctx, run))
+		res, err = registry.PruneRecorded(ctx, store, "idem prune --once", func() (registry.PruneResult, error) { return store.Prune(ctx, *batch) })
 	} else {
 		res, err = registry.PruneAllRecorded(ctx, store, *batch, "idem prune")
 	}

@@ -4,8 +4,10 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -105,6 +107,15 @@ func TestPrune(t *testing.T) {
 		}
 		if got := pruneJSON(t, "--db", dsn); got != (registry.PruneResult{}) {
 			t.Errorf("prune with nothing due: %+v", got)
+		}
+		// Every pass is recorded among the prune runs, newest first.
+		runs, err := store.PruneRuns(t.Context(), 10)
+		var got []string
+		for _, r := range runs {
+			got = append(got, fmt.Sprintf("%s %d/%d", r.Actor, r.Result.Retired, r.Result.Deleted))
+		}
+		if want := []string{"idem prune 0/0", "idem prune 0/2", "idem prune 4/0", "idem prune --once 3/0"}; err != nil || !slices.Equal(got, want) {
+			t.Errorf("prune runs %q (%v); want %q", got, err, want)
 		}
 	})
 }
