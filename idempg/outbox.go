@@ -37,7 +37,7 @@ func (s *Store) ClaimOutbox(ctx context.Context, limit int, lease time.Duration)
 	defer rows.Close()
 	var msgs []registry.OutboxMessage
 	for rows.Next() {
-		m, err := scanOutbox(rows, claimColumns)
+		m, err := scanOutbox(rows)
 		if err != nil {
 			return nil, fmt.Errorf("idempg: claim outbox: %w", translate(err))
 		}
@@ -63,20 +63,10 @@ func (s *Store) MarkPublished(ctx context.Context, ids []string) error {
 	return nil
 }
 
-// outboxColumns says which columns a query of outbox messages returns
-// after the nine every one returns.
-type outboxColumns int
-
-const (
-	claimColumns outboxColumns = iota // none
-	deadColumns                       // dead_at
-	stateColumns                      // dead_at, published_at
-)
-
-// scanOutbox scans the columns seq, message_id, operation_id, topic,
-// payload, created_at, attempts, last_error, last_attempt_at and those
-// cols adds.
-func scanOutbox(row interface{ Scan(...any) error }, cols outboxColumns) (registry.OutboxMessage, error) {
+// scanOutbox scans the columns every query of outbox messages returns:
+// seq, message_id, operation_id, topic, payload, created_at, attempts,
+// last_error, last_attempt_at, dead_at, published_at.
+func scanOutbox(row interface{ Scan(...any) error }) (registry.OutboxMessage, error) {
 	var (
 		m           registry.OutboxMessage
 		lastError   *string
@@ -84,13 +74,7 @@ func scanOutbox(row interface{ Scan(...any) error }, cols outboxColumns) (regist
 		deadAt      *time.Time
 		publishedAt *time.Time
 	)
-	dest := []any{&m.Seq, &m.ID, &m.OperationID, &m.Topic, &m.Payload, &m.CreatedAt, &m.Attempts, &lastError, &lastAttempt}
-	if cols >= deadColumns {
-		dest = append(dest, &deadAt)
-	}
-	if cols >= stateColumns {
-		dest = append(dest, &publishedAt)
-	}
+	dest := []any{&m.Seq, &m.ID, &m.OperationID, &m.Topic, &m.Payload, &m.CreatedAt, &m.Attempts, &lastError, &lastAttempt, &deadAt, &publishedAt}
 	if err := row.Scan(dest...); err != nil {
 		return m, err
 	}
@@ -138,7 +122,7 @@ func (s *Store) DeadLetters(ctx context.Context, limit int) ([]registry.OutboxMe
 	defer rows.Close()
 	var msgs []registry.OutboxMessage
 	for rows.Next() {
-		m, err := scanOutbox(rows, deadColumns)
+		m, err := scanOutbox(rows)
 		if err != nil {
 			return nil, fmt.Errorf("idempg: dead letters: %w", translate(err))
 		}
@@ -197,7 +181,7 @@ func (s *Store) OperationOutbox(ctx context.Context, operationID string) ([]regi
 		return nil, fmt.Errorf("idempg: operation outbox: %w", translate(err))
 	}
 	msgs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (registry.OutboxMessage, error) {
-		return scanOutbox(row, stateColumns)
+		return scanOutbox(row)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("idempg: operation outbox: %w", translate(err))

@@ -354,10 +354,10 @@ claimed AS (
         FOR UPDATE OF idem_outbox SKIP LOCKED
     )
     RETURNING seq, message_id, operation_id, topic, payload, created_at,
-              attempts, last_error, last_attempt_at
+              attempts, last_error, last_attempt_at, dead_at, published_at
 )
 SELECT seq, message_id, operation_id, topic, payload, created_at,
-       attempts, last_error, last_attempt_at
+       attempts, last_error, last_attempt_at, dead_at, published_at
 FROM claimed
 ORDER BY seq;
 

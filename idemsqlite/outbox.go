@@ -44,7 +44,7 @@ func (s *Store) ClaimOutbox(ctx context.Context, limit int, lease time.Duration)
 		}
 		defer rows.Close()
 		for rows.Next() {
-			m, err := scanOutbox(rows, claimColumns)
+			m, err := scanOutbox(rows)
 			if err != nil {
 				return err
 			}
@@ -84,20 +84,10 @@ func (s *Store) MarkPublished(ctx context.Context, ids []string) error {
 	})
 }
 
-// outboxColumns says which columns a query of outbox messages returns
-// after the nine every one returns.
-type outboxColumns int
-
-const (
-	claimColumns outboxColumns = iota // none
-	deadColumns                       // dead_at
-	stateColumns                      // dead_at, published_at
-)
-
-// scanOutbox scans the columns seq, message_id, operation_id, topic,
-// payload, created_at, attempts, last_error, last_attempt_at and those
-// cols adds.
-func scanOutbox(row interface{ Scan(...any) error }, cols outboxColumns) (registry.OutboxMessage, error) {
+// scanOutbox scans the columns every query of outbox messages returns:
+// seq, message_id, operation_id, topic, payload, created_at, attempts,
+// last_error, last_attempt_at, dead_at, published_at.
+func scanOutbox(row interface{ Scan(...any) error }) (registry.OutboxMessage, error) {
 	var (
 		m           registry.OutboxMessage
 		created     int64
@@ -106,13 +96,7 @@ func scanOutbox(row interface{ Scan(...any) error }, cols outboxColumns) (regist
 		deadAt      sql.NullInt64
 		publishedAt sql.NullInt64
 	)
-	dest := []any{&m.Seq, &m.ID, &m.OperationID, &m.Topic, &m.Payload, &created, &m.Attempts, &lastError, &lastAttempt}
-	if cols >= deadColumns {
-		dest = append(dest, &deadAt)
-	}
-	if cols >= stateColumns {
-		dest = append(dest, &publishedAt)
-	}
+	dest := []any{&m.Seq, &m.ID, &m.OperationID, &m.Topic, &m.Payload, &created, &m.Attempts, &lastError, &lastAttempt, &deadAt, &publishedAt}
 	if err := row.Scan(dest...); err != nil {
 		return m, err
 	}
@@ -162,12 +146,12 @@ func (s *Store) DeadLetters(ctx context.Context, limit int) ([]registry.OutboxMe
 	if limit <= 0 {
 		return nil, nil
 	}
-	return s.readOutbox(ctx, "dead letters", deadColumns, outboxQueries.Get("DeadLetters"), limit)
+	return s.readOutbox(ctx, "dead letters", outboxQueries.Get("DeadLetters"), limit)
 }
 
-// readOutbox runs a query of outbox messages returning the columns cols
-// names (scanOutbox) and reads them all. op names the call in errors.
-func (s *Store) readOutbox(ctx context.Context, op string, cols outboxColumns, query string, args ...any) ([]registry.OutboxMessage, error) {
+// readOutbox runs a query of outbox messages (scanOutbox's columns) and
+// reads them all. op names the call in errors.
+func (s *Store) readOutbox(ctx context.Context, op string, query string, args ...any) ([]registry.OutboxMessage, error) {
 	rows, err := s.db.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, s.fail(op, err)
@@ -175,7 +159,7 @@ func (s *Store) readOutbox(ctx context.Context, op string, cols outboxColumns, q
 	defer rows.Close()
 	var msgs []registry.OutboxMessage
 	for rows.Next() {
-		m, err := scanOutbox(rows, cols)
+		m, err := scanOutbox(rows)
 		if err != nil {
 			return nil, s.fail(op, err)
 		}
@@ -237,5 +221,5 @@ func (s *Store) OperationOutbox(ctx context.Context, operationID string) ([]regi
 	if err := s.checkOpen(); err != nil {
 		return nil, err
 	}
-	return s.readOutbox(ctx, "operation outbox", stateColumns, outboxQueries.Get("OperationOutbox"), operationID)
+	return s.readOutbox(ctx, "operation outbox", outboxQueries.Get("OperationOutbox"), operationID)
 }

@@ -20,7 +20,7 @@ WHERE message_id = $2 AND attempts = $3 AND published_at IS NULL AND dead_at IS 
 -- name: DeadLetters
 -- $1 limit.
 SELECT seq, message_id, operation_id, topic, payload, created_at,
-       attempts, last_error, last_attempt_at, dead_at
+       attempts, last_error, last_attempt_at, dead_at, published_at
 FROM idem_outbox
 WHERE published_at IS NULL AND dead_at IS NOT NULL
 ORDER BY seq

@@ -172,7 +172,7 @@ WHERE seq IN (SELECT o.seq FROM idem_outbox AS o, clock AS c
                 AND (o.claimed_until IS NULL OR o.claimed_until <= c.now)
               ORDER BY o.seq LIMIT $2)
 RETURNING seq, message_id, operation_id, topic, payload, created_at,
-          attempts, last_error, last_attempt_at;
+          attempts, last_error, last_attempt_at, dead_at, published_at;
 
 -- name: MarkPublished
 -- $2 is a JSON array of message IDs.

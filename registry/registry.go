@@ -159,11 +159,10 @@ type OutboxMessage struct {
 	// none.
 	LastAttemptAt time.Time
 	// DeadAt is when the message became a dead letter; zero unless it is
-	// one (set by DeadLetters and OperationOutbox: claimed messages are
-	// never dead).
+	// one (claimed messages never are).
 	DeadAt time.Time
 	// PublishedAt is when a relay published the message; zero unless it
-	// was (set by OperationOutbox only).
+	// was (claimed and dead messages never are).
 	PublishedAt time.Time
 }
 

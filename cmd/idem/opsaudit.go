@@ -1,11 +1,9 @@
 package main
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"io"
-	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -69,9 +67,7 @@ func printAudit(w io.Writer, log []registry.AuditEntry) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "SEQ\tAT\tACTOR\tACTION\tOPERATION ID\tDETAIL")
 	for _, e := range log {
-		// One line per entry: the detail's own line breaks would break the table.
-		detail := strings.Join(strings.Fields(e.Detail), " ")
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", e.Seq, stamp(e.At), e.Actor, e.Action, cmp.Or(e.OperationID, "-"), detail)
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", e.Seq, stamp(e.At), e.Actor, e.Action, orDash(e.OperationID), oneLine(e.Detail))
 	}
 	return tw.Flush()
 }

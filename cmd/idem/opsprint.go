@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -191,6 +192,10 @@ func printShow(w io.Writer, r registry.Record, effs []registry.Effect, log []reg
 	}
 	return nil
 }
+
+// oneLine is s with every run of white space, line breaks included, made
+// one space: a table row's cell.
+func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
 
 func orDash(s string) string {
 	if s == "" {

@@ -14,13 +14,16 @@ CREATE TABLE idem_audit (
 -- The console's page of one operation lists its entries, newest first.
 CREATE INDEX idem_audit_operation ON idem_audit (operation_id, seq) WHERE operation_id IS NOT NULL;
 
--- The log is append-only: the database refuses every change and deletion.
+-- The log is append-only: the database refuses every change and deletion,
+-- TRUNCATE included.
 CREATE FUNCTION idem_audit_append_only() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     RAISE EXCEPTION 'idem_audit is append-only' USING ERRCODE = 'restrict_violation';
 END $$;
 CREATE TRIGGER idem_audit_append_only BEFORE UPDATE OR DELETE ON idem_audit
     FOR EACH ROW EXECUTE FUNCTION idem_audit_append_only();
+CREATE TRIGGER idem_audit_no_truncate BEFORE TRUNCATE ON idem_audit
+    FOR EACH STATEMENT EXECUTE FUNCTION idem_audit_append_only();
 
 CREATE TABLE idem_prune_runs (
     seq           bigserial   PRIMARY KEY,
