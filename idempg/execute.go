@@ -215,18 +215,18 @@ func nonNil(b []byte) []byte {
 // anyway, is an error too. ctx governs the transaction, fn included, up
 // to its COMMIT, which is waited for whatever ctx does (commit.go).
 func (s *Store) InTx(ctx context.Context, fn func(ctx context.Context, tx registry.Tx) error) error {
-	tx, err := s.pool.Begin(ctx)
-	if err != nil {
-		return fmt.Errorf("idempg: in tx: %w", translate(err))
+	var fnErr error
+	err := inTx(ctx, s.pool, func(tx pgx.Tx) error {
+		fnErr = fn(ctx, txAdapter{tx})
+		return fnErr
+	})
+	switch {
+	case err == nil:
+		return nil
+	case fnErr != nil:
+		return fnErr // the business code's own, unchanged
 	}
-	defer tx.Rollback(ctx) // no-op after Commit
-	if err := fn(ctx, txAdapter{tx}); err != nil {
-		return err
-	}
-	if err := tx.Commit(commitCtx(ctx)); err != nil {
-		return fmt.Errorf("idempg: in tx: commit: %w", translate(err))
-	}
-	return nil
+	return fmt.Errorf("idempg: in tx: %w", translate(err))
 }
 
 // txAdapter is the registry.Tx handed to business functions: a thin view

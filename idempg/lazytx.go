@@ -296,15 +296,17 @@ func (s *Store) runLazy(ctx context.Context, op string, rec registry.Record, cla
 	case conn.Conn().PgConn().TxStatus() == 'I':
 		return registry.Record{}, nil, fmt.Errorf("idempg: %s: the business function ended the transaction", op)
 	}
-	// In the statement-caching modes pgx describes a statement it has not
-	// prepared on this connection before sending the batch — and parsing
-	// an INSERT or UPDATE takes its table locks. Describe it here, under
-	// ctx, so that that wait still ends with ctx (a no-op once prepared).
-	// A statement prepared so outlives a change of the tables it reads
-	// (a migration by a newer version): the one call that finds it
-	// stale deallocates it, as pgx's own cache does, and the next
-	// prepares it anew.
-	if mode := conn.Conn().Config().DefaultQueryExecMode; mode == pgx.QueryExecModeCacheStatement || mode == pgx.QueryExecModeCacheDescribe {
+	// In its default mode (cache_statement) pgx describes a statement it
+	// has not prepared on this connection before it sends the batch — and
+	// parsing an INSERT or UPDATE takes its table locks. Prepare it here,
+	// under ctx, so that that wait still ends with ctx (a map lookup once
+	// prepared). A statement prepared so outlives a change of the tables
+	// it reads (a migration by a newer version): the one call that finds
+	// it stale deallocates it, as pgx's own cache does, and the next
+	// prepares it anew. (The other modes prepare nothing by name; their
+	// describe, in cache_describe and describe_exec, is bounded only by a
+	// pooler's or the server's own limits.)
+	if s.prepares {
 		if _, err := conn.Conn().Prepare(ctx, query, query); err != nil {
 			return registry.Record{}, nil, fmt.Errorf("idempg: %s: prepare: %w", op, translate(err))
 		}

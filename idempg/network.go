@@ -18,11 +18,14 @@ const DefaultTCPUserTimeout = 30 * time.Second
 // (commit.go), so what bounds it when the database's host is gone is the
 // kernel. A live server acknowledges what it receives at once, even while
 // its COMMIT waits for a slow standby; only an unreachable host leaves data
-// unacknowledged. TCP_USER_TIMEOUT drops the connection once sent data has
-// been unacknowledged for d — instead of retransmitting for about 15
-// minutes (tcp_retries2) — and the call fails as for any lost connection
-// (registry.ErrUnavailable; the middleware then reads the record back).
-// pgx has no setting for it (libpq's tcp_user_timeout), hence this dialer.
+// or keepalive probes unacknowledged. The dialer sends keepalive probes
+// after 15 s of silence, and TCP_USER_TIMEOUT drops the connection once
+// data or a probe has been unacknowledged for d — about 15 s + d in all,
+// instead of retransmitting for about 15 minutes (tcp_retries2) or
+// waiting for pgx's 5-minute keepalive — and the call fails as for any
+// lost connection (registry.ErrUnavailable; the middleware then reads the
+// record back). pgx has no setting for it (libpq's tcp_user_timeout),
+// hence this dialer.
 func applyTCPUserTimeout(cfg *pgconn.Config, d time.Duration) {
 	if d <= 0 || userTimeoutControl == nil {
 		return

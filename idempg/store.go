@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/idemkit/idem/internal/sqlfile"
@@ -70,7 +71,9 @@ const DefaultLaneConns = 2
 // goroutines and processes sharing the database; each method's ctx
 // governs only that call (acquiring a connection and the statements) —
 // but never ends a COMMIT once sent: a COMMIT is waited for (commit.go,
-// Options.TCPUserTimeout).
+// Options.TCPUserTimeout). The statement Complete and ExecuteOnce send
+// with their COMMIT stops waiting for locks at ctx's deadline, not at its
+// cancellation (a transaction-local lock_timeout; lazytx.go).
 type Store struct {
 	pool *pgxpool.Pool
 	lane *pgxpool.Pool    // the acceptance lane (Options.LaneConns); pool when off
@@ -79,6 +82,10 @@ type Store struct {
 	sealer registry.Sealer
 	// listener serves Watch (watch.go); nil with Options.NoListen.
 	listener *listener
+	// prepares: the pool's connections run in pgx's default mode, which
+	// prepares and caches named statements (runLazy describes its last
+	// statement first; lazytx.go).
+	prepares bool
 }
 
 var _ registry.Store = (*Store)(nil)
@@ -134,7 +141,8 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 			return nil, fmt.Errorf("idempg: %w", translate(err))
 		}
 	}
-	st := &Store{pool: pool, lane: lane, now: opts.Now, sealer: opts.Sealer}
+	st := &Store{pool: pool, lane: lane, now: opts.Now, sealer: opts.Sealer,
+		prepares: cfg.ConnConfig.DefaultQueryExecMode == pgx.QueryExecModeCacheStatement}
 	if !opts.NoListen {
 		st.listener = newListener(cfg.ConnConfig)
 	}
