@@ -157,7 +157,7 @@ func TestFailover(t *testing.T) {
 		// With no primary, every instance fails closed: /readyz 503
 		// STORE_UNAVAILABLE (before the promotion, which nothing but
 		// this hook does).
-		if err := awaitUnready(ctx, m.URLs, readyWait); err != nil {
+		if err := awaitReadyz(ctx, m.URLs, http.StatusServiceUnavailable, "STORE_UNAVAILABLE", readyWait); err != nil {
 			return err
 		}
 		// The detection delay is a deliberate model delay (the time an HA
@@ -176,7 +176,7 @@ func TestFailover(t *testing.T) {
 		fig.PromoteMs = ms(promoted.Sub(start))
 		mu.Unlock()
 		m.Say("standby promoted in %v", promoted.Sub(start).Round(time.Millisecond))
-		if err := awaitReady(ctx, m.URLs, readyWait); err != nil {
+		if err := awaitReadyz(ctx, m.URLs, http.StatusOK, "", readyWait); err != nil {
 			return err
 		}
 		mu.Lock()
@@ -235,42 +235,9 @@ func TestFailover(t *testing.T) {
 	}
 }
 
-// awaitReady polls every url's GET /readyz until all answered 200, or
-// timeout passes.
-func awaitReady(ctx context.Context, urls []string, timeout time.Duration) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	client := &http.Client{Timeout: 5 * time.Second}
-	for _, u := range urls {
-		last := "no answer"
-		for {
-			req, err := http.NewRequestWithContext(ctx, http.MethodGet, u+"/readyz", nil)
-			if err != nil {
-				return err
-			}
-			resp, err := client.Do(req)
-			if err == nil {
-				resp.Body.Close()
-				if resp.StatusCode == http.StatusOK {
-					break
-				}
-				last = resp.Status
-			} else {
-				last = err.Error()
-			}
-			select {
-			case <-ctx.Done():
-				return fmt.Errorf("%s/readyz not 200 within %v (last: %s)", u, timeout, last)
-			case <-time.After(20 * time.Millisecond): // polling interval
-			}
-		}
-	}
-	return nil
-}
-
-// awaitUnready polls every url's GET /readyz until all answered 503 with
-// the problem code STORE_UNAVAILABLE, or timeout passes.
-func awaitUnready(ctx context.Context, urls []string, timeout time.Duration) error {
+// awaitReadyz polls every url's GET /readyz until all answered status —
+// with the problem code when code is set — or timeout passes.
+func awaitReadyz(ctx context.Context, urls []string, status int, code string, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	client := &http.Client{Timeout: 5 * time.Second}
@@ -285,7 +252,7 @@ func awaitUnready(ctx context.Context, urls []string, timeout time.Duration) err
 				var p struct{ Code string }
 				json.NewDecoder(resp.Body).Decode(&p)
 				resp.Body.Close()
-				if resp.StatusCode == http.StatusServiceUnavailable && p.Code == "STORE_UNAVAILABLE" {
+				if resp.StatusCode == status && (code == "" || p.Code == code) {
 					break
 				}
 				last = resp.Status + " " + p.Code
@@ -294,7 +261,7 @@ func awaitUnready(ctx context.Context, urls []string, timeout time.Duration) err
 			}
 			select {
 			case <-ctx.Done():
-				return fmt.Errorf("%s/readyz not 503 STORE_UNAVAILABLE within %v of the kill (last: %s)", u, timeout, last)
+				return fmt.Errorf("%s/readyz not %d %s within %v (last: %s)", u, status, code, timeout, last)
 			case <-time.After(20 * time.Millisecond): // polling interval
 			}
 		}

@@ -98,6 +98,17 @@ func TestPauseReplication(t *testing.T) {
 					t.Fatalf("an asynchronous commit during the stall: %v", err)
 				}
 				acked = true
+			} else {
+				// The insert reached the primary and waits for the
+				// standby: only then is a failure after the kill a commit
+				// that was never acknowledged (not one never sent).
+				deadline := time.Now().Add(30 * time.Second)
+				for psql(t, dsn, "select count(*) from pg_stat_activity where wait_event = 'SyncRep'") == "0" {
+					if time.Now().After(deadline) {
+						t.Fatal("no backend waited for the standby within 30 s")
+					}
+					time.Sleep(20 * time.Millisecond) // polling for the wait, bounded
+				}
 			}
 			if err := p.KillPrimary(); err != nil {
 				t.Fatal(err)
