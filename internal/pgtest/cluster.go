@@ -91,6 +91,7 @@ func startCluster() (_ *cluster, err error) {
 // reaping the stale clusters of dead test binaries. Its data directory does
 // not exist yet.
 func newCluster() (_ *cluster, err error) {
+	keepFDsFromDaemons()
 	bin, err := binDir()
 	if err != nil {
 		return nil, err
