@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/registry"
@@ -83,7 +84,8 @@ func (mo *Monitor) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	opID, ok := strings.CutPrefix(r.URL.Path, mo.Prefix)
-	if !ok || opID == "" || strings.Contains(opID, "/") {
+	if !ok || opID == "" || strings.Contains(opID, "/") || !utf8.ValidString(opID) || strings.ContainsRune(opID, 0) {
+		// No operation ID holds such bytes; PostgreSQL would refuse the lookup.
 		Problem{Status: http.StatusNotFound, Code: CodeNotFound, Detail: "no such operation"}.Write(w)
 		return
 	}

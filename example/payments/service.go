@@ -60,7 +60,9 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -348,6 +350,15 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 func writeProblem(w http.ResponseWriter, status int, code idem.Code, detail string) {
 	idemhttp.Problem{Status: status, Code: code, Detail: detail}.Write(w)
 }
+
+// storable reports whether s can be held by the service's TEXT columns
+// on every engine: valid UTF-8 without NUL (PostgreSQL refuses both in a
+// text parameter; SQLite would store them). An identifier in a request
+// path that is not storable names nothing: the handlers answer 404
+// NOT_FOUND without asking the store, on both engines alike, instead of
+// letting the statement fail. Request bodies are held to the same by
+// their schemas (Text).
+func storable(s string) bool { return utf8.ValidString(s) && !strings.ContainsRune(s, 0) }
 
 // storeFailed logs a storage error and answers 503 STORE_UNAVAILABLE:
 // nothing is known, so the client may retry.
