@@ -38,12 +38,12 @@ func (m *Middleware) serveEnforce(w http.ResponseWriter, r *http.Request, next h
 	}
 	body, err := readBody(r, m.Operation.Binding.Canon.MaxBytes)
 	if err != nil {
-		m.refuseErr(w, err)
+		m.refuseErr(w, r, err)
 		return
 	}
 	req, err := m.Prepare(r, id, body)
 	if err != nil {
-		m.refuseErr(w, err)
+		m.refuseErr(w, r, err)
 		return
 	}
 	claim := m.Operation.claim(req.Scope, req.Fingerprint, id, m.WriterEpoch)
@@ -60,14 +60,14 @@ func (m *Middleware) serveEnforce(w http.ResponseWriter, r *http.Request, next h
 			rec, created, err = m.reserve(r.Context(), claim)
 		}
 		if err != nil {
-			m.refuseErr(w, err)
+			m.refuseErr(w, r, err)
 			return
 		}
 		d := Decide(rec, created, req)
 		if created {
 			if err := failpoint.Hit(failpoint.AfterReserve); err != nil {
 				m.release(context.WithoutCancel(r.Context()), rec)
-				m.refuseErr(w, err)
+				m.refuseErr(w, r, err)
 				return
 			}
 		}
@@ -111,7 +111,7 @@ func (m *Middleware) serveEnforce(w http.ResponseWriter, r *http.Request, next h
 				return
 			}
 			if err != nil && !errors.Is(err, registry.ErrNotFound) {
-				m.refuseErr(w, err)
+				m.refuseErr(w, r, err)
 				return
 			}
 			d = Decide(rec, false, req)
@@ -182,8 +182,9 @@ func (m *Middleware) execute(w http.ResponseWriter, r *http.Request, next http.H
 	m.Metrics.inflight(op.Name, 1)
 	defer m.Metrics.inflight(op.Name, -1)
 	rw := newRecorder(w, op.maxResponseBody())
-	done, err := m.Store.Complete(ctx, rec, m.business(rw, r, next, req, body))
-	m.answer(ctx, w, rw, rec, done, err, true)
+	var stmtErr error
+	done, err := m.Store.Complete(ctx, rec, m.business(rw, r, next, req, body, &stmtErr))
+	m.answer(ctx, w, rw, rec, done, err, stmtErr, true)
 }
 
 // answer sends what an execution under rec ended with: once its outcome
@@ -192,8 +193,11 @@ func (m *Middleware) execute(w http.ResponseWriter, r *http.Request, next http.H
 // same; else a refusal (afterFailedComplete). reserved says that rec was
 // reserved beforehand (two-phase), so an execution that recorded nothing
 // releases it; a one-transaction execution has nothing to release.
+// stmtErr is the first error a statement of the handler got (business):
+// when recording then failed for a reason that is not storage trouble,
+// the handler's failed statement is why (handlerFailed).
 func (m *Middleware) answer(ctx context.Context, w http.ResponseWriter, rw *recorder,
-	rec, done registry.Record, err error, reserved bool) {
+	rec, done registry.Record, err, stmtErr error, reserved bool) {
 	op := &m.Operation
 	if err == nil {
 		err = failpoint.Hit(failpoint.AfterCommit) // the outcome is committed either way
@@ -216,21 +220,60 @@ func (m *Middleware) answer(ctx context.Context, w http.ResponseWriter, rw *reco
 			m.release(ctx, rec)
 		}
 		m.refuse(w, CodeResponseTooLarge, "the response exceeds the size that can be stored for replay", "")
+	case stmtErr != nil && !storageTrouble(err):
+		m.handlerFailed(ctx, w, rw, rec, err, stmtErr, reserved)
 	default:
 		m.afterFailedComplete(ctx, w, rec, err, reserved)
 	}
 }
 
+// storageTrouble reports whether err, a failure to record an outcome,
+// means the store could not be reached or answered in time, or fenced
+// the write: the failures that are not the handler's.
+func storageTrouble(err error) bool {
+	return errors.Is(err, registry.ErrUnavailable) || errors.Is(err, registry.ErrFenced) ||
+		errors.Is(err, registry.ErrWriterFenced) || errors.Is(err, context.Canceled) ||
+		errors.Is(err, context.DeadlineExceeded)
+}
+
+// handlerFailed answers an execution whose outcome could not be recorded
+// because a statement of the handler failed (stmtErr) — on PostgreSQL
+// the failed statement aborted the business transaction, so nothing the
+// handler wrote, nor its outcome, could commit (err). That is the
+// handler's error, never storage trouble: a reservation is released and
+// the key is free again; a 4xx the handler answered is sent as it is
+// (a refusal; not stored, so a retry executes afresh); any other answer
+// claimed an outcome that did not commit, and becomes 500 HANDLER_ERROR.
+// Counted as released or handler_error, never as store_error.
+func (m *Middleware) handlerFailed(ctx context.Context, w http.ResponseWriter, rw *recorder,
+	rec registry.Record, err, stmtErr error, reserved bool) {
+	op := &m.Operation
+	m.log().Error("a statement of the handler failed, so its transaction could not commit; nothing was recorded",
+		"operation", op.Name, "operation_id", rec.OperationID, "status", rw.statusOrOK(), "statement_err", stmtErr, "err", err)
+	if reserved {
+		m.release(ctx, rec)
+	}
+	if s := rw.statusOrOK(); s >= 400 && s < 500 {
+		m.Metrics.outcome(op.Name, "released")
+		rw.flushTo(w, http.Header{HeaderContract: {idem.ContractVersion}})
+		return
+	}
+	m.refuse(w, CodeHandlerError, "a statement of the handler failed and its transaction could not commit; nothing was recorded", "")
+}
+
 // business returns the business function that runs the handler in the
-// business transaction, recording its response in rw, and turns what it
+// business transaction, recording its response in rw and in stmtErr the
+// first error a statement of the handler got, and turns what it
 // answered into the outcome to record: errPanic, errResponseTooLarge or
 // errRelease when nothing may be recorded.
-func (m *Middleware) business(rw *recorder, r *http.Request, next http.Handler, req Request, body []byte) registry.BusinessFunc {
+func (m *Middleware) business(rw *recorder, r *http.Request, next http.Handler, req Request, body []byte, stmtErr *error) registry.BusinessFunc {
 	return func(ctx context.Context, tx registry.Tx, rec registry.Record) (registry.Outcome, error) {
 		e := &execution{rec: rec, caller: req.Identity, payload: req.Parts.Payload}
 		e.wt.Tx = tx
 		e.tx = &e.wt // no allocation of its own on the claim path
-		if perr := callHandler(next, rw, withBody(r.WithContext(ctx), e, body)); perr != nil {
+		perr := callHandler(next, rw, withBody(r.WithContext(ctx), e, body))
+		*stmtErr = e.wt.failure()
+		if perr != nil {
 			m.log().Error("handler panicked", "operation_id", rec.OperationID, "panic", perr)
 			return registry.Outcome{}, errPanic
 		}
@@ -389,10 +432,20 @@ func (m *Middleware) writeStored(w http.ResponseWriter, rec registry.Record, rep
 	w.Write(resp.Body)
 }
 
-// refuseErr answers an error: a contract code if it carries one, 503
-// STORE_UNAVAILABLE for storage trouble (fail closed), else 400.
-func (m *Middleware) refuseErr(w http.ResponseWriter, err error) {
+// refuseErr answers an error of serving r: a contract code if it
+// carries one, 503 STORE_UNAVAILABLE for storage trouble (fail closed),
+// except when r's own context ended first — the client went away, or
+// half-closed its connection, before the request was accepted, so the
+// store call failed for that reason and says nothing about the store:
+// 499 CLIENT_GONE (clientGone).
+func (m *Middleware) refuseErr(w http.ResponseWriter, r *http.Request, err error) {
 	code := idem.CodeOf(err)
+	if (code == "" || code == idem.CodeStoreUnavailable) && r.Context().Err() != nil &&
+		!errors.Is(err, registry.ErrActiveLimit) && !errors.Is(err, registry.ErrWriterFenced) &&
+		!errors.Is(err, registry.ErrUnreadable) && !errors.Is(err, idem.ErrDigestMismatch) {
+		m.clientGone(w, r, err)
+		return
+	}
 	switch {
 	case errors.Is(err, registry.ErrActiveLimit):
 		code = idem.CodeKeyLimit
@@ -427,6 +480,19 @@ func (m *Middleware) refuseErr(w http.ResponseWriter, err error) {
 		}
 	}
 	m.refuse(w, code, detail, "")
+}
+
+// clientGone answers a request whose client went away before it was
+// accepted (its context ended, net/http's sign that the connection
+// closed or half-closed): nothing was accepted, so whatever the store
+// call that failed had begun is as it would be after any failed call —
+// rolled back, or a reservation left to its lease. It is logged at Info
+// and counted as client_gone, never as storage trouble, and answered
+// 499 CLIENT_GONE, which a client that only half-closed still reads.
+func (m *Middleware) clientGone(w http.ResponseWriter, r *http.Request, err error) {
+	m.log().Info("the client went away before the request was accepted", "operation", m.Operation.Name,
+		"cause", context.Cause(r.Context()), "err", err)
+	m.refuse(w, CodeClientGone, "the request ended before it was accepted; nothing was done — retry with the same key", "")
 }
 
 // keyLimitRetryAfter is the Retry-After of a 429 KEY_LIMIT: the

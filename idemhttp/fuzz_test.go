@@ -174,7 +174,9 @@ func exchangeOnce(addr, raw, method string) (*http.Response, []byte, error) {
 // lines, odd key values), media types and bodies (deep nesting, bodies
 // over the limit, chunked bodies), in both integration styles. It checks
 // that nothing panics; that no 5xx is answered but net/http's 501 and
-// 505 (the stores are healthy, so not even 503 STORE_UNAVAILABLE); that
+// 505 (the stores are healthy, so not even 503 STORE_UNAVAILABLE, and
+// the handler runs no statement, so no 500 HANDLER_ERROR: a 5xx of the
+// middleware here always blames the client's input on the server); that
 // every
 // refusal is application/problem+json with a code; and that a refused
 // request neither runs the handler nor writes a record.

@@ -72,7 +72,8 @@ func (m *Middleware) executeOnce(w http.ResponseWriter, r *http.Request, next ht
 	m.Metrics.inflight(op.Name, 1)
 	defer m.Metrics.inflight(op.Name, -1)
 	rw := newRecorder(w, op.maxResponseBody())
-	business := m.business(rw, r, next, req, body)
+	var stmtErr error
+	business := m.business(rw, r, next, req, body, &stmtErr)
 	var ran registry.Record // as the handler saw it: its operation ID
 	var handling time.Duration
 	start := time.Now()
@@ -92,7 +93,7 @@ func (m *Middleware) executeOnce(w http.ResponseWriter, r *http.Request, next ht
 		return res.Record, false, nil
 	}
 	m.Metrics.observeReservation(op.Name, lookup+time.Since(start)-handling)
-	m.answer(ctx, w, rw, ran, res.Record, err, false)
+	m.answer(ctx, w, rw, ran, res.Record, err, stmtErr, false)
 	return registry.Record{}, true, nil
 }
 
