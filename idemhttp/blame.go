@@ -15,6 +15,12 @@ import (
 // statement failed). Only the first is ever answered or counted as
 // storage trouble.
 
+// gone reports whether r's client went away: net/http cancelled its
+// context (the connection closed or was half-closed, or the client was
+// slower than the server's read timeout). A deadline the application put
+// on the request is not that: a store too slow for it is storage trouble.
+func gone(r *http.Request) bool { return errors.Is(r.Context().Err(), context.Canceled) }
+
 // clientGone answers a request whose client went away before it was
 // accepted (its context ended, net/http's sign that the connection
 // closed or half-closed): nothing was accepted, so whatever the store

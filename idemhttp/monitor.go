@@ -94,6 +94,9 @@ func (mo *Monitor) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case errors.Is(err, registry.ErrNotFound) || err == nil && rec.Owner != registry.OwnerOf(id):
 		Problem{Status: http.StatusNotFound, Code: CodeNotFound, Detail: "no such operation"}.Write(w)
 		return
+	case err != nil && gone(r): // the client went away: no storage trouble
+		WriteProblem(w, CodeClientGone, "the request ended before it was answered")
+		return
 	case err != nil:
 		WriteProblem(w, idem.CodeStoreUnavailable, "the registry did not answer; retry later")
 		return

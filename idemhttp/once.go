@@ -55,6 +55,10 @@ func (m *Middleware) executeOnce(w http.ResponseWriter, r *http.Request, next ht
 		// answered as in progress.
 		m.Metrics.join(op.Name)
 		if !m.awaitFlight(r.Context(), done) {
+			if gone(r) {
+				m.clientGone(w, r, r.Context().Err())
+				return registry.Record{}, true, nil
+			}
 			w.Header().Set("Retry-After", "1")
 			m.refuse(w, idem.CodeInProgress, "the first request with this key is still executing", "")
 			return registry.Record{}, true, nil

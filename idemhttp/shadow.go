@@ -34,7 +34,7 @@ func (m *Middleware) plain(w http.ResponseWriter, r *http.Request, next http.Han
 	case err == nil, err == errRelease, err == errPanic:
 		rw.flushTo(w, nil)
 		return rw
-	case r.Context().Err() != nil: // the client went away: its context ended the transaction
+	case gone(r): // the client went away: its context ended the transaction
 		m.clientGone(w, r, err)
 		return nil
 	default:

@@ -361,8 +361,16 @@ func writeProblem(w http.ResponseWriter, status int, code idem.Code, detail stri
 func storable(s string) bool { return utf8.ValidString(s) && !strings.ContainsRune(s, 0) }
 
 // storeFailed logs a storage error and answers 503 STORE_UNAVAILABLE:
-// nothing is known, so the client may retry.
+// nothing is known, so the client may retry. When the request's own
+// context ended first, the client went away and the store call failed
+// for that reason: logged at Info and answered 499 CLIENT_GONE, as the
+// middleware does, never reported as storage trouble.
 func (s *Service) storeFailed(w http.ResponseWriter, r *http.Request, what string, err error) {
+	if errors.Is(r.Context().Err(), context.Canceled) { // not an execution's time limit
+		s.log.InfoContext(r.Context(), "payments: "+what+": the client went away", "err", err)
+		idemhttp.WriteProblem(w, idemhttp.CodeClientGone, "the request ended before it was answered")
+		return
+	}
 	s.log.ErrorContext(r.Context(), "payments: "+what, "err", err)
 	idemhttp.WriteProblem(w, idem.CodeStoreUnavailable, "the store did not answer; retry later")
 }
