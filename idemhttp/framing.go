@@ -3,6 +3,7 @@ package idemhttp
 import (
 	"bytes"
 	"strconv"
+	"strings"
 )
 
 // conflictLine is the header line the framer puts into a request head
@@ -41,10 +42,11 @@ type framer struct {
 	http11   bool   // the request is HTTP/1.1 or later: Transfer-Encoding counts
 	cl       string // the Content-Length value, "" if none
 	hasCL    bool
-	te       int  // Transfer-Encoding lines
-	chunked  bool // the one Transfer-Encoding is chunked
-	stop     bool // CONNECT or Upgrade: the connection may leave HTTP after this request
-	injected bool // conflictLine was added to a head
+	te       int    // Transfer-Encoding lines
+	teValue  string // the last Transfer-Encoding value, continued lines joined
+	last     string // the name of the last field, lower case, for continued lines
+	stop     bool   // CONNECT or Upgrade: the connection may leave HTTP after this request
+	injected bool   // conflictLine was added to a head
 	left     uint64
 }
 
@@ -156,20 +158,29 @@ func (f *framer) endLine(out []byte) []byte {
 	case len(line) == 0:
 		f.endHead()
 	case line[0] == ' ' || line[0] == '\t':
-		// A continued line: part of the previous field's value.
+		// A continued line (obs-fold): net/http joins it to the previous
+		// field's value with one space.
+		cont := string(bytes.Trim(line, " \t"))
+		switch f.last {
+		case "content-length":
+			f.off = true // "5 5" and the like: net/http refuses it
+		case "transfer-encoding":
+			f.teValue = strings.Trim(f.teValue+" "+cont, " \t")
+		}
 	default:
 		name, value, _ := bytes.Cut(line, []byte(":"))
 		value = bytes.Trim(value, " \t")
+		f.last = ""
 		switch {
 		case f.long && len(name) > 64:
 		case bytes.EqualFold(name, []byte("Content-Length")):
 			if f.hasCL && string(value) != f.cl {
 				f.off = true // net/http refuses differing values
 			}
-			f.hasCL, f.cl = true, string(value)
+			f.hasCL, f.cl, f.last = true, string(value), "content-length"
 		case bytes.EqualFold(name, []byte("Transfer-Encoding")):
 			f.te++
-			f.chunked = bytes.EqualFold(value, []byte("chunked"))
+			f.teValue, f.last = string(value), "transfer-encoding"
 		case bytes.EqualFold(name, []byte("Upgrade")):
 			f.stop = true
 		}
@@ -193,7 +204,7 @@ func (f *framer) startHead(line []byte) {
 		return
 	}
 	f.first, f.http11 = false, proto[7] >= '1'
-	f.hasCL, f.cl, f.te, f.chunked = false, "", 0, false
+	f.hasCL, f.cl, f.te, f.teValue, f.last = false, "", 0, "", ""
 	f.stop = string(method) == "CONNECT"
 }
 
@@ -204,7 +215,7 @@ func (f *framer) endHead() {
 	case f.stop:
 		f.off = true // after CONNECT or an upgrade the bytes may be anything
 	case f.te > 0 && f.http11:
-		if f.te > 1 || !f.chunked {
+		if f.te > 1 || !strings.EqualFold(f.teValue, "chunked") {
 			f.off = true // 501
 			return
 		}

@@ -23,6 +23,7 @@ func TestFramerSplits(t *testing.T) {
 		"POST /b HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: Chunked\r\nX: 1\r\n continued\r\n\r\n" +
 		"3;ext=\"a;b\"\r\nabc\r\n" + itoa16(len(look)) + "\r\n" + look + "\r\n0\r\nT: 1\r\n\r\n" +
 		"\r\nGET /c HTTP/1.0\r\nContent-Length: 0\r\n\r\n" +
+		"POST /g HTTP/1.1\r\nTransfer-Encoding:\r\n chunked\r\n\r\n" + itoa16(len(look)) + "\r\n" + look + "\r\n0\r\n\r\n" +
 		"POST /d HTTP/1.1\n\rHost: h\nContent-Length: 1\n\nz"
 	conflictHead := "POST /e HTTP/1.1\r\nHost: h\r\ncontent-length: 1\r\nX: Transfer-Encoding\r\nTRANSFER-ENCODING: chunked\r\n"
 	conflictRest := "\r\n0\r\n\r\nGET /f HTTP/1.1\r\nContent-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\n"

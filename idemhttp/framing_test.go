@@ -109,26 +109,28 @@ func TestConflictingFraming(t *testing.T) {
 
 	// After answered requests on a keep-alive connection: a Content-Length
 	// body that holds the fields' text, a chunked body with an extension
-	// and a trailer, then the conflict, then one more.
+	// and a trailer, an empty line before a request, a Transfer-Encoding
+	// continued on a folded line, then the conflict, then one more.
 	lookalike := "a\r\nContent-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\nb"
 	before := calls.Load()
 	answers, bodies, closed := pipeline(t, addr,
 		"POST /one HTTP/1.1\r\nHost: x\r\nContent-Length: "+strconv.Itoa(len(lookalike))+"\r\n\r\n"+lookalike,
 		"POST /two HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n5;ext=1\r\nhello\r\n6\r\n world\r\n0\r\nX-Trailer: 1\r\n\r\n",
 		"\r\nGET /three HTTP/1.1\r\nHost: x\r\n\r\n",
+		"POST /four HTTP/1.1\r\nHost: x\r\nTransfer-Encoding:\r\n chunked\r\n\r\n2\r\nhi\r\n0\r\n\r\n",
 		"POST /conflict HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
 		smuggled)
-	if len(answers) != 4 || !closed {
-		t.Fatalf("keep-alive: %d answers %q, closed %v; want 3 served, one refusal, then the connection closed", len(answers), bodies, closed)
+	if len(answers) != 5 || !closed {
+		t.Fatalf("keep-alive: %d answers %q, closed %v; want 4 served, one refusal, then the connection closed", len(answers), bodies, closed)
 	}
-	for i, want := range []string{"POST /one " + lookalike, "POST /two hello world", "GET /three "} {
+	for i, want := range []string{"POST /one " + lookalike, "POST /two hello world", "GET /three ", "POST /four hi"} {
 		if answers[i].StatusCode != http.StatusOK || bodies[i] != want {
 			t.Errorf("keep-alive answer %d: %d %q, want 200 %q", i+1, answers[i].StatusCode, bodies[i], want)
 		}
 	}
-	requireFramingRefusal(t, "keep-alive", answers[3], bodies[3])
-	if n := calls.Load() - before; n != 3 {
-		t.Errorf("keep-alive: the handler ran %d times, want 3", n)
+	requireFramingRefusal(t, "keep-alive", answers[4], bodies[4])
+	if n := calls.Load() - before; n != 4 {
+		t.Errorf("keep-alive: the handler ran %d times, want 4", n)
 	}
 }
 
