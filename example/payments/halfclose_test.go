@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/idemkit/idem"
-	"github.com/idemkit/idem/internal/pgtest"
 )
 
 // TestHalfClosingClients: 40 clients that each send a payment over a real
@@ -23,17 +22,30 @@ import (
 // the client for gone and cancels the request's context) get no 503, and
 // the service's metrics count no storage trouble (no store_unavailable or
 // store_error outcome): a client going away before its request is
-// accepted is 499 CLIENT_GONE, counted as client_gone. Nothing is lost:
-// each key's retry replays the 201 its client got, or executes once if
-// its client got none, and there is exactly one payment per key. Without
+// accepted is 499 CLIENT_GONE, counted as client_gone. Nothing is lost,
+// in either integration style: each key's retry replays the 201 its
+// client got, or executes once if its client got none (after the lease,
+// should a reservation have been left to it), and there is exactly one
+// payment per key. Without
 // the middleware's check of the request's context (refuseErr →
 // clientGone) the store call that the cancellation failed is answered
 // 503 STORE_UNAVAILABLE and counted as storage trouble.
 // threat:client-gone-store-outage
 func TestHalfClosingClients(t *testing.T) {
 	t.Parallel()
-	pgtest.EachDriver(t, "halfclose.db", func(t *testing.T, driver, dsn string) {
-		b := setup(t, dsn)
+	for _, driver := range []string{"SQLite", "Postgres"} {
+		for _, oneTx := range []bool{false, true} {
+			t.Run(driver+"/"+map[bool]string{false: "two-phase", true: "one-transaction"}[oneTx], func(t *testing.T) {
+				t.Parallel()
+				dsn := testDrivers[driver](t) // a fresh database each
+				testHalfClosing(t, driver, setupConfig(t, dsn, Config{OneTransaction: oneTx, Lease: 2 * time.Second}))
+			})
+		}
+	}
+}
+
+func testHalfClosing(t *testing.T, driver string, b *testBundle) {
+	{
 		const n = 40
 		type answer struct {
 			status int
@@ -89,9 +101,20 @@ func TestHalfClosingClients(t *testing.T) {
 		}
 
 		// Nothing lost, nothing doubled: each key's retry replays what its
-		// client got, or executes once.
+		// client got, or executes once — after the lease, if a reservation
+		// was left to it.
+		leased := 0
 		for i, a := range answers {
 			r := b.post(t, "tok-alice", fmt.Sprint("half-", i), body(i))
+			for deadline := time.Now().Add(30 * time.Second); r.code() == idem.CodeInProgress && time.Now().Before(deadline); {
+				leased++
+				select { // poll until the lease expires and the retry takes it over
+				case <-time.After(100 * time.Millisecond):
+				case <-t.Context().Done():
+					return
+				}
+				r = b.post(t, "tok-alice", fmt.Sprint("half-", i), body(i))
+			}
 			switch {
 			case r.status != http.StatusCreated:
 				t.Errorf("retry %d: %v", i, r)
@@ -102,7 +125,8 @@ func TestHalfClosingClients(t *testing.T) {
 		if got := countPayments(t, b.store); got != n {
 			t.Errorf("%d payments for %d keys", got, n)
 		}
-	})
+		t.Logf("%s: %d retries waited for a reservation's lease", driver, leased)
+	}
 }
 
 // halfClosedPost sends a POST of body to path on addr, as token with the
