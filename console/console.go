@@ -56,13 +56,14 @@ var pageNames = []string{"login", "status", "operations", "operation", "error"}
 
 // handler is the console.
 type handler struct {
-	cfg   Config
-	log   *slog.Logger
-	key   [32]byte // signs sessions, CSRF tokens, flashes and lookup results
-	pages map[string]*template.Template
-	css   []byte
-	mux   *http.ServeMux
-	now   func() time.Time // the clock sessions are issued and checked by: time.Now; tests set it (export_test.go)
+	cfg      Config
+	log      *slog.Logger
+	key      [32]byte // signs sessions, CSRF tokens, flashes and lookup results
+	pages    map[string]*template.Template
+	css      []byte
+	mux      *http.ServeMux
+	throttle *throttle        // refused logins, per source and in all
+	now      func() time.Time // the clock sessions are issued and checked by: time.Now; tests set it (export_test.go)
 }
 
 // New returns the console as an http.Handler for cfg. It refuses a
@@ -86,6 +87,7 @@ func New(cfg Config) (http.Handler, error) {
 		h.log = slog.Default()
 	}
 	rand.Read(h.key[:])
+	h.throttle = newThrottle()
 	for _, name := range pageNames {
 		t, err := template.New("layout.html").Funcs(funcs).ParseFS(files, "templates/layout.html", "templates/"+name+".html")
 		if err != nil {
