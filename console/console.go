@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -62,8 +63,10 @@ type handler struct {
 	pages    map[string]*template.Template
 	css      []byte
 	mux      *http.ServeMux
-	throttle *throttle        // refused logins, per source and in all
-	now      func() time.Time // the clock sessions are issued and checked by: time.Now; tests set it (export_test.go)
+	throttle *throttle                 // refused logins, per source and in all
+	sessions sessions                  // the live sessions
+	ops      atomic.Pointer[Operators] // the operators: cfg.Operators until SetOperators
+	now      func() time.Time          // the clock sessions are issued and checked by: time.Now; tests set it (export_test.go)
 }
 
 // New returns the console as an http.Handler for cfg. It refuses a
@@ -88,6 +91,7 @@ func New(cfg Config) (http.Handler, error) {
 	}
 	rand.Read(h.key[:])
 	h.throttle = newThrottle()
+	h.ops.Store(&cfg.Operators)
 	for _, name := range pageNames {
 		t, err := template.New("layout.html").Funcs(funcs).ParseFS(files, "templates/layout.html", "templates/"+name+".html")
 		if err != nil {

@@ -34,7 +34,8 @@ func (h *handler) login(w http.ResponseWriter, r *http.Request) {
 			&pageError{CodeLoginThrottled, fmt.Sprintf("Too many refused logins: try again in %d s.", secs)})
 		return
 	}
-	op, ok := h.operatorOf(r.PostFormValue("token"))
+	tok := r.PostFormValue("token")
+	op, ok := h.operatorOf(tok)
 	if !ok {
 		h.throttle.failed(source, h.now())
 		h.auditRefused(r, registry.AuditLoginFailed, "from "+r.RemoteAddr)
@@ -47,12 +48,14 @@ func (h *handler) login(w http.ResponseWriter, r *http.Request) {
 		h.storeFailed(w, r, session{}, err) // not logged in: the page shows no operator
 		return
 	}
-	h.setCookie(w, r, h.newSessionCookie(op.Name, h.now().Add(sessionTTL)), int(sessionTTL/time.Second))
+	h.setCookie(w, r, h.newSessionCookie(tok, op, h.now().Add(sessionTTL)), int(sessionTTL/time.Second))
 	h.log.Info("console: login", "operator", op.Name, "remote", r.RemoteAddr)
 	h.redirect(w, r, "/", "Logged in as "+op.Name+".", nil)
 }
 
-// logout ends the session (POST /logout): the cookie expires.
+// logout ends the session (POST /logout): it is removed from the live
+// sessions, so its cookie no longer logs anyone in, and the cookie
+// expires.
 func (h *handler) logout(w http.ResponseWriter, r *http.Request, s session) {
 	// Logging out takes no power, so it goes on when its entry cannot be
 	// written (the error is logged).
@@ -60,6 +63,7 @@ func (h *handler) logout(w http.ResponseWriter, r *http.Request, s session) {
 	if _, err := h.cfg.Store.AppendAudit(r.Context(), e); err != nil {
 		h.log.Error("console: the audit entry of a logout could not be written", "operator", s.op.Name, "err", err)
 	}
+	h.sessions.end(s.id)
 	h.setCookie(w, r, "", -1)
 	h.log.Info("console: logout", "operator", s.op.Name)
 	h.redirect(w, r, "/login", "Logged out.", nil)

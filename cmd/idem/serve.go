@@ -77,7 +77,9 @@ import (
 //	time=… level=INFO msg="console listening on 127.0.0.1:8081" addr=127.0.0.1:8081
 //
 // and it stops with the service. One flag without the other is a usage
-// error (exit 2); an unreadable operators file exits 1.
+// error (exit 2); an unreadable operators file exits 1. On SIGHUP it reads
+// the operators file again: the sessions of operators and tokens no
+// longer in it end at once; an invalid file is logged and changes nothing.
 //
 // The server accepts and commits operations at the writer epoch given by
 // --writer-epoch, by default the registry's epoch when it starts (logged

@@ -6,6 +6,9 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -22,6 +25,9 @@ type adminConsole struct {
 	ln     net.Listener
 	srv    *http.Server
 	served chan error
+	h      http.Handler // the console, for SetOperators
+	path   string       // the operators file
+	hup    chan os.Signal
 }
 
 // startConsole binds addr and serves the console on it for store and
@@ -42,11 +48,31 @@ func startConsole(ctx context.Context, log *slog.Logger, addr, path string, stor
 	if err != nil {
 		return nil, err
 	}
-	c := &adminConsole{log: log, ln: ln, served: make(chan error, 1),
+	c := &adminConsole{log: log, ln: ln, served: make(chan error, 1), h: h, path: path, hup: make(chan os.Signal, 1),
 		srv: &http.Server{Handler: h, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}}
 	setClientLimits(c.srv)
 	go func() { c.served <- c.srv.Serve(ln) }()
+	signal.Notify(c.hup, syscall.SIGHUP)
+	go c.reloads()
 	return c, nil
+}
+
+// reloads reads the operators file again on every SIGHUP until stop: the
+// sessions of operators or tokens no longer in it end at once
+// (console.SetOperators). A file that cannot be read or is invalid
+// changes nothing; the error is logged.
+func (c *adminConsole) reloads() {
+	for range c.hup {
+		ops, err := console.LoadOperators(c.path)
+		if err == nil {
+			err = console.SetOperators(c.h, ops)
+		}
+		if err != nil {
+			c.log.Error("idem serve: the operators file was not reloaded; the console keeps its operators", "err", err)
+			continue
+		}
+		c.log.Info("console: operators reloaded", "operators", len(ops), "file", c.path)
+	}
 }
 
 // announce logs "console listening on ADDR" with the bound address.
@@ -58,6 +84,8 @@ func (c *adminConsole) announce() {
 // stop shuts the console down, waiting up to shutdownTimeout for pages
 // being served.
 func (c *adminConsole) stop(ctx context.Context) {
+	signal.Stop(c.hup)
+	close(c.hup)
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownTimeout)
 	defer cancel()
 	if err := c.srv.Shutdown(sctx); err != nil {
