@@ -3,9 +3,9 @@ package console
 import (
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 
+	"github.com/idemkit/idem/internal/secretfile"
 	"github.com/idemkit/idem/internal/strictjson"
 )
 
@@ -35,7 +35,7 @@ const maxOperatorsFile = 1 << 20
 // duplicate tokens, unknown members, an empty token or one with white
 // space, an empty or duplicate name, and a file without operators.
 func LoadOperators(path string) (Operators, error) {
-	b, err := os.ReadFile(path)
+	b, err := secretfile.Read(path, "operators file", maxOperatorsFile)
 	if err != nil {
 		return nil, fmt.Errorf("console: operators: %w", err)
 	}

@@ -4,10 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"os"
 	"strings"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/internal/secretfile"
 	"github.com/idemkit/idem/internal/strictjson"
 )
 
@@ -33,7 +33,7 @@ const maxTokenFile = 1 << 20
 // It refuses malformed JSON (duplicate tokens included), unknown members,
 // an empty token, tenant or principal, and a file without tokens.
 func LoadTokens(path string) (Tokens, error) {
-	b, err := os.ReadFile(path)
+	b, err := secretfile.Read(path, "tokens file", maxTokenFile)
 	if err != nil {
 		return nil, fmt.Errorf("payments: tokens: %w", err)
 	}
