@@ -23,7 +23,7 @@ func TestServeConsole(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	ops := filepath.Join(dir, "operators.json")
-	if err := os.WriteFile(ops, []byte(`{"op-token-1": {"name": "alice"}}`), 0o600); err != nil {
+	if err := os.WriteFile(ops, []byte(`{"op-alice-Zr4kW9pQ2mX7vT1nB8yL5c": {"name": "alice"}}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	s := startServe(t, "--db", "sqlite:"+filepath.Join(dir, "serve.db"), "--admin-addr", "127.0.0.1:0", "--operators", ops)
@@ -48,7 +48,7 @@ func TestServeConsole(t *testing.T) {
 		t.Fatalf("console login page: %d %s", resp.StatusCode, b)
 	}
 	noRedirect := &http.Client{Timeout: 30 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	for tok, want := range map[string]int{"op-token-1": http.StatusSeeOther, "demo": http.StatusUnauthorized} {
+	for tok, want := range map[string]int{"op-alice-Zr4kW9pQ2mX7vT1nB8yL5c": http.StatusSeeOther, "demo": http.StatusUnauthorized} {
 		resp, err := noRedirect.PostForm(consoleURL+"/login", url.Values{"token": {tok}})
 		if err != nil {
 			t.Fatal(err)
