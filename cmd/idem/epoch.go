@@ -110,17 +110,17 @@ func withControl(ctx context.Context, name, dsn string, std stdio, fn func(regis
 func withStore(ctx context.Context, name, dsn, keysPath string, std stdio, fn func(registry.Store) error) int {
 	opts, err := storeOptions(keysPath)
 	if err != nil {
-		fmt.Fprintf(std.err, "idem %s: %v\n", name, err)
+		fmt.Fprintf(std.err, "idem %s: %s\n", name, printable(err.Error()))
 		return exitRefused
 	}
 	store, err := idemstore.Open(ctx, dsn, opts)
 	if err != nil {
-		fmt.Fprintf(std.err, "idem %s: %v\n", name, err)
+		fmt.Fprintf(std.err, "idem %s: %s\n", name, printable(err.Error()))
 		return exitRefused
 	}
 	defer store.Close()
 	if err := fn(store); err != nil {
-		fmt.Fprintf(std.err, "idem %s: %v\n", name, err)
+		fmt.Fprintf(std.err, "idem %s: %s\n", name, printable(err.Error()))
 		return exitRefused
 	}
 	return exitOK

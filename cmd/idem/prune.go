@@ -39,7 +39,7 @@ func runPrune(ctx context.Context, args []string, std stdio) int {
 	}
 	store, err := idemstore.Open(ctx, *dsn, idemstore.Options{})
 	if err != nil {
-		fmt.Fprintln(std.err, "idem prune:", err)
+		fmt.Fprintln(std.err, "idem prune:", printable(err.Error()))
 		return exitRefused
 	}
 	defer store.Close()
@@ -50,12 +50,12 @@ func runPrune(ctx context.Context, args []string, std stdio) int {
 		res, err = registry.PruneAllRecorded(ctx, store, *batch, "idem prune")
 	}
 	if err != nil {
-		fmt.Fprintf(std.err, "idem prune: %v (retired %d, deleted %d before the error)\n", err, res.Retired, res.Deleted)
+		fmt.Fprintf(std.err, "idem prune: %s (retired %d, deleted %d before the error)\n", printable(err.Error()), res.Retired, res.Deleted)
 		return exitRefused
 	}
 	if *asJSON {
 		if err := printJSON(std.out, res); err != nil {
-			fmt.Fprintln(std.err, "idem prune:", err)
+			fmt.Fprintln(std.err, "idem prune:", printable(err.Error()))
 			return exitRefused
 		}
 		return exitOK

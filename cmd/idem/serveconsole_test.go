@@ -67,8 +67,9 @@ func TestServeConsole(t *testing.T) {
 	}
 }
 
-// TestServeConsoleRefuses: --admin-addr and --operators go together
-// (exit 2); an invalid operators file exits 1, never listening.
+// TestServeConsoleRefuses: --operators needs --admin-addr, a TLS flag its
+// pair, --admin-host an --admin-addr (exit 2); an invalid operators file
+// exits 1, never listening.
 func TestServeConsoleRefuses(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
@@ -81,7 +82,8 @@ func TestServeConsoleRefuses(t *testing.T) {
 		args []string
 		code int
 	}{
-		{[]string{"--db", db, "--admin-addr", "127.0.0.1:0"}, exitUsage},
+		{[]string{"--db", db, "--admin-addr", "127.0.0.1:0", "--admin-tls-cert", "c.pem"}, exitUsage},
+		{[]string{"--db", db, "--admin-host", "admin.example"}, exitUsage},
 		{[]string{"--db", db, "--operators", bad}, exitUsage},
 		{[]string{"--db", db, "--admin-addr", "127.0.0.1:0", "--operators", bad}, exitRefused},
 		{[]string{"--db", db, "--admin-addr", "127.0.0.1:0", "--operators", filepath.Join(dir, "missing.json")}, exitRefused},
