@@ -3,6 +3,7 @@ package console_test
 import (
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strconv"
 	"strings"
@@ -77,6 +78,44 @@ func TestLoginThrottled(t *testing.T) {
 		at.Add(int64(time.Duration(secs) * time.Second))
 		if code, loc, _ := e.do(c, "/admin/login", url.Values{"token": {aliceToken}}); code != http.StatusSeeOther {
 			t.Errorf("a right token after Retry-After: %d %q; want 303", code, loc)
+		}
+	})
+}
+
+// TestLoginThrottledAcrossSources: guesses spread over many addresses,
+// each well under its own limit, still empty the console-wide bucket (the
+// per-operator one: a guess is a guess at every operator's token), after
+// which a fresh address — a right token included — gets 429 too.
+// threat:console-token-guessing
+func TestLoginThrottledAcrossSources(t *testing.T) {
+	t.Parallel()
+	stores(t, effect.Answer{}, func(t *testing.T, e *env) {
+		var at atomic.Int64
+		at.Store(time.Now().UnixNano())
+		console.SetClock(e.h, func() time.Time { return time.Unix(0, at.Load()) })
+		post := func(addr, tok string) *httptest.ResponseRecorder {
+			r := httptest.NewRequest(http.MethodPost, "/admin/login", strings.NewReader(url.Values{"token": {tok}}.Encode()))
+			r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+			r.RemoteAddr = addr
+			w := httptest.NewRecorder()
+			e.h.ServeHTTP(w, r)
+			return w
+		}
+		first429 := -1
+		for i := range 150 {
+			w := post(fmt.Sprintf("10.0.%d.%d:4000", i/250, i%250+1), fmt.Sprintf("guess-%03d-Zr4kW9pQ2mX7vT1nB8yL5c", i))
+			if w.Code == http.StatusTooManyRequests && first429 < 0 {
+				first429 = i
+			}
+		}
+		if first429 < 0 {
+			t.Fatal("150 wrong logins from 150 addresses: never 429")
+		}
+		if first429 < 20 {
+			t.Errorf("the console-wide limit hit after %d guesses; want it well above one address's", first429)
+		}
+		if w := post("10.9.9.9:4000", aliceToken); w.Code != http.StatusTooManyRequests || w.Header().Get("Retry-After") == "" {
+			t.Errorf("a right token from a fresh address while the console is throttled: %d; want 429 with Retry-After", w.Code)
 		}
 	})
 }
