@@ -79,8 +79,15 @@ func (f *adminFlags) tlsConfig() (*tls.Config, error) {
 // --admin-addr (unless a wildcard), the bound address's IP, "localhost",
 // 127.0.0.1 and ::1, and every --admin-host.
 func (f *adminFlags) allowedHosts(bound net.Addr) map[string]bool {
+	return allowedHosts(*f.addr, bound, f.hosts)
+}
+
+// allowedHosts are the Host names a listener on addr, bound at bound,
+// answers: addr's host (unless a wildcard), the bound IP, "localhost",
+// 127.0.0.1, ::1 and extra.
+func allowedHosts(addr string, bound net.Addr, extra []string) map[string]bool {
 	allowed := map[string]bool{"localhost": true, "127.0.0.1": true, "::1": true}
-	if host, _, err := net.SplitHostPort(*f.addr); err == nil && host != "" {
+	if host, _, err := net.SplitHostPort(addr); err == nil && host != "" {
 		if ip := net.ParseIP(host); ip == nil || !ip.IsUnspecified() {
 			allowed[strings.ToLower(host)] = true
 		}
@@ -88,7 +95,7 @@ func (f *adminFlags) allowedHosts(bound net.Addr) map[string]bool {
 	if tcp, ok := bound.(*net.TCPAddr); ok && !tcp.IP.IsUnspecified() {
 		allowed[tcp.IP.String()] = true
 	}
-	for _, h := range f.hosts {
+	for _, h := range extra {
 		allowed[h] = true
 	}
 	return allowed
