@@ -30,7 +30,8 @@ type Config struct {
 	// say why.
 	Effects effect.Set
 	// Operators are the people who may log in (LoadOperators). Required,
-	// non-empty, names unique.
+	// non-empty, names unique, every token able to hold 128 random bits
+	// (see LoadOperators); SetOperators replaces them later.
 	Operators Operators
 	// Logger receives one Info line per action (login, logout, lookup,
 	// reconcile, drain, epoch bump) with the operator's name; nil means
