@@ -13,6 +13,7 @@ import (
 	"slices"
 
 	"github.com/idemkit/idem/idemstore"
+	"github.com/idemkit/idem/internal/secretfile"
 	"github.com/idemkit/idem/keyring"
 	"github.com/idemkit/idem/registry"
 )
@@ -60,7 +61,7 @@ func runKeys(ctx context.Context, args []string, std stdio) int {
 	f := newFlags("keys", "add|rotate --encryption-keys FILE [--id ID] [--db DSN] [--batch N] [--json]", std)
 	path := addKeysFlag(f.FlagSet)
 	id := f.String("id", "", "add: `ID` of the new key (1 to 64 of A-Z a-z 0-9 . _ -), e.g. the month: 2026-12")
-	dsn := f.String("db", defaultDB, "rotate: registry database `DSN`: sqlite:PATH or postgres://…")
+	dsn := f.db(defaultDB, "rotate: registry database `DSN`: sqlite:PATH or postgres://…")
 	batch := f.Int("batch", 500, "rotate: records per batch (one transaction each)")
 	asJSON := f.Bool("json", false, `rotate: print {"active":…,"resealed":N,"batches":B,"usage":{"<key ID>":N}} at the end instead of progress`)
 	words, code, ok := f.parse(args)
@@ -88,32 +89,32 @@ func runKeys(ctx context.Context, args []string, std stdio) int {
 // active.
 func keysAdd(path, id string, std stdio) int {
 	var file keyring.File
-	data, err := os.ReadFile(path)
+	data, err := secretfile.Read(path, "key ring", 1<<20)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 	case err != nil:
-		fmt.Fprintln(std.err, "idem keys add:", err)
+		fmt.Fprintln(std.err, "idem keys add:", printable(err.Error()))
 		return exitRefused
 	default:
 		if _, err := keyring.Parse(data); err != nil {
-			fmt.Fprintln(std.err, "idem keys add:", err)
+			fmt.Fprintln(std.err, "idem keys add:", printable(err.Error()))
 			return exitRefused
 		}
 		json.Unmarshal(data, &file) // Parse accepted it
 	}
 	key, err := keyring.NewKey(id)
 	if err != nil {
-		fmt.Fprintln(std.err, "idem keys add:", err)
+		fmt.Fprintln(std.err, "idem keys add:", printable(err.Error()))
 		return exitRefused
 	}
 	file.Keys, file.Active = append(file.Keys, key), key.ID
 	if _, err := keyring.New(file); err != nil { // a duplicate ID
-		fmt.Fprintln(std.err, "idem keys add:", err)
+		fmt.Fprintln(std.err, "idem keys add:", printable(err.Error()))
 		return exitRefused
 	}
 	out, _ := json.MarshalIndent(file, "", "  ")
 	if err := writeFileAtomic(path, append(out, '\n')); err != nil {
-		fmt.Fprintln(std.err, "idem keys add:", err)
+		fmt.Fprintln(std.err, "idem keys add:", printable(err.Error()))
 		return exitRefused
 	}
 	fmt.Fprintf(std.out, "added key %s to %s and made it active; restart the servers, then run idem keys rotate\n", key.ID, path)
@@ -154,12 +155,12 @@ type rotateJSON struct {
 func keysRotate(ctx context.Context, dsn, path string, batch int, asJSON bool, std stdio) int {
 	opts, err := storeOptions(path)
 	if err != nil {
-		fmt.Fprintln(std.err, "idem keys rotate:", err)
+		fmt.Fprintln(std.err, "idem keys rotate:", printable(err.Error()))
 		return exitRefused
 	}
 	store, err := idemstore.Open(ctx, dsn, opts)
 	if err != nil {
-		fmt.Fprintln(std.err, "idem keys rotate:", err)
+		fmt.Fprintln(std.err, "idem keys rotate:", printable(err.Error()))
 		return exitRefused
 	}
 	defer store.Close()
@@ -173,7 +174,7 @@ func keysRotate(ctx context.Context, dsn, path string, batch int, asJSON bool, s
 	for cursor := ""; ; {
 		next, n, err := rs.Reseal(ctx, cursor, batch)
 		if err != nil {
-			fmt.Fprintf(std.err, "idem keys rotate: %v (%d bodies re-sealed before the error; run it again once fixed)\n", err, out.Resealed)
+			fmt.Fprintf(std.err, "idem keys rotate: %s (%d bodies re-sealed before the error; run it again once fixed)\n", printable(err.Error()), out.Resealed)
 			return exitRefused
 		}
 		out.Resealed += n
@@ -186,18 +187,18 @@ func keysRotate(ctx context.Context, dsn, path string, batch int, asJSON bool, s
 		}
 	}
 	if out.Usage, err = rs.KeyUsage(ctx); err != nil {
-		fmt.Fprintln(std.err, "idem keys rotate:", err)
+		fmt.Fprintln(std.err, "idem keys rotate:", printable(err.Error()))
 		return exitRefused
 	}
 	if asJSON {
 		if err := printJSON(std.out, out); err != nil {
-			fmt.Fprintln(std.err, "idem keys rotate:", err)
+			fmt.Fprintln(std.err, "idem keys rotate:", printable(err.Error()))
 			return exitRefused
 		}
 		return exitOK
 	}
 	for _, k := range slices.Sorted(maps.Keys(out.Usage)) {
-		name := k
+		name := printable(k) // a key ID as stored with a body
 		if name == "" {
 			name = "(plaintext)"
 		}

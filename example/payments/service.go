@@ -15,11 +15,14 @@
 //	GET  /v1/payments/{id}/refunds/{refundID}
 //	                                  one refund of the payment
 //	GET  /v1/operations/{operationID} an operation's state, to its owner only
-//	GET  /metrics                     Prometheus text format
 //	GET  /healthz                     liveness: 200 when the store answers, else 503
 //	GET  /readyz                      readiness: 200, or 503 with the reason (storage, draining, fenced)
 //
-// Every route but /metrics, /healthz and /readyz needs "Authorization: Bearer
+// The service does not serve its metrics: Config.Registry holds them, for
+// an admin listener to serve ("idem serve --admin-addr"), never the API's
+// port, where anyone could read them.
+//
+// Every route but /healthz and /readyz needs "Authorization: Bearer
 // TOKEN" with a token of Config.Auth; without one it answers 401
 // UNAUTHENTICATED. The idempotent routes take keys under
 // idem.StrictKeyPolicy (opaque, random: a UUIDv4, a ULID, idem.NewKey);
@@ -65,7 +68,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/canon"
@@ -113,8 +115,9 @@ type Config struct {
 	Lease, Retention time.Duration
 	// Logger receives the service's logs; nil means slog.Default().
 	Logger *slog.Logger
-	// Registry receives the middleware's metrics and is what GET /metrics
-	// serves; nil means a new, otherwise empty registry. New registers
+	// Registry receives the middleware's metrics, for the caller to serve
+	// on an admin listener (the service's own routes do not); nil means a
+	// new, otherwise empty registry. New registers
 	// the metrics with it (and panics if they are already registered), so
 	// two Services need two registries.
 	Registry *prometheus.Registry
@@ -243,7 +246,6 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 	s.mux.HandleFunc("GET /v1/payments/{id}/refunds/{refundID}", s.authenticated(s.getRefund))
 	s.mux.HandleFunc("GET /v1/transfers/{id}", s.authenticated(s.getTransfer))
 	s.mux.Handle("GET /v1/operations/{operationID}", create.MonitorHandler())
-	s.mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	s.mux.HandleFunc("GET /healthz", s.healthz)
 	s.mux.HandleFunc("GET /readyz", s.readyz)
 	return s, nil
