@@ -275,8 +275,10 @@ func TestApprovalsSettleOnce(t *testing.T) {
 		if settled.Load() != 1 {
 			t.Errorf("%d approvals settled, want exactly 1", settled.Load())
 		}
-		if log, err := e.store.Reconciliations(e.ctx, rec.OperationID); err != nil || len(log) != 1 {
-			t.Errorf("reconciliations %+v, %v; want 1", log, err)
+		log, err := e.store.Reconciliations(e.ctx, rec.OperationID)
+		p, perr := e.store.PendingSettlement(e.ctx, rec.OperationID)
+		if err != nil || perr != nil || len(log) != 1 || log[0].Actor != "alice, approved by "+p.ApprovedBy {
+			t.Errorf("reconciliations %+v, %v, request %+v, %v; want 1, by alice and the one approver stored", log, err, p, perr)
 		}
 	})
 }

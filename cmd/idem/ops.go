@@ -337,7 +337,7 @@ func opsReconcile(ctx context.Context, args []string, std stdio) int {
 	f := newOpsFlags("reconcile", std)
 	outcome := f.String("outcome", "", "what the downstream did: `succeeded` (executed) or failed (declined for good)")
 	handle := f.String("handle", "", "the downstream's `ID` of the executed effect, when known (with --outcome succeeded)")
-	evidence := f.String("evidence", "", "why the outcome is right: provider answer, ticket, … (`TEXT`, required)")
+	evidence := f.String("evidence", "", "why the outcome is right (`TEXT`, required): at least 10 characters naming a reference — the provider's handle (tr_42), a ticket (OPS-123, #4711) or a URL")
 	actor := f.String("actor", defaultActor(), "who decides (`NAME`; default $USER, else operator)")
 	words, code, ok := f.parse(args, 1)
 	if !ok {
