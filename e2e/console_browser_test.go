@@ -100,22 +100,28 @@ const (
 type consoleRun struct {
 	t      *testing.T
 	prov   *server
-	s      *server // the API listener
-	admin  string  // http://ADDR of the console listener
-	token  string  // the operator's token
-	op     string  // the transfer's operation ID (from the client's 409)
-	dkey   string  // its downstream key, as the provider recorded it
-	handle string  // the provider's id of the transfer it executed
+	s      *server           // the API listener
+	admin  string            // http://ADDR of the console listener
+	token  string            // the operator's token
+	others map[string]string // more operators: name → token
+	op     string            // the transfer's operation ID (from the client's 409)
+	dkey   string            // its downstream key, as the provider recorded it
+	handle string            // the provider's id of the transfer it executed
 }
 
 // startConsole starts "idem provider" and "idem serve" on dsn with the
 // console on a second listener and an operators file naming one
-// operator, alice.
-func startConsole(t *testing.T, dsn string) *consoleRun {
+// operator, alice, and the others named (each with a token of its own).
+func startConsole(t *testing.T, dsn string, others ...string) *consoleRun {
 	t.Helper()
-	c := &consoleRun{t: t, token: "op-" + rand.Text()}
+	c := &consoleRun{t: t, token: "op-" + rand.Text(), others: map[string]string{}}
+	entries := []string{fmt.Sprintf(`%q: {"name": %q, "show_responses": true}`, c.token, consoleOperator)}
+	for _, name := range others {
+		c.others[name] = "op-" + rand.Text()
+		entries = append(entries, fmt.Sprintf(`%q: {"name": %q}`, c.others[name], name))
+	}
 	ops := filepath.Join(t.TempDir(), "operators.json")
-	if err := os.WriteFile(ops, fmt.Appendf(nil, `{%q: {"name": %q, "show_responses": true}}`, c.token, consoleOperator), 0o600); err != nil {
+	if err := os.WriteFile(ops, []byte("{"+strings.Join(entries, ", ")+"}"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	c.prov = startChild(t, nil, "provider", "--addr", "127.0.0.1:0")
