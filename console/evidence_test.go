@@ -66,8 +66,8 @@ func TestConsoleLookupBindsOperator(t *testing.T) {
 // TestConsoleFailedNeedsSecondOperator: "failed" with no definite answer
 // recorded (the lookup found nothing) is stored as a request and shown;
 // its requester gets no approve form and is refused (409 SELF_APPROVAL);
-// a second operator approves it and only then is the operation
-// FAILED_FINAL, logged as both.
+// a second operator approves it (not without the form's CSRF token) and
+// only then is the operation FAILED_FINAL, logged as both.
 //
 // threat:one-operator-failed
 func TestConsoleFailedNeedsSecondOperator(t *testing.T) {
@@ -100,6 +100,9 @@ func TestConsoleFailedNeedsSecondOperator(t *testing.T) {
 		bob, bCSRF := e.login(bobToken)
 		if _, _, body := e.do(bob, detail, nil); !strings.Contains(body, `<form id="approve"`) {
 			t.Fatalf("a second operator's page has no approve form: %s", body)
+		}
+		if code, _, body := e.do(bob, detail+"/approve", url.Values{}); code != http.StatusForbidden || errorCode(body) != "CSRF_INVALID" || e.state(id) != idem.StateUnknown {
+			t.Errorf("approval without the CSRF token: %d %q; want 403 CSRF_INVALID, nothing changed", code, errorCode(body))
 		}
 		if code, _, body := e.do(bob, detail+"/approve", url.Values{"csrf": {bCSRF}}); code != http.StatusSeeOther {
 			t.Fatalf("approval by bob: %d %s", code, body)
