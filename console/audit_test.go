@@ -139,7 +139,7 @@ func TestAuditWriteAhead(t *testing.T) {
 			t.Errorf("control row %+v (%v): want drain off and epoch 0", ctl, err)
 		}
 		code, _, body := e.do(c, "/admin/operations/"+rec.OperationID+"/reconcile",
-			url.Values{"csrf": {csrf}, "outcome": {"succeeded"}, "evidence": {"ticket 1"}})
+			url.Values{"csrf": {csrf}, "outcome": {"succeeded"}, "evidence": {"ticket INC-1"}})
 		if code != http.StatusServiceUnavailable || errorCode(body) != "STORE_UNAVAILABLE" {
 			t.Errorf("reconcile with the audit log refusing: %d %q, want 503", code, errorCode(body))
 		}

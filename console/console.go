@@ -124,6 +124,7 @@ func (h *handler) routes() {
 	m.HandleFunc("GET "+p+"/operations", h.authed(h.operations))
 	m.HandleFunc("GET "+p+"/operations/{id}", h.authed(h.operation))
 	m.HandleFunc("POST "+p+"/operations/{id}/reconcile", h.authed(h.reconcile))
+	m.HandleFunc("POST "+p+"/operations/{id}/approve", h.authed(h.approve))
 	m.HandleFunc("POST "+p+"/operations/{id}/effects/{name}/lookup", h.authed(h.lookup))
 	m.HandleFunc(p+"/", h.authed(func(w http.ResponseWriter, r *http.Request, s session) {
 		h.fail(w, r, s, http.StatusNotFound, CodeNotFound, "There is no such page.")

@@ -13,10 +13,16 @@
 //   - one operation ({Prefix}/operations/{id}): its record (hashes, never
 //     the request), its stored response's metadata (the body only for
 //     operators with ShowResponses), its effect attempts with their
-//     downstream keys, a lookup by key of each (changing nothing), its
-//     reconciliation log, and — while it is UNKNOWN — a form that settles
-//     it only with written evidence, through effect.Set.SettleByOperator,
-//     the very path of "idem ops reconcile", the operator's name as actor.
+//     downstream keys, a lookup by key of each (effect.Set.LookupByOperator,
+//     recorded on the effect, changing nothing else), the recorded lookups
+//     by whoever asked, its reconciliation log, and — while it is UNKNOWN
+//     — a form that settles it only with written evidence that names a
+//     reference and contradicts no recorded answer, through
+//     effect.Set.SettleByOperator, the very path of "idem ops reconcile",
+//     the operator's name as actor; "failed" without a recorded decline
+//     waits as a request that another operator approves
+//     ({Prefix}/operations/{id}/approve, effect.Set.ApproveByOperator, as
+//     "idem ops approve").
 //
 // Access: operators log in ({Prefix}/login) with a token from the
 // operators file (LoadOperators), never with an API token. A login sets

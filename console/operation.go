@@ -1,7 +1,6 @@
 package console
 
 import (
-	"cmp"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -35,6 +34,14 @@ type detailView struct {
 	CanReconcile bool
 	Form         reconcileForm
 	Lookup       *lookupView
+	// Lookups are the recorded lookups of its effects, by whoever asked.
+	Lookups []registry.Lookup
+	// Pending is its settlement request waiting for (or given) a second
+	// operator's approval, nil if none.
+	Pending *registry.PendingSettlement
+	// CanApprove: the approve form is shown (UNKNOWN, reconcilable, a
+	// request not yet approved, and the viewer is not its requester).
+	CanApprove bool
 }
 
 // responseView is a stored response's metadata, and its body for an
@@ -110,6 +117,17 @@ func (h *handler) renderOperation(w http.ResponseWriter, r *http.Request, s sess
 	if err == nil {
 		v.Audit, err = h.cfg.Store.AuditLog(ctx, registry.AuditFilter{OperationID: id, Limit: operationAudit})
 	}
+	if err == nil {
+		v.Lookups, err = h.cfg.Store.Lookups(ctx, id)
+	}
+	if err == nil {
+		var p registry.PendingSettlement
+		if p, err = h.cfg.Store.PendingSettlement(ctx, id); err == nil {
+			v.Pending = &p
+		} else if errors.Is(err, registry.ErrNotFound) {
+			err = nil
+		}
+	}
 	if err != nil {
 		h.storeFailed(w, r, s, err)
 		return
@@ -128,6 +146,7 @@ func (h *handler) renderOperation(w http.ResponseWriter, r *http.Request, s sess
 			", so it can neither ask their downstream nor render their result: settle it from its own service."
 	default:
 		v.CanReconcile = rec.State == idem.StateUnknown
+		v.CanApprove = v.CanReconcile && v.Pending != nil && v.Pending.ApprovedBy == "" && v.Pending.RequestedBy != s.op.Name
 	}
 	if lv != nil && !slices.ContainsFunc(v.Effects, func(e registry.Effect) bool { return e.DownstreamKey == lv.Key }) {
 		lv = nil // an answer about another operation's key is not this page's
@@ -136,92 +155,111 @@ func (h *handler) renderOperation(w http.ResponseWriter, r *http.Request, s sess
 	h.render(w, r, s, code, "operation", "Operation "+id, v, perr)
 }
 
+// operatorRefusals maps the codes of effect.OperatorError to the page's
+// status and code; CodeNotFound is a page of its own.
+var operatorRefusals = map[string]struct {
+	status int
+	code   string
+}{
+	effect.CodeOutcomeRequired:     {http.StatusUnprocessableEntity, CodeOutcomeRequired},
+	effect.CodeEvidenceRequired:    {http.StatusUnprocessableEntity, CodeEvidenceRequired},
+	effect.CodeEvidenceTooWeak:     {http.StatusUnprocessableEntity, CodeEvidenceTooWeak},
+	effect.CodeHandleNotAllowed:    {http.StatusUnprocessableEntity, CodeInvalid},
+	effect.CodeActorRequired:       {http.StatusUnprocessableEntity, CodeInvalid},
+	effect.CodeNotUnknown:          {http.StatusConflict, CodeNotUnknown},
+	effect.CodeNotSettleable:       {http.StatusConflict, CodeNotSettleable},
+	effect.CodeContradictsEvidence: {http.StatusConflict, CodeContradictsEvidence},
+	effect.CodeApprovalPending:     {http.StatusConflict, CodeApprovalPending},
+	effect.CodeNothingToApprove:    {http.StatusConflict, CodeNothingToApprove},
+	effect.CodeSelfApproval:        {http.StatusConflict, CodeSelfApproval},
+	effect.CodeAlreadyApproved:     {http.StatusConflict, CodeAlreadyApproved},
+}
+
+// refused renders the operation page with the refusal err of an
+// operator's decision (what the console's own pages show for
+// effect.OperatorError codes), or a store failure.
+func (h *handler) refused(w http.ResponseWriter, r *http.Request, s session, what string, form reconcileForm, err error) {
+	id := r.PathValue("id")
+	ec := effect.OperatorCode(err)
+	if ec == effect.CodeNotFound {
+		h.fail(w, r, s, http.StatusNotFound, CodeNotFound, err.Error())
+		return
+	}
+	m, ok := operatorRefusals[ec]
+	if !ok {
+		m.status, m.code = http.StatusServiceUnavailable, CodeStoreUnavailable
+		h.log.Error("console: "+what+" failed", "operator", s.op.Name, "operation_id", id, "err", err)
+	}
+	h.log.Info("console: "+what+" refused", "operator", s.op.Name, "operation_id", id, "code", m.code)
+	h.renderOperation(w, r, s, m.status, form, nil, &pageError{m.code, err.Error()})
+}
+
 // reconcile settles an UNKNOWN operation on the operator's written
 // evidence (POST /operations/{id}/reconcile) through the one path "idem
 // ops reconcile" uses (effect.Set.SettleByOperator), the operator's name
-// as actor.
+// as actor. A decision that contradicts a recorded answer is refused; a
+// "failed" without a recorded definite answer is stored as a request and
+// waits for a second operator (approve).
 func (h *handler) reconcile(w http.ResponseWriter, r *http.Request, s session) {
 	id := r.PathValue("id")
 	form := reconcileForm{Outcome: r.PostFormValue("outcome"), Handle: r.PostFormValue("handle"), Evidence: r.PostFormValue("evidence")}
 	req := effect.OperatorRequest{OperationID: id, Outcome: form.Outcome, Handle: form.Handle, Evidence: form.Evidence, Actor: s.op.Name}
 	st, err := h.cfg.Effects.SettleByOperator(r.Context(), h.cfg.Store, req)
 	if err != nil {
-		status, code := http.StatusServiceUnavailable, CodeStoreUnavailable
-		switch effect.OperatorCode(err) {
-		case effect.CodeOutcomeRequired:
-			status, code = http.StatusUnprocessableEntity, CodeOutcomeRequired
-		case effect.CodeEvidenceRequired:
-			status, code = http.StatusUnprocessableEntity, CodeEvidenceRequired
-		case effect.CodeHandleNotAllowed:
-			status, code = http.StatusUnprocessableEntity, CodeInvalid
-		case effect.CodeNotUnknown:
-			status, code = http.StatusConflict, CodeNotUnknown
-		case effect.CodeNotSettleable:
-			status, code = http.StatusConflict, CodeNotSettleable
-		case effect.CodeContradictsEvidence:
-			status, code = http.StatusConflict, CodeContradictsEvidence
-		case effect.CodeNotFound:
-			h.fail(w, r, s, http.StatusNotFound, CodeNotFound, err.Error())
-			return
-		default:
-			h.log.Error("console: reconcile failed", "operator", s.op.Name, "operation_id", id, "err", err)
-		}
-		h.log.Info("console: reconcile refused", "operator", s.op.Name, "operation_id", id, "code", code)
-		h.renderOperation(w, r, s, status, form, nil, &pageError{code, err.Error()})
+		h.refused(w, r, s, "reconcile", form, err)
+		return
+	}
+	if st.Pending != nil {
+		h.log.Info("console: reconcile waits for approval", "operator", s.op.Name, "operation_id", id, "outcome", st.Pending.Outcome)
+		h.redirect(w, r, "/operations/"+url.PathEscape(id), "Requested: outcome "+st.Pending.Outcome+
+			". No definite answer from the downstream is recorded, so a second operator must approve it; nothing else was changed.", nil)
 		return
 	}
 	h.log.Info("console: reconcile", "operator", s.op.Name, "operation_id", id, "outcome", st.Record.State)
 	h.redirect(w, r, "/operations/"+url.PathEscape(id), "Reconciled: "+string(idem.StateUnknown)+" → "+string(st.Record.State)+".", nil)
 }
 
+// approve settles an UNKNOWN operation as its pending request says, on
+// this operator's approval (POST /operations/{id}/approve), through the
+// one path "idem ops approve" uses (effect.Set.ApproveByOperator).
+func (h *handler) approve(w http.ResponseWriter, r *http.Request, s session) {
+	id := r.PathValue("id")
+	st, err := h.cfg.Effects.ApproveByOperator(r.Context(), h.cfg.Store, id, s.op.Name)
+	if err != nil {
+		h.refused(w, r, s, "approve", reconcileForm{}, err)
+		return
+	}
+	h.log.Info("console: approve", "operator", s.op.Name, "operation_id", id, "outcome", st.Record.State)
+	h.redirect(w, r, "/operations/"+url.PathEscape(id), "Approved and reconciled: "+string(idem.StateUnknown)+" → "+string(st.Record.State)+".", nil)
+}
+
 // lookup asks an effect's downstream what it did with the effect's key,
-// changing nothing (POST /operations/{id}/effects/{name}/lookup). A
-// definite answer is shown on the operation page it redirects to; an
-// answer that proves nothing is 502 LOOKUP_FAILED.
+// changing nothing but the record of the lookup (POST
+// /operations/{id}/effects/{name}/lookup), through the one path "idem ops
+// lookup" uses (effect.Set.LookupByOperator): the question and the answer
+// are recorded on the effect and in the audit log. A definite answer is
+// shown on the operation page it redirects to; an answer that proves
+// nothing is 502 LOOKUP_FAILED.
 func (h *handler) lookup(w http.ResponseWriter, r *http.Request, s session) {
 	ctx, id, name := r.Context(), r.PathValue("id"), r.PathValue("name")
-	rec, err := h.cfg.Store.GetByID(ctx, id)
-	switch {
-	case errors.Is(err, registry.ErrNotFound):
+	res, err := h.cfg.Effects.LookupByOperator(ctx, h.cfg.Store, id, name, s.op.Name)
+	switch ec := effect.OperatorCode(err); {
+	case ec == effect.CodeNotFound:
 		h.fail(w, r, s, http.StatusNotFound, CodeNotFound, "There is no operation "+id+".")
+		return
+	case ec == effect.CodeEffectNotFound || ec == effect.CodeNotSettleable:
+		h.fail(w, r, s, http.StatusNotFound, CodeNotFound, "Operation "+id+" has no effect "+name+" this console can look up.")
 		return
 	case err != nil:
 		h.storeFailed(w, r, s, err)
 		return
 	}
-	var d effect.Downstream
-	if op := h.cfg.Effects[rec.Operation]; op != nil {
-		d = op.Downstreams[name]
-	}
-	effs, err := h.cfg.Store.Effects(ctx, id)
-	if err != nil {
-		h.storeFailed(w, r, s, err)
-		return
-	}
-	var key string
-	for _, e := range effs {
-		if e.Name == name {
-			key = e.DownstreamKey
-		}
-	}
-	if d == nil || key == "" {
-		h.fail(w, r, s, http.StatusNotFound, CodeNotFound, "Operation "+id+" has no effect "+name+" this console can look up.")
-		return
-	}
-	if !h.audited(w, r, s, registry.AuditLookup, id, "ask "+name+" for key "+key, nil) {
-		return
-	}
-	a := d.Lookup(ctx, key)
-	lv := &lookupView{Effect: name, Key: key, Kind: a.Kind.String(), Handle: a.Handle, Detail: a.Detail, At: h.now().Unix()}
-	answer := registry.AuditEntry{Actor: s.op.Name, Action: registry.AuditLookup, OperationID: id,
-		Detail: "answer of " + name + " for key " + key + ": " + lv.Kind + ", handle " + cmp.Or(a.Handle, "none") + "; " + a.Detail}
-	if _, err := h.cfg.Store.AppendAudit(ctx, answer.Clipped()); err != nil {
-		h.log.Error("console: the audit entry of a lookup's answer could not be written", "operator", s.op.Name, "operation_id", id, "err", err)
-	}
-	h.log.Info("console: lookup", "operator", s.op.Name, "operation_id", id, "effect", name, "downstream_key", key, "answer", lv.Kind)
+	a, l := res[0].Answer, res[0].Lookup
+	lv := &lookupView{Effect: name, Key: l.DownstreamKey, Kind: a.Kind.String(), Handle: a.Handle, Detail: a.Detail, At: h.now().Unix()}
+	h.log.Info("console: lookup", "operator", s.op.Name, "operation_id", id, "effect", name, "downstream_key", l.DownstreamKey, "answer", l.Answer)
 	if _, ok := a.Evidence(); !ok && a.Kind != effect.NotFound {
 		h.renderOperation(w, r, s, http.StatusBadGateway, reconcileForm{}, lv,
-			&pageError{CodeLookupFailed, "The downstream's answer proves nothing about key " + key + ": " + a.Detail})
+			&pageError{CodeLookupFailed, "The downstream's answer proves nothing about key " + l.DownstreamKey + ": " + a.Detail})
 		return
 	}
 	b, _ := json.Marshal(lv)

@@ -69,12 +69,12 @@ func TestReconcile(t *testing.T) {
 			status int
 			code   string
 		}{
-			{"no csrf", url.Values{"outcome": {"succeeded"}, "evidence": {"INC-1"}}, http.StatusForbidden, "CSRF_INVALID"},
-			{"wrong csrf", url.Values{"csrf": {csrf + "x"}, "outcome": {"succeeded"}, "evidence": {"INC-1"}}, http.StatusForbidden, "CSRF_INVALID"},
+			{"no csrf", url.Values{"outcome": {"succeeded"}, "evidence": {"INC-1: see the ticket"}}, http.StatusForbidden, "CSRF_INVALID"},
+			{"wrong csrf", url.Values{"csrf": {csrf + "x"}, "outcome": {"succeeded"}, "evidence": {"INC-1: see the ticket"}}, http.StatusForbidden, "CSRF_INVALID"},
 			{"no evidence", url.Values{"csrf": {csrf}, "outcome": {"succeeded"}, "handle": {"tr_typed"}, "evidence": {"  \n "}}, http.StatusUnprocessableEntity, "EVIDENCE_REQUIRED"},
-			{"no outcome", url.Values{"csrf": {csrf}, "evidence": {"INC-1"}}, http.StatusUnprocessableEntity, "OUTCOME_REQUIRED"},
-			{"bad outcome", url.Values{"csrf": {csrf}, "outcome": {"maybe"}, "evidence": {"INC-1"}}, http.StatusUnprocessableEntity, "OUTCOME_REQUIRED"},
-			{"handle with failed", url.Values{"csrf": {csrf}, "outcome": {"failed"}, "handle": {"tr_1"}, "evidence": {"INC-1"}}, http.StatusUnprocessableEntity, "INVALID"},
+			{"no outcome", url.Values{"csrf": {csrf}, "evidence": {"INC-1: see the ticket"}}, http.StatusUnprocessableEntity, "OUTCOME_REQUIRED"},
+			{"bad outcome", url.Values{"csrf": {csrf}, "outcome": {"maybe"}, "evidence": {"INC-1: see the ticket"}}, http.StatusUnprocessableEntity, "OUTCOME_REQUIRED"},
+			{"handle with failed", url.Values{"csrf": {csrf}, "outcome": {"failed"}, "handle": {"tr_1"}, "evidence": {"INC-1: see the ticket"}}, http.StatusUnprocessableEntity, "INVALID"},
 		} {
 			code, _, body := e.do(c, reconcile, tc.form)
 			if code != tc.status || errorCode(body) != tc.code {
@@ -110,7 +110,7 @@ func TestReconcile(t *testing.T) {
 		if strings.Contains(body, `<form id="reconcile"`) {
 			t.Errorf("the reconcile form is shown for a SUCCEEDED operation")
 		}
-		if code, _, body := e.do(c, reconcile, url.Values{"csrf": {csrf}, "outcome": {"failed"}, "evidence": {"again"}}); code != http.StatusConflict || errorCode(body) != "NOT_UNKNOWN" {
+		if code, _, body := e.do(c, reconcile, url.Values{"csrf": {csrf}, "outcome": {"failed"}, "evidence": {"again, see INC-2"}}); code != http.StatusConflict || errorCode(body) != "NOT_UNKNOWN" {
 			t.Errorf("second reconcile: %d %q", code, errorCode(body))
 		}
 		if log, _ := e.store.Reconciliations(context.Background(), id); len(log) != 1 {
@@ -154,7 +154,7 @@ func TestLookupFailed(t *testing.T) {
 		if strings.Contains(body, `<form id="reconcile"`) || strings.Contains(body, `class="lookup"`) || !strings.Contains(body, `id="why-not"`) {
 			t.Errorf("operation without effects: %s", body)
 		}
-		if code, _, body := e.do(c, "/admin/operations/"+o.OperationID+"/reconcile", url.Values{"csrf": {csrf}, "outcome": {"failed"}, "evidence": {"x"}}); code != http.StatusConflict || errorCode(body) != "NOT_SETTLEABLE" {
+		if code, _, body := e.do(c, "/admin/operations/"+o.OperationID+"/reconcile", url.Values{"csrf": {csrf}, "outcome": {"failed"}, "evidence": {"INC-3: no transfer"}}); code != http.StatusConflict || errorCode(body) != "NOT_SETTLEABLE" {
 			t.Errorf("reconcile of an operation without effects: %d %q", code, errorCode(body))
 		}
 	})
@@ -174,7 +174,7 @@ func TestReconcileContradictsEvidence(t *testing.T) {
 		}
 		c, csrf := e.login(aliceToken)
 		path := "/admin/operations/" + rec.OperationID + "/reconcile"
-		code, _, body := e.do(c, path, url.Values{"csrf": {csrf}, "outcome": {"failed"}, "evidence": {"I think it failed"}})
+		code, _, body := e.do(c, path, url.Values{"csrf": {csrf}, "outcome": {"failed"}, "evidence": {"INC-4: I think it failed"}})
 		if code != http.StatusConflict || errorCode(body) != "CONTRADICTS_EVIDENCE" {
 			t.Fatalf("a decision against the downstream's result: %d %q; want 409 CONTRADICTS_EVIDENCE", code, errorCode(body))
 		}

@@ -25,6 +25,11 @@ const (
 	CodeNotSettleable        = "NOT_SETTLEABLE"        // 409: reconcile of an operation kind not in Config.Effects
 	CodeContradictsEvidence  = "CONTRADICTS_EVIDENCE"  // 409: reconcile against a result the downstream already gave
 	CodeInvalid              = "INVALID"               // 422: another invalid form field
+	CodeEvidenceTooWeak      = "EVIDENCE_TOO_WEAK"     // 422: evidence that names nothing checkable (effect.CheckEvidence)
+	CodeApprovalPending      = "APPROVAL_PENDING"      // 409: another settlement request waits for approval
+	CodeNothingToApprove     = "NOTHING_TO_APPROVE"    // 409: approve with no settlement request
+	CodeSelfApproval         = "SELF_APPROVAL"         // 409: the requester approving their own request
+	CodeAlreadyApproved      = "ALREADY_APPROVED"      // 409: the request was approved by someone else already
 )
 
 // page is what every template gets.

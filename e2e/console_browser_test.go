@@ -44,7 +44,11 @@ import (
 //
 // The same flow runs with JavaScript on (js), off (nojs: the console must
 // work as plain HTML forms and links), and on PostgreSQL (js-postgres).
-// A failure saves a screenshot of each page (internal/browser).
+// A failure saves a screenshot of each page (internal/browser). Before
+// settling, right after the lookup answered "executed", the operator
+// tries "failed": it is refused (contradictingRefused).
+//
+// threat:operator-contradicts-lookup threat:weak-evidence
 func TestConsoleBrowser(t *testing.T) {
 	sqlite := func(t *testing.T) string { return "sqlite:" + filepath.Join(t.TempDir(), "console.db") }
 	postgres := func(t *testing.T) string { return pgtest.DSN(t) }
@@ -96,22 +100,28 @@ const (
 type consoleRun struct {
 	t      *testing.T
 	prov   *server
-	s      *server // the API listener
-	admin  string  // http://ADDR of the console listener
-	token  string  // the operator's token
-	op     string  // the transfer's operation ID (from the client's 409)
-	dkey   string  // its downstream key, as the provider recorded it
-	handle string  // the provider's id of the transfer it executed
+	s      *server           // the API listener
+	admin  string            // http://ADDR of the console listener
+	token  string            // the operator's token
+	others map[string]string // more operators: name → token
+	op     string            // the transfer's operation ID (from the client's 409)
+	dkey   string            // its downstream key, as the provider recorded it
+	handle string            // the provider's id of the transfer it executed
 }
 
 // startConsole starts "idem provider" and "idem serve" on dsn with the
 // console on a second listener and an operators file naming one
-// operator, alice.
-func startConsole(t *testing.T, dsn string) *consoleRun {
+// operator, alice, and the others named (each with a token of its own).
+func startConsole(t *testing.T, dsn string, others ...string) *consoleRun {
 	t.Helper()
-	c := &consoleRun{t: t, token: "op-" + rand.Text()}
+	c := &consoleRun{t: t, token: "op-" + rand.Text(), others: map[string]string{}}
+	entries := []string{fmt.Sprintf(`%q: {"name": %q, "show_responses": true}`, c.token, consoleOperator)}
+	for _, name := range others {
+		c.others[name] = "op-" + rand.Text()
+		entries = append(entries, fmt.Sprintf(`%q: {"name": %q}`, c.others[name], name))
+	}
 	ops := filepath.Join(t.TempDir(), "operators.json")
-	if err := os.WriteFile(ops, fmt.Appendf(nil, `{%q: {"name": %q, "show_responses": true}}`, c.token, consoleOperator), 0o600); err != nil {
+	if err := os.WriteFile(ops, []byte("{"+strings.Join(entries, ", ")+"}"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	c.prov = startChild(t, nil, "provider", "--addr", "127.0.0.1:0")
@@ -331,6 +341,7 @@ func (c *consoleRun) operatorSettles(ctx context.Context) {
 	c.wantText(ctx, "#lookup-result .lookup-handle", c.handle)
 
 	c.forgedForms(ctx)
+	c.contradictingRefused(ctx)
 
 	evidence := "lookup: executed as " + c.handle + " (OPS-16)"
 	c.do(ctx, "reconcile as succeeded",
@@ -367,6 +378,46 @@ func (c *consoleRun) operatorSettles(ctx context.Context) {
 	c.wantText(ctx, `table.audit tr.audit-entry:first-child td.action`, "reconcile")
 }
 
+// contradictingRefused: right after the lookup answered "executed", the
+// same operator reconciles "failed" in the browser: evidence that names
+// nothing is refused (422 EVIDENCE_TOO_WEAK), and then, with a ticket,
+// the decision itself (409 CONTRADICTS_EVIDENCE); the page shows the
+// recorded lookup, and the operation stays UNKNOWN with nothing settled
+// and no request waiting.
+//
+// threat:operator-contradicts-lookup threat:weak-evidence
+func (c *consoleRun) contradictingRefused(ctx context.Context) {
+	t := c.t
+	c.wantText(ctx, `tr.recorded-lookup td.answer`, "executed")
+	c.wantText(ctx, `tr.recorded-lookup td.handle`, c.handle)
+	c.wantText(ctx, `tr.recorded-lookup td.actor`, consoleOperator)
+	for _, step := range []struct{ evidence, code string }{
+		{"I believe it failed", "EVIDENCE_TOO_WEAK"},
+		{"INC-7: I believe it failed", "CONTRADICTS_EVIDENCE"},
+	} {
+		c.do(ctx, "reconcile as failed: "+step.evidence,
+			chromedp.Navigate(c.admin+"/operations/"+c.op),
+			chromedp.WaitVisible(chromedp.CSS("form#reconcile")),
+			chromedp.Click(chromedp.CSS(`form#reconcile input[name="outcome"][value="failed"]`)),
+			chromedp.SendKeys(chromedp.CSS(`form#reconcile textarea[name="evidence"]`), step.evidence),
+			browser.ClickNavigate("#reconcile-submit"),
+			chromedp.WaitVisible(chromedp.CSS("#error")),
+			browser.Capture("refused-"+strings.ToLower(step.code)))
+		code := browserValue(c, ctx, "the error's code", chromedp.JavascriptAttribute[string](chromedp.CSS("#error"), "data-code"))
+		if code != step.code {
+			t.Fatalf("reconcile failed with %q after an executed lookup: #error %q; want %s", step.evidence, code, step.code)
+		}
+		c.wantText(ctx, "#state", "UNKNOWN")
+		if st := c.state(); st != "UNKNOWN" {
+			t.Fatalf("after the refused decision the API shows %s; want UNKNOWN", st)
+		}
+	}
+	if strings.Contains(browserValue(c, ctx, "the page", chromedp.OuterHTML(chromedp.CSS("body"))), `id="pending"`) {
+		t.Errorf("a refused decision left a settlement request")
+	}
+	c.do(ctx, "back to the operation", chromedp.Navigate(c.admin+"/operations/"+c.op), chromedp.WaitVisible(chromedp.CSS("form#reconcile")))
+}
+
 // chartsRender: the status page's charts are drawn under the console's
 // Content-Security-Policy: the "UNKNOWN by age" SVG and its "< 1 min"
 // bar (the client's operation, just made UNKNOWN) have a rendered size,
@@ -400,7 +451,7 @@ func (c *consoleRun) forgedForms(ctx context.Context) {
 	}
 	action := browserValue(c, ctx, "the reconcile form's action", chromedp.JavascriptAttribute[string](chromedp.CSS("form#reconcile"), "action"))
 	csrf := browserValue(c, ctx, "the reconcile form's CSRF token", chromedp.Value(chromedp.CSS(`form#reconcile input[name="csrf"]`)))
-	v := url.Values{"outcome": {"succeeded"}, "handle": {c.handle}, "evidence": {"forged"}}
+	v := url.Values{"outcome": {"succeeded"}, "handle": {c.handle}, "evidence": {"forged, see " + c.handle}}
 
 	c.wantPageError("reconcile without the CSRF token", c.form(action, jar, v), http.StatusForbidden, "CSRF_INVALID")
 	if st := c.state(); st != "UNKNOWN" {

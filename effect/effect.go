@@ -14,13 +14,20 @@
 //   - a lookup by key that answers one of those two, or that answers "not
 //     found" where the downstream promises that the key can no longer
 //     execute (NotFound with Void);
-//   - an operator's written evidence (registry.ReconcileOperator).
+//   - an operator's written evidence (registry.ReconcileOperator) that
+//     names a reference (CheckEvidence) and contradicts no answer recorded
+//     for the effect — "failed" without a recorded decline only once a
+//     second operator approved it (Operation.SettleByOperator).
 //
 // Anything else — a 5xx, a 429, a timeout, a reset, an unreadable answer,
 // a "not found" that does not void the key — is Indefinite: it proves
 // nothing, the effect stays unsettled and the operation UNKNOWN, however
 // often it is asked. A lookup that finds nothing is followed by a re-send
-// with the same key, and the re-send's answer decides.
+// with the same key, and the re-send's answer decides. A "not found"
+// answered earlier than the effect's start plus the downstream's
+// visibility window (Windowed) proves nothing, even when it voids the key.
+// Every lookup, by whoever asks, is recorded on its effect (Lookup), and
+// an operator's decision is checked against what was recorded.
 package effect
 
 import (

@@ -25,6 +25,9 @@ type Settlement struct {
 	Method string
 	// Reason says why the operation is not settled ("" when it is).
 	Reason string
+	// Pending, set by SettleByOperator when the decision waits for a
+	// second operator's approval, is the stored request.
+	Pending *registry.PendingSettlement
 }
 
 // Settle tries to settle rec, an UNKNOWN record of o's operation, on
@@ -63,9 +66,11 @@ func (o *Operation) Settle(ctx context.Context, store registry.Store, rec regist
 			evidence = append(evidence, fmt.Sprintf("%s: key %s was settled %s before", e.Name, e.DownstreamKey, e.Result))
 			continue
 		}
-		a, resent, why := o.ask(ctx, *e)
-		result, ok := a.Evidence()
-		if !ok {
+		a, result, resent, why, err := o.ask(ctx, store, *e, actor)
+		if err != nil {
+			return unsettled, fmt.Errorf("effect: settle %s: %w", rec.OperationID, err)
+		}
+		if result == "" {
 			unsettled.Reason = why
 			return unsettled, nil
 		}
@@ -89,27 +94,35 @@ func (o *Operation) Settle(ctx context.Context, store registry.Store, rec regist
 	})
 }
 
-// ask asks the downstream of e about its key: a lookup, then, when that is
-// no evidence, a re-send of the stored request. It returns the answer that
-// decides, whether it came from a re-send, and why it is no evidence.
-func (o *Operation) ask(ctx context.Context, e registry.Effect) (a Answer, resent bool, why string) {
+// ask asks the downstream of e about its key: a lookup (recorded on the
+// effect by Lookup, with actor), then, when that is no evidence, a re-send
+// of the stored request. It returns the answer that decides, the result it
+// proves ("" for none), whether it came from a re-send, and why it is no
+// evidence. An error means the lookup could not be recorded.
+func (o *Operation) ask(ctx context.Context, store registry.Store, e registry.Effect, actor string) (a Answer, result string, resent bool, why string, err error) {
 	d := o.Downstreams[e.Name]
 	if d == nil {
-		return Answer{}, false, fmt.Sprintf("no downstream is configured for effect %s", e.Name)
+		return Answer{}, "", false, fmt.Sprintf("no downstream is configured for effect %s", e.Name), nil
 	}
-	a = d.Lookup(ctx, e.DownstreamKey)
-	if _, ok := a.Evidence(); ok {
-		return a, false, ""
+	a, l, err := o.Lookup(ctx, store, e, actor)
+	if err != nil {
+		return a, "", false, "", err
+	}
+	if result, ok := o.answerAt(a, e, l.At); ok {
+		return a, result, false, "", nil
 	}
 	looked := a.Detail
+	if _, ok := a.Evidence(); ok {
+		looked += fmt.Sprintf(" (within the downstream's visibility window of %v after the effect began: no evidence)", o.window(e.Name))
+	}
 	if e.Request == nil {
-		return a, false, fmt.Sprintf("%s: lookup of key %s: %s; no stored request to re-send", e.Name, e.DownstreamKey, looked)
+		return a, "", false, fmt.Sprintf("%s: lookup of key %s: %s; no stored request to re-send", e.Name, e.DownstreamKey, looked), nil
 	}
 	a = d.Send(ctx, e.DownstreamKey, e.Request)
-	if _, ok := a.Evidence(); ok {
-		return a, true, ""
+	if result, ok := o.answerAt(a, e, l.At); ok {
+		return a, result, true, "", nil
 	}
-	return a, true, fmt.Sprintf("%s: lookup of key %s: %s; re-send: %s", e.Name, e.DownstreamKey, looked, a.Detail)
+	return a, "", true, fmt.Sprintf("%s: lookup of key %s: %s; re-send: %s", e.Name, e.DownstreamKey, looked, a.Detail), nil
 }
 
 // Decision is an operator's finding about one effect: Executed with the
@@ -123,28 +136,94 @@ type Decision struct {
 // operator's written evidence: every effect without a result is stored as
 // d says (its answer stays empty), the outcome is rendered by o.Render and
 // stored with method registry.ReconcileOperator. d.Kind must be Executed
-// or Declined; actor and evidence must not be empty. Effects settled
-// before keep their result — the downstream's evidence — and a decision
-// that contradicts one is refused (CodeContradictsEvidence), nothing
-// changed. ctx bounds every call made.
+// or Declined; actor must not be empty and evidence must name something
+// (CheckEvidence: CodeEvidenceRequired, CodeEvidenceTooWeak).
+//
+// The decision is checked against every definite answer recorded for the
+// operation's effects — their stored results and their recorded lookups
+// (Lookup), by whoever asked — and refused when it contradicts one
+// (CodeContradictsEvidence): "failed" after any executed answer,
+// "succeeded" after a declined one or with a handle other than a recorded
+// executed handle. A "succeeded" without a handle takes the recorded one.
+//
+// "failed" without a recorded definite "declined" for every unsettled
+// effect can cause a second payment, so it takes two people: it is stored
+// as a pending request (registry.ApprovalStore.RequestSettlement) and
+// nothing else changes; Settlement.Pending holds the request and Reason
+// says it waits. A second, different operator settles it with
+// ApproveByOperator. A request while another one is pending is refused
+// (CodeApprovalPending), unless it is the same request again.
+//
+// Nothing is changed when it refuses. ctx bounds every call made.
 func (o *Operation) SettleByOperator(ctx context.Context, store registry.Store, rec registry.Record, d Decision, actor, evidence string) (Settlement, error) {
 	unsettled := Settlement{Record: rec}
-	result, ok := Answer{Kind: d.Kind}.Evidence()
+	_, ok := Answer{Kind: d.Kind}.Evidence()
 	switch {
 	case !ok || d.Kind == NotFound:
 		return unsettled, fmt.Errorf("effect: an operator decides %s or %s, not %s", Executed, Declined, d.Kind)
-	case strings.TrimSpace(actor) == "" || strings.TrimSpace(evidence) == "":
-		return unsettled, errors.New("effect: an operator's settlement needs an actor and written evidence")
+	case strings.TrimSpace(actor) == "":
+		return unsettled, errors.New("effect: an operator's settlement needs an actor")
 	case rec.State != idem.StateUnknown:
 		return unsettled, fmt.Errorf("effect: settle %s: record is %s, not %s", rec.OperationID, rec.State, idem.StateUnknown)
 	}
+	if err := CheckEvidence(evidence); err != nil {
+		return unsettled, err
+	}
+	effs, ev, err := o.recorded(ctx, store, rec)
+	if err != nil {
+		return unsettled, err
+	}
+	if err := contradiction(rec, effs, ev, d); err != nil {
+		return unsettled, err
+	}
+	if d.Kind == Executed && d.Handle == "" {
+		for _, e := range effs {
+			if k := ev[e.Name]; e.Result == "" && len(k.handles) > 0 {
+				d.Handle = k.handles[0]
+			}
+		}
+	}
+	if d.Kind == Declined && !declinedByEvidence(effs, ev) {
+		return o.request(ctx, store, rec, d, actor, evidence)
+	}
+	return o.settleAs(ctx, store, rec, effs, d, registry.Reconciliation{
+		Method: registry.ReconcileOperator, Actor: actor, Evidence: evidence,
+	})
+}
+
+// recorded reads rec's effects and recorded lookups and sums up their
+// definite answers.
+func (o *Operation) recorded(ctx context.Context, store registry.Store, rec registry.Record) ([]registry.Effect, map[string]*known, error) {
 	effs, err := store.Effects(ctx, rec.OperationID)
 	if err != nil {
-		return unsettled, fmt.Errorf("effect: settle %s: %w", rec.OperationID, err)
+		return nil, nil, fmt.Errorf("effect: settle %s: %w", rec.OperationID, err)
 	}
 	if len(effs) == 0 {
-		return unsettled, fmt.Errorf("effect: settle %s: no effect attempt is stored, nothing to render", rec.OperationID)
+		return nil, nil, fmt.Errorf("effect: settle %s: no effect attempt is stored, nothing to render", rec.OperationID)
 	}
+	lookups, err := store.Lookups(ctx, rec.OperationID)
+	if err != nil {
+		return nil, nil, fmt.Errorf("effect: settle %s: %w", rec.OperationID, err)
+	}
+	return effs, o.evidenceOf(effs, lookups), nil
+}
+
+// declinedByEvidence reports whether every unsettled effect has a recorded
+// definite "declined".
+func declinedByEvidence(effs []registry.Effect, ev map[string]*known) bool {
+	for _, e := range effs {
+		if e.Result == "" && !ev[e.Name].declined {
+			return false
+		}
+	}
+	return true
+}
+
+// settleAs stores d as the result of every effect of rec without one and
+// reconciles rec with r (its outcome rendered by o.Render).
+func (o *Operation) settleAs(ctx context.Context, store registry.Store, rec registry.Record, effs []registry.Effect, d Decision, r registry.Reconciliation) (Settlement, error) {
+	unsettled := Settlement{Record: rec}
+	result, _ := Answer{Kind: d.Kind}.Evidence()
 	for _, e := range effs {
 		if e.Result != "" && e.Result != result {
 			return unsettled, &OperatorError{CodeContradictsEvidence, fmt.Sprintf(
@@ -168,9 +247,7 @@ func (o *Operation) SettleByOperator(ctx context.Context, store registry.Store, 
 			e.Handle = d.Handle
 		}
 	}
-	return o.reconcile(ctx, store, rec, effs, registry.Reconciliation{
-		Method: registry.ReconcileOperator, Actor: actor, Evidence: evidence,
-	})
+	return o.reconcile(ctx, store, rec, effs, r)
 }
 
 // reconcile renders the outcome of rec from its settled effects and

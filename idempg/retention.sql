@@ -16,7 +16,8 @@
 -- changes nothing else; the delete trigger that only tombstones with a
 -- deletion time go. With a deleted tombstone go its published outbox
 -- messages (unpublished ones stay for the relay, which does not need the
--- record) and its effect attempts and reconciliation log (migration 005).
+-- record), its effect attempts and reconciliation log (migration 005), and
+-- its recorded lookups and pending settlement (migration 017).
 WITH clock AS (SELECT coalesce($2::timestamptz, statement_timestamp()) AS t),
 due AS (
     SELECT o.scope
@@ -55,6 +56,12 @@ effects AS (
 ),
 reconciliations AS (
     DELETE FROM idem_reconciliations x USING doomed WHERE x.operation_id = doomed.operation_id
+),
+lookups AS (
+    DELETE FROM idem_effect_lookups x USING doomed WHERE x.operation_id = doomed.operation_id
+),
+pending AS (
+    DELETE FROM idem_pending_settlements x USING doomed WHERE x.operation_id = doomed.operation_id
 ),
 deleted AS (
     DELETE FROM idem_operations o USING doomed

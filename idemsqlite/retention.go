@@ -85,7 +85,8 @@ func prune(ctx context.Context, tx *sql.Tx, nowParam any, limit int) (registry.P
 		if err != nil {
 			return registry.PruneResult{}, err
 		}
-		for _, q := range []string{"PruneDeleteOutbox", "PruneDeleteEffects", "PruneDeleteReconciliations"} {
+		for _, q := range []string{"PruneDeleteOutbox", "PruneDeleteEffects", "PruneDeleteReconciliations",
+			"PruneDeleteLookups", "PruneDeletePending"} {
 			if _, err := tx.ExecContext(ctx, retentionQueries.Get(q), string(list)); err != nil {
 				return registry.PruneResult{}, err
 			}

@@ -52,3 +52,13 @@ DELETE FROM idem_effects WHERE operation_id IN (SELECT value FROM json_each($1))
 -- $1 JSON array of the deleted operations' IDs (idem_reconciliations,
 -- migration 005).
 DELETE FROM idem_reconciliations WHERE operation_id IN (SELECT value FROM json_each($1));
+
+-- name: PruneDeleteLookups
+-- $1 JSON array of the deleted operations' IDs (idem_effect_lookups,
+-- migration 013).
+DELETE FROM idem_effect_lookups WHERE operation_id IN (SELECT value FROM json_each($1));
+
+-- name: PruneDeletePending
+-- $1 JSON array of the deleted operations' IDs (idem_pending_settlements,
+-- migration 013).
+DELETE FROM idem_pending_settlements WHERE operation_id IN (SELECT value FROM json_each($1));

@@ -29,15 +29,17 @@ import (
 // Audit actions (AuditEntry.Action) written by idem itself. Callers may
 // add their own: any non-empty text of at most MaxAuditField bytes.
 const (
-	AuditLogin         = "login"          // an operator logged in to the console
-	AuditLogout        = "logout"         // an operator logged out
-	AuditLookup        = "lookup"         // a downstream was asked for an effect by key; changes nothing
-	AuditReconcile     = "reconcile"      // an operator settled an UNKNOWN operation
-	AuditDrainOn       = "drain.on"       // new operations refused (Controller.SetDraining)
-	AuditDrainOff      = "drain.off"      // new operations accepted again
-	AuditEpochBump     = "epoch.bump"     // the writer epoch raised (Controller.BumpEpoch)
-	AuditFailed        = "failed"         // the change an earlier entry announced did not happen
-	AuditOutboxRequeue = "outbox.requeue" // a dead letter made pending again (OutboxDelivery.RequeueOutbox)
+	AuditLogin           = "login"             // an operator logged in to the console
+	AuditLogout          = "logout"            // an operator logged out
+	AuditLookup          = "lookup"            // a downstream was asked for an effect by key; changes nothing
+	AuditReconcile       = "reconcile"         // an operator settled an UNKNOWN operation
+	AuditApprovalPending = "reconcile.pending" // the settlement an operator asked for waits for a second operator
+	AuditApprove         = "reconcile.approve" // a second operator approved a pending settlement
+	AuditDrainOn         = "drain.on"          // new operations refused (Controller.SetDraining)
+	AuditDrainOff        = "drain.off"         // new operations accepted again
+	AuditEpochBump       = "epoch.bump"        // the writer epoch raised (Controller.BumpEpoch)
+	AuditFailed          = "failed"            // the change an earlier entry announced did not happen
+	AuditOutboxRequeue   = "outbox.requeue"    // a dead letter made pending again (OutboxDelivery.RequeueOutbox)
 )
 
 // Bounds of an audit entry's texts, in bytes.

@@ -248,6 +248,8 @@ type Store interface {
 	OutboxDelivery // failed attempts, backoff and dead letters of the outbox (outbox.go)
 	Auditor        // who did what: the audit log (audit.go)
 	PruneLog       // recent pruning passes (retention.go)
+	LookupLog      // every downstream lookup of an effect (lookups.go)
+	ApprovalStore  // settlements waiting for a second operator (lookups.go)
 	// Reserve is the two-phase acceptance point. It inserts a RESERVED
 	// record for c, owned by generation 1, and commits — or, when the scope
 	// exists, returns the existing record with created false. It never

@@ -89,8 +89,10 @@ func commands() []command {
 		{name: "migrate", summary: "apply the registry's migrations to a database", run: runMigrate},
 		{name: "ops", summary: "the operator's view of operations, outbox dead letters and the audit log", run: runOps, actions: []action{
 			{"list", "list operations, oldest first, by state and age"},
-			{"show", "print one operation with its effects and reconciliations"},
-			{"reconcile", "settle an UNKNOWN operation on an operator's written evidence"},
+			{"show", "print one operation with its effects, lookups and reconciliations"},
+			{"lookup", "ask the downstream about an operation's keys; the answer is recorded"},
+			{"reconcile", "settle an UNKNOWN operation on evidence no recorded answer contradicts"},
+			{"approve", "approve another operator's pending settlement (the second of two people)"},
 			{"dead-letters", "list the outbox messages the relay gave up on"},
 			{"requeue", "make a dead letter pending again"},
 			{"audit", "print the audit log: who changed what by hand, newest first"},

@@ -16,7 +16,7 @@ import (
 	"github.com/idemkit/idem/registry"
 )
 
-// runOps implements "idem ops list|show|reconcile|dead-letters|requeue|audit"
+// runOps implements "idem ops list|show|lookup|reconcile|approve|dead-letters|requeue|audit"
 // (SPEC O2, E2, E4): the operator's view of the registry's operations, the
 // human end of reconciliation, and the outbox's dead letters. Every action takes --db DSN (default sqlite:idem.db;
 // migrations are applied as by every command with --db) and --json; flags
@@ -40,8 +40,23 @@ import (
 // scope and fingerprint in hex, times, and the stored response's status,
 // media type, Location, ETag, size and digest — never its body, which may
 // hold personal data), its effect attempts (name, downstream key, owner
-// generation, handle, result) and its reconciliation log. --json prints
-// {"operation":{…},"effects":[…],"reconciliations":[…]} on one line.
+// generation, handle, result), its reconciliation log, its recorded
+// lookups and its settlement request waiting for approval, if any. --json
+// prints {"operation":{…},"effects":[…],"reconciliations":[…],
+// "lookups":[…],"pending":{…}} on one line.
+//
+//	idem ops lookup ID --provider URL [--effect NAME] [--provider-timeout D] [--actor NAME] [--json] --db DSN
+//
+// asks the downstream provider at URL what it did with the downstream key
+// of each effect of the operation (or of effect NAME only), executing
+// nothing — as the console's "Ask the downstream" does
+// (effect.Set.LookupByOperator) — and records the question and the answer
+// on the effect: the effect, the key, the answer (executed with its
+// handle, declined, not found, no answer), who asked (--actor, default
+// $USER, else "operator") and when, plus two audit entries. It prints one
+// line per answer; --json prints {"lookups":[…]}. An answer that proves
+// nothing (a timeout, a 5xx) is recorded too and exits 1. Every later
+// decision is checked against what was recorded.
 //
 //	idem ops reconcile ID --outcome succeeded|failed [--handle H] --evidence TEXT [--actor NAME] [--json] --db DSN
 //
@@ -54,13 +69,34 @@ import (
 // 422 TRANSFER_DECLINED — exactly as if the worker had settled it from
 // the provider's answer (effect.Operation.SettleByOperator). The decision
 // is logged with method "operator", the actor (default $USER, else
-// "operator"), the evidence and the time. Nothing is executed. An
-// operation that is not UNKNOWN is refused (exit 1, nothing changed) — so
-// of two operators reconciling at once exactly one succeeds — and so is
-// an operation this command cannot render (only the reference service's
-// transfers.create; a service of one's own settles its operations with
-// effect.Operation.SettleByOperator). Look up the provider first (ops show
-// prints the downstream key to ask it about).
+// "operator"), the evidence and the time. Nothing is executed.
+//
+// The evidence must name something that can be checked: at least 10
+// characters and a reference — the provider's handle or ID (tr_2), a
+// ticket (OPS-123, #4711) or a URL (exit 2, EVIDENCE_TOO_WEAK). A decision
+// that contradicts an answer of the downstream recorded for the
+// operation — a stored result, or a lookup by anyone (ops lookup, the
+// console, the recovery worker, a client's retry) — is refused, nothing
+// changed (exit 1, CONTRADICTS_EVIDENCE): "failed" after any "executed",
+// "succeeded" after a "declined" or with another handle than the recorded
+// one. "failed" without a recorded "declined" can make a client pay
+// twice, so it takes two people: it is stored as a request that waits
+// (exit 0, the operation still UNKNOWN) until another operator runs ops
+// approve. An operation that is not UNKNOWN is refused (exit 1, nothing
+// changed) — so of two operators reconciling at once exactly one
+// succeeds — and so is an operation this command cannot render (only the
+// reference service's transfers.create; a service of one's own settles
+// its operations with effect.Operation.SettleByOperator). Look up the
+// provider first (ops lookup).
+//
+//	idem ops approve ID [--actor NAME] [--json] --db DSN
+//
+// settles an UNKNOWN operation as its pending request says, on the
+// approval of --actor, who must not be its requester (exit 1,
+// SELF_APPROVAL). The request is checked again against what was recorded
+// meanwhile. Of concurrent approvals one settles; the others exit 1. The
+// reconciliation log names both ("alice, approved by bob"), and both are
+// in the audit log.
 //
 //	idem ops dead-letters [--limit N] [--json] --db DSN
 //
@@ -103,6 +139,10 @@ func runOps(ctx context.Context, args []string, std stdio) int {
 		return opsRequeue(ctx, rest, std)
 	case "audit":
 		return opsAudit(ctx, rest, std)
+	case "lookup":
+		return opsLookup(ctx, rest, std)
+	case "approve":
+		return opsApprove(ctx, rest, std)
 	case "help", "-h", "-help", "--help":
 		if len(rest) > 0 && slices.Contains(opsActions, rest[0]) { // "idem ops help list"
 			return runOps(ctx, []string{rest[0], "--help"}, std)
@@ -119,7 +159,7 @@ func runOps(ctx context.Context, args []string, std stdio) int {
 }
 
 // opsActions are the actions of "idem ops".
-var opsActions = []string{"list", "show", "reconcile", "dead-letters", "requeue", "audit"}
+var opsActions = []string{"list", "show", "lookup", "reconcile", "approve", "dead-letters", "requeue", "audit"}
 
 // opsAction splits the action from the other arguments. The action is the
 // first argument, or, when that is a flag ("idem ops --db DSN list"), the
@@ -142,7 +182,9 @@ func opsAction(args []string) (action string, rest []string) {
 var opsSynopses = map[string]string{
 	"list":         "[--state S] [--older-than D] [--limit N] [--json] [--encryption-keys FILE] --db DSN",
 	"show":         "ID [--json] [--encryption-keys FILE] --db DSN",
+	"lookup":       "ID --provider URL [--effect NAME] [--provider-timeout D] [--actor NAME] [--json] [--encryption-keys FILE] --db DSN",
 	"reconcile":    "ID --outcome succeeded|failed [--handle H] --evidence TEXT [--actor NAME] [--json] [--encryption-keys FILE] --db DSN",
+	"approve":      "ID [--actor NAME] [--json] [--encryption-keys FILE] --db DSN",
 	"dead-letters": "[--limit N] [--json] --db DSN",
 	"requeue":      "MESSAGE-ID [--json] --db DSN",
 	"audit":        "[--operation ID] [--before SEQ] [--limit N] [--json] --db DSN",
@@ -270,17 +312,32 @@ func show(ctx context.Context, store registry.Store, id string, asJSON bool, std
 	if err != nil {
 		return err
 	}
-	if asJSON {
-		return printJSON(std.out, toShowJSON(rec, effs, log))
+	ls, pending, err := recordedEvidence(ctx, store, id)
+	if err != nil {
+		return err
 	}
-	return printShow(std.out, rec, effs, log)
+	if asJSON {
+		out := evidenceJSON{showJSON: toShowJSON(rec, effs, log), Lookups: []lookupJSON{}}
+		for _, l := range ls {
+			out.Lookups = append(out.Lookups, toLookupJSON(l))
+		}
+		if pending != nil {
+			out.Pending = toPendingJSON(*pending)
+		}
+		return printJSON(std.out, out)
+	}
+	if err := printShow(std.out, rec, effs, log); err != nil {
+		return err
+	}
+	printEvidence(std.out, ls, pending)
+	return nil
 }
 
 func opsReconcile(ctx context.Context, args []string, std stdio) int {
 	f := newOpsFlags("reconcile", std)
 	outcome := f.String("outcome", "", "what the downstream did: `succeeded` (executed) or failed (declined for good)")
 	handle := f.String("handle", "", "the downstream's `ID` of the executed effect, when known (with --outcome succeeded)")
-	evidence := f.String("evidence", "", "why the outcome is right: provider answer, ticket, … (`TEXT`, required)")
+	evidence := f.String("evidence", "", "why the outcome is right (`TEXT`, required): at least 10 characters naming a reference — the provider's handle (tr_42), a ticket (OPS-123, #4711) or a URL")
 	actor := f.String("actor", defaultActor(), "who decides (`NAME`; default $USER, else operator)")
 	words, code, ok := f.parse(args, 1)
 	if !ok {
@@ -288,17 +345,23 @@ func opsReconcile(ctx context.Context, args []string, std stdio) int {
 	}
 	req := effect.OperatorRequest{OperationID: words[0], Outcome: *outcome, Handle: *handle, Evidence: *evidence, Actor: *actor}
 	if _, err := req.Validate(); err != nil {
-		fmt.Fprintf(std.err, "idem ops reconcile: %s\n", printable(err.Error()))
+		fmt.Fprintf(std.err, "idem ops reconcile: %s\n", printable(coded(err).Error()))
 		return exitUsage
 	}
 	id := words[0]
 	return withStore(ctx, "ops reconcile", *f.db, *f.keys, std, func(store registry.Store) error {
 		s, err := renderers.SettleByOperator(ctx, store, req)
 		if err != nil {
-			return err
+			return coded(err)
 		}
 		if *f.asJSON {
 			return show(ctx, store, id, true, std)
+		}
+		if s.Pending != nil {
+			fmt.Fprintf(std.out, "operation %s: outcome %s requested by %s; it waits for a second operator's approval (no definite answer from the downstream is recorded)\n",
+				printable(id), printable(s.Pending.Outcome), printable(oneLine(s.Pending.RequestedBy)))
+			fmt.Fprintf(std.out, "another operator settles it with: idem ops approve %s\n", printable(id))
+			return nil
 		}
 		fmt.Fprintf(std.out, "operation %s reconciled: %s -> %s (method %s, actor %s)\n",
 			printable(id), idem.StateUnknown, s.Record.State, registry.ReconcileOperator, printable(*actor))

@@ -172,30 +172,36 @@ func TestOps(t *testing.T) {
 			log[0].Outcome != idem.StateSucceeded || !strings.Contains(log[0].Evidence, "tr_7") {
 			t.Errorf("reconciliation log: %+v, %v", log, err)
 		}
-		code, _, stderr = runCmd(t, "", "ops", "reconcile", u1.OperationID, "--outcome", "failed", "--evidence", "again", "--db", dsn)
+		code, _, stderr = runCmd(t, "", "ops", "reconcile", u1.OperationID, "--outcome", "failed", "--evidence", "again, see INC-2", "--db", dsn)
 		if code != exitRefused || !strings.Contains(stderr, "is SUCCEEDED, not UNKNOWN") {
 			t.Errorf("second reconcile: code %d, stderr %q", code, stderr)
 		}
 		for _, id := range []string{s1.OperationID, r1.OperationID} {
-			if code, _, stderr = runCmd(t, "", "ops", "reconcile", id, "--outcome", "failed", "--evidence", "x", "--db", dsn); code != exitRefused ||
+			if code, _, stderr = runCmd(t, "", "ops", "reconcile", id, "--outcome", "failed", "--evidence", "INC-3: no transfer", "--db", dsn); code != exitRefused ||
 				!strings.Contains(stderr, "not UNKNOWN") {
 				t.Errorf("reconcile of a record that is not UNKNOWN: code %d, stderr %q", code, stderr)
 			}
 		}
 		for _, args := range [][]string{
 			{"ops", "show", "op_00000000000000000000000000", "--db", dsn},
-			{"ops", "reconcile", "op_00000000000000000000000000", "--outcome", "failed", "--evidence", "x", "--db", dsn},
+			{"ops", "reconcile", "op_00000000000000000000000000", "--outcome", "failed", "--evidence", "INC-3: no transfer", "--db", dsn},
 		} {
 			if code, out, stderr = runCmd(t, "", args...); code != exitRefused || out != "" || !strings.Contains(stderr, "not found") {
 				t.Errorf("%q: code %d, out %q, stderr %q", args, code, out, stderr)
 			}
 		}
 
-		failed := opsJSON[showJSON](t, "ops", "reconcile", u2.OperationID, "--outcome", "failed",
+		// "failed" with no recorded answer waits for a second operator.
+		requested := opsJSON[evidenceJSON](t, "ops", "reconcile", u2.OperationID, "--outcome", "failed",
 			"--evidence", "INC-7: provider has no transfer", "--actor", "bob", "--db", dsn)
+		if requested.Operation.State != idem.StateUnknown || requested.Pending == nil || requested.Pending.RequestedBy != "bob" || requested.Pending.ApprovedBy != "" {
+			t.Errorf("ops reconcile --outcome failed --json: %+v, want UNKNOWN with bob's request pending", requested)
+		}
+		failed := opsJSON[evidenceJSON](t, "ops", "approve", u2.OperationID, "--actor", "carol", "--db", dsn)
 		if failed.Operation.State != idem.StateFailedFinal || failed.Operation.Response == nil || failed.Operation.Response.Status != 422 ||
-			len(failed.Reconciliations) != 1 || failed.Reconciliations[0].Actor != "bob" || failed.Reconciliations[0].Method != "operator" {
-			t.Errorf("ops reconcile --outcome failed --json: %+v", failed)
+			len(failed.Reconciliations) != 1 || failed.Reconciliations[0].Actor != "bob, approved by carol" || failed.Reconciliations[0].Method != "operator" ||
+			failed.Pending == nil || failed.Pending.ApprovedBy != "carol" {
+			t.Errorf("ops approve --json: %+v", failed)
 		}
 		if got := opsJSON[listOut](t, "ops", "list", "--state", "unknown", "--db", dsn); len(got.Operations) != 0 {
 			t.Errorf("UNKNOWN operations left after reconciling both: %v", listIDs(got))
@@ -217,7 +223,7 @@ func TestOpsReconcileRace(t *testing.T) {
 			wg.Go(func() {
 				var out, errb strings.Builder
 				codes[i] = run(context.Background(), []string{"ops", "reconcile", u.OperationID, "--outcome", "succeeded",
-					"--evidence", "seen", "--actor", "op" + string(rune('a'+i)), "--db", dsn}, stdio{in: strings.NewReader(""), out: &out, err: &errb})
+					"--evidence", "seen tr_7 at the provider", "--actor", "op" + string(rune('a'+i)), "--db", dsn}, stdio{in: strings.NewReader(""), out: &out, err: &errb})
 			})
 		}
 		wg.Wait()
@@ -257,6 +263,10 @@ func TestOpsUsage(t *testing.T) {
 		{[]string{"ops", "reconcile", "op_1", "--outcome", "succeeded", "--evidence", " ", "--db", db}, exitUsage},
 		{[]string{"ops", "reconcile", "op_1", "--outcome", "failed", "--evidence", "e", "--actor", "", "--db", db}, exitUsage},
 		{[]string{"ops", "reconcile", "--outcome", "failed", "--evidence", "e", "--db", db}, exitUsage},
+		{[]string{"ops", "reconcile", "op_1", "--outcome", "failed", "--evidence", "I believe it failed", "--db", db}, exitUsage},
+		{[]string{"ops", "lookup", "op_1", "--db", db}, exitUsage},
+		{[]string{"ops", "lookup", "--provider", "http://127.0.0.1:1", "--db", db}, exitUsage},
+		{[]string{"ops", "approve", "--db", db}, exitUsage},
 		{[]string{"ops", "list", "--db", "mysql://u:secret@h/db"}, exitRefused},
 		{[]string{"ops", "show", "op_1", "--db", "mysql://u:secret@h/db"}, exitRefused},
 	} {
@@ -281,7 +291,7 @@ func TestOpsReconcileDefaultActor(t *testing.T) {
 	for _, c := range []struct{ user, want string }{{"carol", "carol"}, {"", "operator"}} {
 		t.Setenv("USER", c.user)
 		_, u := s.operation(idem.StateUnknown)
-		if code, _, stderr := runCmd(t, "", "ops", "reconcile", u.OperationID, "--outcome", "failed", "--evidence", "e", "--db", dsn); code != exitOK {
+		if code, _, stderr := runCmd(t, "", "ops", "reconcile", u.OperationID, "--outcome", "succeeded", "--evidence", "INC-5: provider shows tr_7", "--db", dsn); code != exitOK {
 			t.Fatalf("reconcile: code %d, stderr %q", code, stderr)
 		}
 		if log, err := s.Reconciliations(t.Context(), u.OperationID); err != nil || len(log) != 1 || log[0].Actor != c.want {

@@ -106,6 +106,8 @@ var cases = []struct {
 	{"AuditConcurrent", testAuditConcurrent},
 	{"PruneRuns", testPruneRuns},
 	{"OperationOutbox", testOperationOutbox},
+	{"LookupLog", testLookupLog},
+	{"PendingSettlement", testPendingSettlement},
 }
 
 const (
