@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"regexp"
 	"strconv"
 	"sync"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idem"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
 // TestHalfClosingClients: 40 clients that each send a payment over a real
@@ -84,9 +86,10 @@ func testHalfClosing(t *testing.T, driver string, b *testBundle) {
 		}
 		t.Logf("%s: answers %v", driver, counts)
 
-		metrics := b.do(t, http.MethodGet, "/metrics", "", "", "")
+		metrics := httptest.NewRecorder() // the service's metrics: Config.Registry, never its API
+		promhttp.HandlerFor(b.reg, promhttp.HandlerOpts{}).ServeHTTP(metrics, httptest.NewRequest(http.MethodGet, "/metrics", nil))
 		outcomes := map[string]int{}
-		for _, m := range regexp.MustCompile(`idem_requests_total\{[^}]*outcome="([a-z_]+)"[^}]*\} (\d+)`).FindAllStringSubmatch(string(metrics.body), -1) {
+		for _, m := range regexp.MustCompile(`idem_requests_total\{[^}]*outcome="([a-z_]+)"[^}]*\} (\d+)`).FindAllStringSubmatch(metrics.Body.String(), -1) {
 			v, _ := strconv.Atoi(m[2])
 			outcomes[m[1]] += v
 		}
