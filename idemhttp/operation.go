@@ -82,7 +82,9 @@ type Operation struct {
 	// negative means no bound.
 	MaxActiveKeys int
 	// MaxResponseBody caps a stored response body; 0 means
-	// idem.DefaultMaxResponseBody. A larger response is not stored: the
+	// idem.DefaultMaxResponseBody. More than idem.MaxStoredBody is an
+	// invalid Operation: no registry stores a larger body. A larger
+	// response is not stored: the
 	// business transaction rolls back and the client gets 500
 	// RESPONSE_TOO_LARGE.
 	MaxResponseBody int
@@ -154,6 +156,9 @@ func (op *Operation) validate() error {
 	}
 	if op.OneTransaction && op.Effects != nil {
 		return fmt.Errorf("idemhttp: operation %s: OneTransaction cannot run Effects (they need the two-phase reservation)", op.Name)
+	}
+	if op.MaxResponseBody > idem.MaxStoredBody {
+		return fmt.Errorf("idemhttp: operation %s: MaxResponseBody %d exceeds idem.MaxStoredBody (%d), what a registry stores", op.Name, op.MaxResponseBody, idem.MaxStoredBody)
 	}
 	if op.TombstoneTTL < 0 {
 		return fmt.Errorf("idemhttp: operation %s: negative TombstoneTTL %v", op.Name, op.TombstoneTTL)

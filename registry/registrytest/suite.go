@@ -106,6 +106,13 @@ var cases = []struct {
 	{"AuditConcurrent", testAuditConcurrent},
 	{"PruneRuns", testPruneRuns},
 	{"OperationOutbox", testOperationOutbox},
+	{"ResponseRulesEnforced", testResponseRulesEnforced},
+	{"ResponseRulesInDatabase", testResponseRulesInDatabase},
+	{"EvidenceNotWiped", testEvidenceNotWiped},
+	{"RetentionFromSettlement", testRetentionFromSettlement},
+	{"AbandonedReservationsRetire", testAbandonedReservationsRetire},
+	{"AbandonedRetireRace", testAbandonedRetireRace},
+	{"MaxActiveExpiredLeases", testMaxActiveExpiredLeases},
 }
 
 const (
