@@ -1,21 +1,22 @@
 -- The storage layer keeps its own rules, and retention counts from
 -- settlement (SPEC E5; registry/retention.go). Two parts:
 --
--- A. Rules (docs/contract.md, "What the
--- storage layer refuses"), whatever writes to it: a buggy caller of the
--- driver API or a database writer with SQL. The drivers check the same
--- rules in Go first (idem.Response.Storable), so these only ever fire for
--- a writer that bypassed them.
+-- A. Rules (docs/contract.md, "What the storage layer refuses") that hold
+-- whatever writes: a buggy caller of the driver API or a database writer
+-- with SQL. The drivers check the same rules in Go first
+-- (idem.Response.Storable), so these only ever fire for a writer that
+-- bypassed them.
 --
--- 1. A stored response has a status of 2xx or 4xx (200–499, not a redirect) and a body of at most
---    65536 bytes (idem.MaxStoredBody, the snapshot cap) — that bounds the
---    plaintext; a sealed body (resp_key set) may be up to 1024 bytes
---    longer (registry.MaxSealOverhead: keyring adds 29). The conditions
---    join idem_operations_valid (migration 013), still ONE check
---    constraint, re-added so that the existing rows are checked once (one
---    scan, under the migration's lock). The same function now lets an
---    abandoned reservation be a tombstone (part B). A row that breaks a rule stops
---    the migration, naming idem_operations_valid; find it with
+-- 1. A stored response has a status of 2xx or 4xx (200–499, not a
+--    redirect) and a body of at most 65536 bytes (idem.MaxStoredBody, the
+--    snapshot cap) — that bounds the plaintext; a sealed body (resp_key
+--    set) may be up to 1024 bytes longer (registry.MaxSealOverhead:
+--    keyring adds 29). The conditions join idem_operations_valid
+--    (migration 013), still ONE check constraint, re-added so that the
+--    existing rows are checked once (one scan, under the migration's
+--    lock). The same function now lets an abandoned reservation be a
+--    tombstone (part B). A row that breaks a rule stops the migration,
+--    naming idem_operations_valid; find it with
 --      SELECT operation_id FROM idem_operations
 --      WHERE NOT (resp_status BETWEEN 200 AND 299 OR resp_status BETWEEN 400 AND 499)
 --         OR octet_length(resp_body) > 65536 + CASE WHEN resp_key IS NULL THEN 0 ELSE 1024 END;
