@@ -122,7 +122,7 @@ type Downstream interface {
 // same business result however the operation was settled. rec is the
 // operation's record (EXECUTING after an uninterrupted run, UNKNOWN when
 // reconciled); effs are its attempts as stored. The state must be
-// SUCCEEDED or FAILED_FINAL and the status 200–499.
+// SUCCEEDED or FAILED_FINAL and the status 2xx or 4xx (idem.StorableStatus).
 type Renderer func(rec registry.Record, effs []registry.Effect) (registry.Outcome, error)
 
 // Operation describes the effects of one idempotent operation: the

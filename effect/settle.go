@@ -271,7 +271,8 @@ func (o *Operation) reconcile(ctx context.Context, store registry.Store, rec reg
 
 // Outcome renders rec's outcome from its settled effects with o.Render
 // and checks that it may be stored: SUCCEEDED or FAILED_FINAL, with a
-// status of 200–499 (a 5xx is never stored). Every settlement path — the
+// storable response (idem.Response.Storable: status 2xx or 4xx, a 5xx is
+// never stored; body at most idem.MaxStoredBody bytes). Every settlement path — the
 // first execution's, a retry's, the worker's, an operator's — stores what
 // it returns.
 func (o *Operation) Outcome(rec registry.Record, effs []registry.Effect) (registry.Outcome, error) {
@@ -280,8 +281,8 @@ func (o *Operation) Outcome(rec registry.Record, effs []registry.Effect) (regist
 	case err != nil:
 	case out.State != idem.StateSucceeded && out.State != idem.StateFailedFinal:
 		err = fmt.Errorf("rendered state %s: want %s or %s", out.State, idem.StateSucceeded, idem.StateFailedFinal)
-	case out.Response.Status < 200 || out.Response.Status > 499:
-		err = fmt.Errorf("rendered status %d: only 200–499 is stored", out.Response.Status)
+	default:
+		err = out.Response.Storable()
 	}
 	if err != nil {
 		return registry.Outcome{}, fmt.Errorf("effect: render %s: %w", rec.OperationID, err)

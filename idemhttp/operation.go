@@ -53,9 +53,12 @@ type Operation struct {
 	// 4xx, 1xx, 3xx) releases the reservation and rolls the business
 	// transaction back, so a retry runs afresh.
 	FinalStatuses []int
-	// Retention is how long records are kept with their response; 0 means
+	// Retention is how long records are kept with their response after
+	// they settle (however long they were UNKNOWN before); 0 means
 	// registry.DefaultRetention. After it a record becomes a tombstone and
-	// a retry with its key is refused with 409 KEY_RETIRED.
+	// a retry with its key is refused with 409 KEY_RETIRED. A reservation
+	// nobody finished retires the same way a Retention after its lease
+	// expired (registry/retention.go).
 	Retention time.Duration
 	// TombstoneTTL, when positive, declares that the operation's old
 	// effects provably cannot reappear that long after its record retired
@@ -78,11 +81,14 @@ type Operation struct {
 	// Mode is Enforce, Shadow or Off; "" means Enforce.
 	Mode Mode
 	// MaxActiveKeys bounds the in-flight operations one principal may
-	// hold; more answers 429 KEY_LIMIT. 0 means DefaultMaxActiveKeys;
+	// hold — UNKNOWN ones, and reservations whose lease has not expired
+	// (registry.Claim.MaxActive); more answers 429 KEY_LIMIT. 0 means DefaultMaxActiveKeys;
 	// negative means no bound.
 	MaxActiveKeys int
 	// MaxResponseBody caps a stored response body; 0 means
-	// idem.DefaultMaxResponseBody. A larger response is not stored: the
+	// idem.DefaultMaxResponseBody. More than idem.MaxStoredBody is an
+	// invalid Operation: no registry stores a larger body. A larger
+	// response is not stored: the
 	// business transaction rolls back and the client gets 500
 	// RESPONSE_TOO_LARGE.
 	MaxResponseBody int
@@ -154,6 +160,9 @@ func (op *Operation) validate() error {
 	}
 	if op.OneTransaction && op.Effects != nil {
 		return fmt.Errorf("idemhttp: operation %s: OneTransaction cannot run Effects (they need the two-phase reservation)", op.Name)
+	}
+	if op.MaxResponseBody > idem.MaxStoredBody {
+		return fmt.Errorf("idemhttp: operation %s: MaxResponseBody %d exceeds idem.MaxStoredBody (%d), what a registry stores", op.Name, op.MaxResponseBody, idem.MaxStoredBody)
 	}
 	if op.TombstoneTTL < 0 {
 		return fmt.Errorf("idemhttp: operation %s: negative TombstoneTTL %v", op.Name, op.TombstoneTTL)

@@ -19,8 +19,9 @@ const (
 	watchPollMax = time.Second
 )
 
-// await waits until the operation leaves the in-flight states or wait
-// elapses, and returns the record as last read. A record that disappears
+// await waits until the operation leaves the in-flight states (or is
+// retired as an abandoned reservation) or wait elapses, and returns the
+// record as last read. A record that disappears
 // (its reservation was released) returns registry.ErrNotFound.
 //
 // It is bounded polling of the registry, which works the same on SQLite
@@ -88,7 +89,9 @@ func (m *Middleware) reread(ctx context.Context, rec *registry.Record) (_ regist
 	case now.OperationID != rec.OperationID:
 		// Released and reserved again by another request: follow it.
 		*rec = now
-	case !now.State.InFlight():
+	case !now.State.InFlight() || now.Retired():
+		// Settled, or an abandoned reservation retired meanwhile
+		// (registry/retention.go): the caller decides on it.
 		return now, true, nil
 	}
 	return registry.Record{}, false, nil

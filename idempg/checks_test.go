@@ -1,6 +1,7 @@
 package idempg
 
 import (
+	"io/fs"
 	"strings"
 	"testing"
 
@@ -68,7 +69,7 @@ func checkExpr(t *testing.T, pool *pgxpool.Pool) (string, int) {
 func TestOneCheckEquivalent(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	pool, dsn := upgradeFrom(t, "013")
+	pool, _ := upgradeFrom(t, "013")
 	before, n := checkExpr(t, pool)
 	if n != 11 {
 		t.Fatalf("%d CHECK constraints before migration 013, want 11", n)
@@ -87,7 +88,12 @@ func TestOneCheckEquivalent(t *testing.T) {
 	if _, err := conn.Exec(ctx, `UPDATE candidates SET before = `+before); err != nil {
 		t.Fatal(err)
 	}
-	if err := Migrate(ctx, dsn); err != nil {
+	// Migration 013 alone: later ones add rules of their own (015).
+	ddl, err := fs.ReadFile(migrationFS, "migrations/013_one_check.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, string(ddl)); err != nil {
 		t.Fatal(err)
 	}
 	after, n := checkExpr(t, pool)

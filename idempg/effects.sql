@@ -25,7 +25,7 @@ UPDATE idem_operations o
 SET state = 'EXECUTING', updated_at = clock.t
 FROM clock
 WHERE o.scope = $1 AND o.operation_id = $2 AND o.owner_gen = $3
-  AND o.state IN ('RESERVED', 'EXECUTING')
+  AND o.state IN ('RESERVED', 'EXECUTING') AND o.retired_at IS NULL
   AND $5::bigint >= (SELECT writer_epoch FROM idem_control WHERE id = 1) -- the writer fence (migration 003)
 RETURNING o.operation_id;
 
@@ -82,6 +82,7 @@ upd AS (
     SET state = 'UNKNOWN', updated_at = clock.t
     FROM clock
     WHERE o.scope = $1 AND o.operation_id = $2 AND o.owner_gen = $3 AND o.state = 'EXECUTING'
+      AND o.retired_at IS NULL
     RETURNING o.scope, o.operation_id
 ),
 wake AS (
@@ -104,7 +105,8 @@ upd AS (
     UPDATE idem_operations o
     SET state = $2::text, resp_status = $3::integer, resp_media_type = $4::text,
         resp_location = $5::text, resp_etag = $6::text, resp_body = $7::bytea,
-        resp_digest = $8::bytea, resp_key = $16::text, updated_at = clock.t
+        resp_digest = $8::bytea, resp_key = $16::text, updated_at = clock.t,
+        expires_at = clock.t + (o.expires_at - o.created_at) -- retention from settlement (migration 015)
     FROM clock
     WHERE o.operation_id = $1 AND o.state = 'UNKNOWN'
     RETURNING o.operation_id

@@ -161,6 +161,9 @@ func (s *Store) finishArgs(rec registry.Record, out registry.Outcome, now *time.
 	if rec.State.InFlight() && !idem.CanTransition(rec.State, out.State) {
 		return nil, fmt.Errorf("idempg: illegal transition %s -> %s", rec.State, out.State)
 	}
+	if err := out.Response.Storable(); err != nil {
+		return nil, fmt.Errorf("idempg: complete: %w", err)
+	}
 	ids, topics, payloads := outboxArgs(rec.OperationID, out.Outbox)
 	resp := out.Response
 	digest := resp.Digest()
@@ -177,9 +180,17 @@ func (s *Store) finishArgs(rec registry.Record, out registry.Outcome, now *time.
 
 // sealResponse returns the body to store for a response of the record
 // with that scope, and the ID of the key that sealed it (nil: plaintext,
-// when the Store has no Sealer).
+// when the Store has no Sealer). A sealed body longer than the column's
+// bound is refused (registry.CheckSealedResponse).
 func (s *Store) sealResponse(scope idem.ScopeHash, body []byte) (*string, []byte, error) {
-	return registry.SealBody(s.sealer, nonNil(body), registry.ResponseOf(scope))
+	key, sealed, err := registry.SealBody(s.sealer, nonNil(body), registry.ResponseOf(scope))
+	if err == nil && key != nil {
+		err = registry.CheckSealedResponse(sealed)
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	return key, sealed, nil
 }
 
 // outboxArgs returns the message IDs, topics and payloads of an

@@ -61,6 +61,9 @@ func (s *Store) ExecuteOnce(ctx context.Context, c registry.Claim, fn registry.B
 		if !out.State.Terminal() {
 			return "", nil, fmt.Errorf("idempg: execute once: outcome state %q is not terminal", out.State)
 		}
+		if err := out.Response.Storable(); err != nil {
+			return "", nil, fmt.Errorf("idempg: execute once: %w", err)
+		}
 		ids, topics, payloads := outboxArgs(rec.OperationID, out.Outbox)
 		resp := out.Response
 		digest := resp.Digest()

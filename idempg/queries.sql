@@ -94,7 +94,9 @@ RETURNING scope, operation_id, operation, owner, fingerprint, contract, state, o
 -- Reserve with Claim.MaxActive: parameters as Reserve, $12 MaxActive (> 0).
 -- An existing scope's record is returned as by Reserve, whatever the
 -- count. Otherwise the row is inserted only while the owner holds fewer
--- than $12 RESERVED, EXECUTING or UNKNOWN records of the operation, counted in this
+-- than $12 active records of the operation — UNKNOWN ones, and RESERVED
+-- or EXECUTING ones whose lease has not expired (an abandoned reservation
+-- stops counting when its lease expires; migration 015) — counted in this
 -- statement's snapshot (idem_operations_inflight, migration 009; the LIMIT
 -- stops the count at $12). Uncommitted reservations of concurrent
 -- statements are not counted, hence the overshoot documented on
@@ -129,6 +131,7 @@ WITH clock AS (SELECT coalesce($10::timestamptz, statement_timestamp()) AS t),
            AND (SELECT count(*) FROM (
                     SELECT 1 FROM idem_operations
                     WHERE owner = $4::bytea AND operation = $3::text AND state IN ('RESERVED', 'EXECUTING', 'UNKNOWN')
+                      AND (state = 'UNKNOWN' OR lease_until > clock.t)
                     LIMIT $12::bigint) AS active) < $12::bigint
          ON CONFLICT (scope) DO NOTHING
          RETURNING scope, operation_id, operation, owner, fingerprint, contract, state, owner_gen,
@@ -157,6 +160,7 @@ WHERE $7::bigint >= (SELECT writer_epoch FROM idem_control WHERE id = 1)
   AND (SELECT count(*) FROM (
            SELECT 1 FROM idem_operations
            WHERE owner = $4::bytea AND operation = $3::text AND state IN ('RESERVED', 'EXECUTING', 'UNKNOWN')
+                      AND (state = 'UNKNOWN' OR lease_until > clock.t)
            LIMIT $12::bigint) AS active) < $12::bigint
 RETURNING scope, operation_id, operation, owner, fingerprint, contract, state, owner_gen,
           writer_epoch, lease_until, expires_at, created_at, updated_at, resp_status,
@@ -164,11 +168,14 @@ RETURNING scope, operation_id, operation, owner, fingerprint, contract, state, o
           retired_at, tombstone_until, tombstone_ttl;
 
 -- name: ActiveLimitReached
--- $1 owner, $2 operation, $3 MaxActive: whether the owner holds at least
--- $3 RESERVED, EXECUTING or UNKNOWN records of the operation.
+-- $1 owner, $2 operation, $3 MaxActive, $4 now: whether the owner holds
+-- at least $3 active records of the operation, counted as ReserveLimited
+-- counts them.
+WITH clock AS (SELECT coalesce($4::timestamptz, statement_timestamp()) AS t)
 SELECT count(*) >= $3::bigint FROM (
-    SELECT 1 FROM idem_operations
+    SELECT 1 FROM idem_operations, clock
     WHERE owner = $1::bytea AND operation = $2::text AND state IN ('RESERVED', 'EXECUTING', 'UNKNOWN')
+      AND (state = 'UNKNOWN' OR lease_until > clock.t)
     LIMIT $3::bigint) AS active;
 
 -- name: GetByScope
@@ -202,15 +209,20 @@ WHERE operation_id = $1;
 -- $17 is the ID of the key that sealed the body, NULL for plaintext
 -- (migration 010). When the scope has waiters (idem_waiters, migration
 -- 012) it notifies idem_changed with the scope in hex; see TakeOver.
+-- Retention counts from settlement (migration 015): expires_at becomes
+-- this instant plus the retention, which Reserve stored as expires_at -
+-- created_at. An abandoned reservation's tombstone (retired_at set) is
+-- fenced.
 WITH clock AS (SELECT coalesce($10::timestamptz, statement_timestamp()) AS t),
 upd AS (
     UPDATE idem_operations o
     SET state = $3::text, resp_status = $4::integer, resp_media_type = $5::text,
         resp_location = $6::text, resp_etag = $7::text, resp_body = $8::bytea,
-        resp_digest = $9::bytea, resp_key = $17::text, updated_at = clock.t
+        resp_digest = $9::bytea, resp_key = $17::text, updated_at = clock.t,
+        expires_at = clock.t + (o.expires_at - o.created_at)
     FROM clock
     WHERE o.scope = $1 AND o.operation_id = $11 AND o.owner_gen = $2
-      AND o.state IN ('RESERVED', 'EXECUTING')
+      AND o.state IN ('RESERVED', 'EXECUTING') AND o.retired_at IS NULL
       AND $15::bigint >= (SELECT writer_epoch FROM idem_control WHERE id = 1)
     RETURNING o.scope, o.operation_id, o.operation, o.owner, o.fingerprint, o.contract,
               o.state, o.owner_gen, o.writer_epoch, o.lease_until, o.expires_at,
@@ -295,7 +307,7 @@ WHERE (SELECT CASE WHEN EXISTS (SELECT 1 FROM ins) THEN true ELSE idem_fenced($2
 -- notifies the scope's waiters, if any (see TakeOver).
 WITH del AS (
     DELETE FROM idem_operations
-    WHERE scope = $1 AND operation_id = $3 AND owner_gen = $2 AND state = 'RESERVED'
+    WHERE scope = $1 AND operation_id = $3 AND owner_gen = $2 AND state = 'RESERVED' AND retired_at IS NULL
     RETURNING scope
 ),
 wake AS (
@@ -324,6 +336,7 @@ upd AS (
     FROM clock
     WHERE o.scope = $1 AND o.operation_id = $5 AND o.owner_gen = $2
       AND o.state IN ('RESERVED', 'EXECUTING') AND o.lease_until <= clock.t
+      AND o.retired_at IS NULL -- an abandoned reservation's tombstone is not taken over (migration 015)
     RETURNING o.scope, o.operation_id, o.operation, o.owner, o.fingerprint, o.contract,
               o.state, o.owner_gen, o.writer_epoch, o.lease_until, o.expires_at,
               o.created_at, o.updated_at, o.resp_status, o.resp_media_type,

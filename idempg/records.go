@@ -105,10 +105,12 @@ func (s *Store) Reserve(ctx context.Context, c registry.Claim) (registry.Record,
 }
 
 // activeLimitReached reports whether c.Owner holds at least c.MaxActive
-// RESERVED, EXECUTING or UNKNOWN records of c.Operation.
+// active records of c.Operation: UNKNOWN ones, and RESERVED or EXECUTING
+// ones whose lease has not expired.
 func (s *Store) activeLimitReached(ctx context.Context, c registry.Claim) (bool, error) {
 	var full bool
-	err := s.lane.QueryRow(ctx, queries.Get("ActiveLimitReached"), c.Owner[:], c.Operation, c.MaxActive).Scan(&full)
+	now, _ := s.clock()
+	err := s.lane.QueryRow(ctx, queries.Get("ActiveLimitReached"), c.Owner[:], c.Operation, c.MaxActive, now).Scan(&full)
 	if err != nil {
 		return false, fmt.Errorf("idempg: reserve: counting active records: %w", translate(err))
 	}

@@ -14,6 +14,7 @@ WITH clock AS (SELECT coalesce($1::timestamptz, statement_timestamp()) AS t)
 SELECT o.operation_id
 FROM idem_operations o, clock
 WHERE o.state IN ('RESERVED', 'EXECUTING') AND o.state = 'EXECUTING' AND o.lease_until <= clock.t
+  AND o.retired_at IS NULL
 ORDER BY o.lease_until, o.operation_id
 LIMIT $2;
 
@@ -25,5 +26,5 @@ UPDATE idem_operations o
 SET lease_until = clock.t + $4::bigint * interval '1 microsecond', updated_at = clock.t
 FROM clock
 WHERE o.scope = $1 AND o.operation_id = $2 AND o.owner_gen = $3
-  AND o.state IN ('RESERVED', 'EXECUTING')
+  AND o.state IN ('RESERVED', 'EXECUTING') AND o.retired_at IS NULL
 RETURNING o.lease_until;

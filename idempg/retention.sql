@@ -11,7 +11,9 @@
 -- transaction changed meanwhile is re-checked after the lock (READ
 -- COMMITTED), so a record is retired once and deleted once. The two sets
 -- are disjoint (doomed rows are tombstones, due rows are not), so a record
--- retired here is not deleted in the same call. The transition trigger
+-- retired here is not deleted in the same call. abandoned: up to $1
+-- abandoned reservations (migration 015), retired the same way with their
+-- state kept; disjoint from due (not terminal) and doomed (not retired). The transition trigger
 -- (migration 004) checks that retirement drops the whole response and
 -- changes nothing else; the delete trigger that only tombstones with a
 -- deletion time go. With a deleted tombstone go its published outbox
@@ -37,6 +39,33 @@ retired AS (
         updated_at = clock.t
     FROM clock, due
     WHERE o.scope = due.scope AND o.retired_at IS NULL
+    RETURNING o.scope
+),
+abandoned AS (
+    -- Abandoned reservations (migration 015): RESERVED or EXECUTING, no
+    -- effect attempt, lease expired a full retention (expires_at -
+    -- created_at, unchanged until settlement) ago. Found through
+    -- idem_operations_lease; locked like due, and re-checked by the
+    -- UPDATE after the lock, so a takeover that moved the lease first
+    -- wins and the record stays.
+    SELECT o.scope
+    FROM idem_operations o, clock
+    WHERE o.state IN ('RESERVED', 'EXECUTING') AND o.retired_at IS NULL
+      AND o.lease_until <= clock.t AND o.lease_until + (o.expires_at - o.created_at) <= clock.t
+      AND NOT EXISTS (SELECT 1 FROM idem_effects x WHERE x.operation_id = o.operation_id)
+    ORDER BY o.lease_until
+    LIMIT $1
+    FOR UPDATE OF o SKIP LOCKED
+),
+abandoned_retired AS (
+    UPDATE idem_operations o
+    SET retired_at = clock.t,
+        tombstone_until = clock.t + o.tombstone_ttl * interval '1 microsecond',
+        updated_at = clock.t
+    FROM clock, abandoned
+    WHERE o.scope = abandoned.scope AND o.retired_at IS NULL
+      AND o.state IN ('RESERVED', 'EXECUTING')
+      AND o.lease_until + (o.expires_at - o.created_at) <= clock.t
     RETURNING o.scope
 ),
 doomed AS (
@@ -68,4 +97,4 @@ deleted AS (
     WHERE o.scope = doomed.scope AND o.tombstone_until IS NOT NULL
     RETURNING o.scope
 )
-SELECT (SELECT count(*) FROM retired), (SELECT count(*) FROM deleted);
+SELECT (SELECT count(*) FROM retired) + (SELECT count(*) FROM abandoned_retired), (SELECT count(*) FROM deleted);

@@ -173,7 +173,8 @@ func (s *Store) record(ctx context.Context, tx *sql.Tx, rec registry.Record, out
 // checkOutcome refuses an outcome that is not terminal, that is not a
 // legal transition from rec.State (from RESERVED or EXECUTING when
 // rec.State is not one of them: the compare-and-set then decides), or
-// whose response has no valid HTTP status.
+// whose response breaks the storage rules (idem.Response.Storable:
+// status 2xx or 4xx, body at most idem.MaxStoredBody bytes).
 func checkOutcome(rec registry.Record, out registry.Outcome) error {
 	to := out.State
 	if !to.Terminal() {
@@ -188,8 +189,8 @@ func checkOutcome(rec registry.Record, out registry.Outcome) error {
 	if !legal {
 		return fmt.Errorf("idemsqlite: complete: illegal transition %s -> %s", rec.State, to)
 	}
-	if st := out.Response.Status; st < 100 || st > 999 {
-		return fmt.Errorf("idemsqlite: complete: response status %d is not an HTTP status", st)
+	if err := out.Response.Storable(); err != nil {
+		return fmt.Errorf("idemsqlite: complete: %w", err)
 	}
 	return nil
 }
@@ -285,6 +286,9 @@ func (s *Store) sealResponse(scope idem.ScopeHash, body []byte) (*string, []byte
 		body = []byte{}
 	}
 	key, stored, err := registry.SealBody(s.sealer, body, registry.ResponseOf(scope))
+	if err == nil && key != nil {
+		err = registry.CheckSealedResponse(stored)
+	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("idemsqlite: %w", err)
 	}

@@ -16,6 +16,7 @@ UPDATE idem_operations
 SET state = 'EXECUTING', updated_at = clock.now
 FROM clock
 WHERE scope = $2 AND operation_id = $3 AND owner_gen = $4 AND state IN ('RESERVED', 'EXECUTING')
+  AND retired_at IS NULL
   AND $5 >= (SELECT writer_epoch FROM idem_control WHERE id = 1) -- the writer fence (migration 003)
 RETURNING operation_id;
 
@@ -64,6 +65,7 @@ UPDATE idem_operations
 SET state = 'UNKNOWN', updated_at = clock.now
 FROM clock
 WHERE scope = $2 AND operation_id = $3 AND owner_gen = $4 AND state = 'EXECUTING'
+  AND retired_at IS NULL
 RETURNING operation_id;
 
 -- name: ReconcileOperation
@@ -74,7 +76,8 @@ RETURNING operation_id;
 WITH clock(now) AS (SELECT coalesce($1, CAST(round(unixepoch('subsec') * 1000000) AS INTEGER)))
 UPDATE idem_operations
 SET state = $3, resp_status = $4, resp_media_type = $5, resp_location = $6, resp_etag = $7,
-    resp_body = coalesce($8, x''), resp_digest = $9, resp_key = $10, updated_at = clock.now
+    resp_body = coalesce($8, x''), resp_digest = $9, resp_key = $10, updated_at = clock.now,
+    expires_at = clock.now + (expires_at - created_at) -- retention from settlement (migration 011)
 FROM clock
 WHERE operation_id = $2 AND state = 'UNKNOWN'
 RETURNING operation_id;

@@ -62,8 +62,10 @@ RETURNING scope, operation_id, operation, owner, fingerprint, contract, state,
 
 -- name: ReserveInsertLimited
 -- ReserveInsert with Claim.MaxActive: $12 is MaxActive (> 0). The row is
--- inserted only while the owner holds fewer than $12 RESERVED,
--- EXECUTING or UNKNOWN records of the operation (idem_operations_inflight,
+-- inserted only while the owner holds fewer than $12 active records of
+-- the operation — UNKNOWN ones, and RESERVED or EXECUTING ones whose
+-- lease has not expired (an abandoned reservation stops counting when its
+-- lease expires; migration 011) — (idem_operations_inflight,
 -- migration 008; the LIMIT stops the count at $12). Inside BEGIN IMMEDIATE the
 -- count is exact. No row back: the scope exists or the limit held (the
 -- caller's GetByScope in the same transaction tells which). The WHERE
@@ -76,6 +78,7 @@ SELECT $2, $3, $4, $5, $6, $7, 'RESERVED', 1, $8, now + $9, now + $10, now, now,
 WHERE $8 >= (SELECT writer_epoch FROM idem_control WHERE id = 1)
   AND (SELECT count(*) FROM (SELECT 1 FROM idem_operations
                              WHERE owner = $5 AND operation = $4 AND state IN ('RESERVED', 'EXECUTING', 'UNKNOWN')
+                               AND (state = 'UNKNOWN' OR lease_until > now)
                              LIMIT $12)) < $12
 ON CONFLICT (scope) DO NOTHING
 RETURNING scope, operation_id, operation, owner, fingerprint, contract, state,
@@ -95,6 +98,7 @@ SELECT $2, $3, $4, $5, $6, $7, 'RESERVED', 1, $8, now + $9, now + $10, now, now,
 WHERE $8 >= (SELECT writer_epoch FROM idem_control WHERE id = 1)
   AND (SELECT count(*) FROM (SELECT 1 FROM idem_operations
                              WHERE owner = $5 AND operation = $4 AND state IN ('RESERVED', 'EXECUTING', 'UNKNOWN')
+                               AND (state = 'UNKNOWN' OR lease_until > now)
                              LIMIT $12)) < $12
 RETURNING scope, operation_id, operation, owner, fingerprint, contract, state,
           owner_gen, writer_epoch, lease_until, expires_at, created_at, updated_at,
@@ -121,13 +125,18 @@ FROM idem_operations WHERE operation_id = $1;
 -- committing writer's epoch, is older than idem_control's (ErrWriterFenced,
 -- migration 003). $13 is the body's key ID (NULL: plaintext; migration
 -- 009). The transition trigger of the migration refuses illegal
--- target states.
+-- target states. Retention counts from settlement (migration 011):
+-- expires_at becomes this instant plus the retention, which the insert
+-- stored as expires_at - created_at. An abandoned reservation's tombstone
+-- (retired_at set) is fenced.
 WITH clock(now) AS (SELECT coalesce($1, CAST(round(unixepoch('subsec') * 1000000) AS INTEGER)))
 UPDATE idem_operations
 SET state = $4, resp_status = $5, resp_media_type = $6, resp_location = $7, resp_etag = $8,
-    resp_body = coalesce($9, x''), resp_digest = $10, resp_key = $13, updated_at = clock.now
+    resp_body = coalesce($9, x''), resp_digest = $10, resp_key = $13, updated_at = clock.now,
+    expires_at = clock.now + (expires_at - created_at)
 FROM clock
 WHERE scope = $2 AND operation_id = $11 AND owner_gen = $3 AND state IN ('RESERVED', 'EXECUTING')
+  AND retired_at IS NULL
   AND $12 >= (SELECT writer_epoch FROM idem_control WHERE id = 1)
 RETURNING scope, operation_id, operation, owner, fingerprint, contract, state,
           owner_gen, writer_epoch, lease_until, expires_at, created_at, updated_at,
@@ -143,7 +152,7 @@ SELECT $2, $3, $4, coalesce($5, x''), now FROM clock;
 -- Generations restart at 1 for every new reservation of a scope, so the
 -- operation ID is part of the fence.
 DELETE FROM idem_operations
-WHERE scope = $1 AND operation_id = $3 AND owner_gen = $2 AND state = 'RESERVED';
+WHERE scope = $1 AND operation_id = $3 AND owner_gen = $2 AND state = 'RESERVED' AND retired_at IS NULL;
 
 -- name: TakeOver
 WITH clock(now) AS (SELECT coalesce($1, CAST(round(unixepoch('subsec') * 1000000) AS INTEGER)))
@@ -152,6 +161,7 @@ SET owner_gen = owner_gen + 1, lease_until = clock.now + $4, updated_at = clock.
 FROM clock
 WHERE scope = $2 AND operation_id = $5 AND owner_gen = $3 AND state IN ('RESERVED', 'EXECUTING')
   AND lease_until <= clock.now
+  AND retired_at IS NULL -- an abandoned reservation's tombstone is not taken over (migration 011)
 RETURNING scope, operation_id, operation, owner, fingerprint, contract, state,
           owner_gen, writer_epoch, lease_until, expires_at, created_at, updated_at,
           resp_status, resp_media_type, resp_location, resp_etag, resp_body, resp_digest, resp_key,

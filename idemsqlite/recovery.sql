@@ -13,6 +13,7 @@ WITH clock(now) AS (SELECT coalesce($1, CAST(round(unixepoch('subsec') * 1000000
 SELECT o.operation_id
 FROM idem_operations AS o, clock AS c
 WHERE o.state IN ('RESERVED', 'EXECUTING') AND o.state = 'EXECUTING' AND o.lease_until <= c.now
+  AND o.retired_at IS NULL
 ORDER BY o.lease_until, o.operation_id
 LIMIT $2;
 
@@ -24,4 +25,5 @@ UPDATE idem_operations
 SET lease_until = clock.now + $5, updated_at = clock.now
 FROM clock
 WHERE scope = $2 AND operation_id = $3 AND owner_gen = $4 AND state IN ('RESERVED', 'EXECUTING')
+  AND retired_at IS NULL
 RETURNING lease_until;

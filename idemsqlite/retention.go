@@ -61,6 +61,14 @@ func prune(ctx context.Context, tx *sql.Tx, nowParam any, limit int) (registry.P
 	if err != nil {
 		return registry.PruneResult{}, err
 	}
+	if r, err = tx.ExecContext(ctx, retentionQueries.Get("PruneRetireAbandoned"), now, limit); err != nil {
+		return registry.PruneResult{}, err
+	}
+	abandoned, err := r.RowsAffected()
+	if err != nil {
+		return registry.PruneResult{}, err
+	}
+	retired += abandoned
 	rows, err := tx.QueryContext(ctx, retentionQueries.Get("PruneDelete"), now, limit)
 	if err != nil {
 		return registry.PruneResult{}, err

@@ -26,6 +26,23 @@ WHERE scope IN (SELECT o.scope FROM idem_operations AS o
                 ORDER BY o.expires_at
                 LIMIT $2);
 
+-- name: PruneRetireAbandoned
+-- $1 now, $2 limit. Retires up to $2 abandoned reservations (migration
+-- 011): RESERVED or EXECUTING, no effect attempt recorded, lease expired a
+-- full retention (expires_at - created_at, unchanged until settlement)
+-- ago; state kept, retired_at and tombstone_until set as by PruneRetire.
+-- The trigger idem_operations_retire_abandoned_only checks exactly that.
+-- In PruneRetire's write transaction, so no takeover runs in between. The
+-- inner WHERE repeats idem_operations_lease's terms so SQLite uses it.
+UPDATE idem_operations
+SET retired_at = $1, tombstone_until = $1 + tombstone_ttl, updated_at = $1
+WHERE scope IN (SELECT o.scope FROM idem_operations AS o
+                WHERE o.state IN ('RESERVED', 'EXECUTING') AND o.retired_at IS NULL
+                  AND o.lease_until <= $1 AND o.lease_until + (o.expires_at - o.created_at) <= $1
+                  AND NOT EXISTS (SELECT 1 FROM idem_effects AS x WHERE x.operation_id = o.operation_id)
+                ORDER BY o.lease_until
+                LIMIT $2);
+
 -- name: PruneDelete
 -- $1 now, $2 limit. Deletes up to $2 tombstones whose deletion time has
 -- come, earliest first, and returns their operation IDs. A record retired

@@ -77,7 +77,7 @@ func TestMigration004Upgrade(t *testing.T) {
 	got := strings.Join(names, " ")
 	for _, want := range []string{"idem_operations_lease", "idem_operations_expires", "idem_operations_inflight",
 		"idem_operations_retire", "idem_operations_tombstones", "idem_outbox_operation", "idem_outbox_pending",
-		"idem_operations_transition", "idem_operations_retire_terminal_only", "idem_operations_terminal",
+		"idem_operations_transition", "idem_operations_retire_abandoned_only", "idem_operations_terminal",
 		"idem_operations_tombstone", "idem_operations_identity", "idem_operations_delete"} {
 		if !strings.Contains(" "+got+" ", " "+want+" ") {
 			t.Errorf("after the upgrade %s is missing (have %s)", want, got)

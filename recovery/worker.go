@@ -15,7 +15,9 @@
 //     the effect did not happen: the call may still be in flight.
 //     Expired RESERVED records are not the worker's: nothing outside the
 //     database began, and the client's retry continues the same operation
-//     (idemhttp takes it over); nothing deletes them.
+//     (idemhttp takes it over); one that nobody continues is retired into
+//     a tombstone by Prune a retention after its lease expired
+//     (registry/retention.go).
 //   - UNKNOWN operations. Each is settled with effect.Operation.Settle —
 //     a lookup by the downstream key, then a re-send of the stored
 //     request with the same key — and its outcome rendered and stored with

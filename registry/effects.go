@@ -106,8 +106,9 @@ type Reconciliation struct {
 	// Outcome is idem.StateSucceeded or idem.StateFailedFinal.
 	Outcome idem.State
 	// Response is the snapshot stored (with its digest) and replayed from
-	// now on: the operation's own rendering of its effects' results. Its
-	// status is 200–499: a 5xx is never stored.
+	// now on: the operation's own rendering of its effects' results. It
+	// must be storable (idem.Response.Storable): status 2xx or 4xx, body at
+	// most idem.MaxStoredBody bytes.
 	Response idem.Response
 	// Outbox holds the messages to publish with the outcome, written in
 	// the same transaction with IDs MessageID(operation ID, n).
@@ -132,8 +133,9 @@ func (r Reconciliation) Validate() error {
 		return fmt.Errorf("registry: reconciliation without an actor")
 	case r.Evidence == "":
 		return fmt.Errorf("registry: reconciliation without evidence")
-	case r.Response.Status < 200 || r.Response.Status > 499:
-		return fmt.Errorf("registry: reconciliation response status %d: only 200–499 is stored (a 5xx is never replayed)", r.Response.Status)
+	}
+	if err := r.Response.Storable(); err != nil {
+		return fmt.Errorf("registry: reconciliation: %w", err)
 	}
 	return nil
 }

@@ -47,12 +47,15 @@ type Claim struct {
 	// Lease is how long the claimant owns the operation before recovery
 	// may take it over; 0 means DefaultLease.
 	Lease time.Duration
-	// Retention is how long the record is kept; 0 means DefaultRetention.
+	// Retention is how long the record is kept with its response after
+	// it settles (retention.go); 0 means DefaultRetention.
 	Retention time.Duration
 	// WriterEpoch is the epoch of the writer making the claim.
 	WriterEpoch int64
-	// MaxActive, if positive, bounds the in-flight (RESERVED, EXECUTING
-	// or UNKNOWN) records one owner may hold for one operation: Reserve
+	// MaxActive, if positive, bounds the active records one owner may
+	// hold for one operation — UNKNOWN ones, and RESERVED or EXECUTING
+	// ones whose lease has not expired (an abandoned one stops counting
+	// when its lease expires; a retry may still take it over): Reserve
 	// refuses a new scope with ErrActiveLimit when the owner holds that
 	// many. The check and the insert are one statement, so concurrent
 	// reservations may overshoot the bound by at most the number of racing
@@ -105,9 +108,12 @@ type Record struct {
 	OwnerGen    int64
 	WriterEpoch int64
 	LeaseUntil  time.Time
-	ExpiresAt   time.Time
-	CreatedAt   time.Time
-	UpdatedAt   time.Time
+	// ExpiresAt is when the record's retention ends: CreatedAt +
+	// Claim.Retention while it is in flight or UNKNOWN, its settlement +
+	// Claim.Retention once terminal (retention.go).
+	ExpiresAt time.Time
+	CreatedAt time.Time
+	UpdatedAt time.Time
 	// Response is the stored snapshot of a terminal record, nil otherwise
 	// and nil for a tombstone. Drivers verify it against its stored digest
 	// before returning it and return idem.ErrDigestMismatch if it does not

@@ -9,7 +9,12 @@ import (
 )
 
 // Retention (SPEC E5). A record is kept with its response until its
-// ExpiresAt (Claim.Retention after its creation). After that, Prune
+// ExpiresAt: Claim.Retention after it settled — the statement that makes
+// it terminal (Complete, the one-transaction insert, Reconcile) sets
+// ExpiresAt to its own instant plus the retention, however long the
+// record was in flight or UNKNOWN before (until then ExpiresAt is the
+// creation plus the retention, which is how the drivers know the
+// retention at settlement). After that, Prune
 // retires it: the record becomes a tombstone that keeps the scope, the
 // fingerprint, the operation ID and the final state, and drops the stored
 // response. A retry that finds a tombstone gets the verdict Retired (HTTP
@@ -23,17 +28,26 @@ import (
 // delete the tombstone, TombstoneTTL after it retired the record; the key
 // is free again from then on and a request with it is a new operation.
 //
-// Only terminal records (SUCCEEDED, FAILED_FINAL, REJECTED) are ever
-// retired. RESERVED and EXECUTING records are not, however old: they
-// await their owner or recovery (lease takeover). UNKNOWN records are not
-// either: they await reconciliation, and are retired only once reconciled
-// into a terminal state and expired.
+// Terminal records (SUCCEEDED, FAILED_FINAL, REJECTED) are retired a
+// retention after they settled. An abandoned reservation — RESERVED or
+// EXECUTING, no effect attempt recorded (so nothing of it committed), its
+// lease expired a full retention ago (LeaseUntil + ExpiresAt - CreatedAt)
+// — is retired on the same clock into a tombstone that keeps its state:
+// a retry gets Retired, and the key never runs again. A RESERVED record
+// whose lease expired less long ago still awaits its owner or a retry's
+// takeover; the retirement and a takeover are compare-and-sets on the
+// same row, so exactly one of them wins. An EXECUTING record with an
+// effect attempt awaits recovery (which makes it UNKNOWN). UNKNOWN records
+// are never retired: they await reconciliation, and are retired only a
+// retention after they settle.
 //
 // The drivers' migrations make the database enforce this: the only change
 // it accepts to a terminal record is its retirement (response dropped,
-// state and identity kept), a tombstone never changes, and the only
-// records that may be deleted are reservations (Store.Release) and
-// tombstones with a deletion time.
+// state and identity kept) or a re-seal, the only retirement of a record
+// in flight is that of an abandoned reservation (checked on the row: no
+// effect attempt, RetiredAt at least a retention after LeaseUntil), a
+// tombstone never changes, and the only records that may be deleted are
+// live reservations (Store.Release) and tombstones with a deletion time.
 
 // DefaultPruneBatch is the batch size of the scheduled prune of
 // "idem serve" and the default of "idem prune --batch".
@@ -41,8 +55,8 @@ const DefaultPruneBatch = 1000
 
 // PruneResult counts what one Prune call did.
 type PruneResult struct {
-	// Retired is the number of expired terminal records turned into
-	// tombstones.
+	// Retired is the number of expired terminal records and abandoned
+	// reservations turned into tombstones.
 	Retired int `json:"retired"`
 	// Deleted is the number of tombstones deleted (TombstoneTTL elapsed).
 	Deleted int `json:"deleted"`
@@ -61,14 +75,17 @@ type Pruner interface {
 	// records (SUCCEEDED, FAILED_FINAL, REJECTED) whose ExpiresAt is at
 	// or before the store's "now", oldest expiry first — their response
 	// is dropped, RetiredAt set, and TombstoneUntil set to RetiredAt +
-	// TombstoneTTL when the claim gave one — and deletes up to limit
+	// TombstoneTTL when the claim gave one — and up to limit abandoned
+	// reservations (see above), oldest lease first, the same way with
+	// their state kept (Retired counts both), and deletes up to limit
 	// tombstones whose TombstoneUntil is at or before "now", together
 	// with their published outbox messages (unpublished ones are kept for
 	// the relay) and their effect and reconciliation rows. A record
 	// retired by a call is never deleted by the same call. In-flight and
 	// UNKNOWN records are never touched. Concurrent calls work on
 	// disjoint records (rows another call holds are skipped, not waited
-	// for). limit <= 0 does nothing.
+	// for); a retirement and a concurrent TakeOver of the same abandoned
+	// reservation never both succeed. limit <= 0 does nothing.
 	Prune(ctx context.Context, limit int) (PruneResult, error)
 }
 

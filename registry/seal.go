@@ -56,6 +56,25 @@ type Resealer interface {
 	KeyUsage(ctx context.Context) (map[string]int64, error)
 }
 
+// MaxSealOverhead bounds how many bytes a Sealer may add to a response
+// body: a sealed body longer than idem.MaxStoredBody + MaxSealOverhead is
+// refused by the drivers (and their databases), as an unsealed body over
+// idem.MaxStoredBody is. package keyring adds 29 bytes (version, nonce,
+// tag).
+const MaxSealOverhead = 1024
+
+// CheckSealedResponse returns nil when sealed, a response body as a
+// Sealer returned it, fits the stored column's bound
+// (idem.MaxStoredBody + MaxSealOverhead), else an error wrapping
+// idem.ErrResponseRefused.
+func CheckSealedResponse(sealed []byte) error {
+	if len(sealed) > idem.MaxStoredBody+MaxSealOverhead {
+		return fmt.Errorf("registry: sealed response body of %d bytes exceeds %d (the sealer adds more than MaxSealOverhead): %w",
+			len(sealed), idem.MaxStoredBody+MaxSealOverhead, idem.ErrResponseRefused)
+	}
+	return nil
+}
+
 // ErrNoSealer: Reseal was called on a Store that has no Sealer.
 var ErrNoSealer = errors.New("registry: the store has no sealer")
 

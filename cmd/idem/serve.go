@@ -102,7 +102,7 @@ func runServe(ctx context.Context, args []string, std stdio) int {
 	providerTimeout := fs.Duration("provider-timeout", payments.DefaultProviderTimeout, "bound on one provider call; a call that takes longer leaves its transfer UNKNOWN until settled on evidence")
 	lease := fs.Duration("lease", 30*time.Second, "how long an execution owns its operation before recovery may take over")
 	recoverEvery := fs.Duration("recover-interval", 5*time.Second, "how often the recovery worker looks for expired leases (see idem recover)")
-	retention := fs.Duration("retention", 24*time.Hour, "how long operation records are kept with their response; then they become tombstones (409 KEY_RETIRED); at least the longest of --client-retry-window, --queue-backlog-window, --reconciliation-window and --restore-window")
+	retention := fs.Duration("retention", 24*time.Hour, "how long operation records are kept with their response after they settle; then they become tombstones (409 KEY_RETIRED), as do reservations abandoned that long after their lease expired; at least the longest of --client-retry-window, --queue-backlog-window, --reconciliation-window and --restore-window")
 	windows := addRetentionFlags(fs.FlagSet)
 	pruneEvery := fs.Duration("prune-interval", time.Minute, "how often to retire expired records and delete expired tombstones; 0 turns it off (run \"idem prune\" instead)")
 	apiRevision := fs.String("api-revision", payments.APIRevision, "API major `REVISION` bound into every operation's scope; for testing a revision change, the routes stay the same")

@@ -115,7 +115,8 @@ func testCompleteValidatesOutcome(t *testing.T, nh NewHarness) {
 }
 
 // testGetByIDAndTimestamps: Reserve, Get and GetByID return the same
-// record, with the claim's fields and times derived from "now".
+// record, with the claim's fields and times derived from "now"; a
+// completed record expires the retention after its completion.
 func testGetByIDAndTimestamps(t *testing.T, nh NewHarness) {
 	e := setup(t, nh)
 	e.setNow(base)
@@ -150,8 +151,9 @@ func testGetByIDAndTimestamps(t *testing.T, nh NewHarness) {
 		t.Fatalf("Complete: %v", err)
 	}
 	checkRecord(t, "completed", done, c, base, base.Add(10*time.Second))
-	if done.State != idem.StateSucceeded || !done.ExpiresAt.Equal(rec.ExpiresAt) {
-		t.Errorf("completed: state %s expires %v, want SUCCEEDED %v", done.State, done.ExpiresAt, rec.ExpiresAt)
+	// Retention counts from settlement: the full retention after Complete.
+	if want := base.Add(10*time.Second + c.Retention); done.State != idem.StateSucceeded || !done.ExpiresAt.Equal(want) {
+		t.Errorf("completed: state %s expires %v, want SUCCEEDED %v", done.State, done.ExpiresAt, want)
 	}
 	checkReads(e, done)
 

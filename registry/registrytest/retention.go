@@ -18,6 +18,10 @@ import (
 // retentionPeriod is the Retention of the claims of these cases.
 const retentionPeriod = time.Hour
 
+// liveLease is a lease that outlasts every case: the record of an owner
+// that keeps heartbeating, never abandoned.
+const liveLease = 200 * 365 * 24 * time.Hour
+
 const (
 	// countTombstone counts the record at $1 if it is a tombstone whose
 	// whole response is gone.
@@ -114,8 +118,9 @@ func finalOutcome(tag string, state idem.State) registry.Outcome {
 // testPruneRetiresExpired: Prune retires expired SUCCEEDED, FAILED_FINAL and
 // REJECTED records, oldest expiry first, batch by batch, dropping the
 // response and keeping the rest (outbox and business rows too); unexpired
-// records and RESERVED, EXECUTING and UNKNOWN ones are never retired,
-// however old; tombstones without TTL are never deleted.
+// records, UNKNOWN ones and RESERVED and EXECUTING ones whose lease is
+// live are never retired, however old (abandoned ones:
+// AbandonedReservationsRetire); tombstones without TTL are never deleted.
 func testPruneRetiresExpired(t *testing.T, nh NewHarness) {
 	e := setup(t, nh)
 	e.setNow(base)
@@ -130,6 +135,7 @@ func testPruneRetiresExpired(t *testing.T, nh NewHarness) {
 	var inFlight []registry.Record
 	for _, s := range []idem.State{idem.StateReserved, idem.StateExecuting, idem.StateUnknown} {
 		c := e.expiring("conformance.prune", time.Minute)
+		c.Lease = liveLease // an owner that heartbeats: never abandoned
 		rec := e.reserve(c)
 		for _, step := range pathTo(s) {
 			if err := e.move(c.Scope, step); err != nil {
@@ -289,7 +295,10 @@ func testTombstoneTTL(t *testing.T, nh NewHarness) {
 		t.Errorf("Reserve after the tombstone was deleted: created %v err %v id %s, want a new operation", created, err, again.OperationID)
 	}
 	e.setNow(base.AddDate(100, 0, 0))
-	e.wantPrune(10, 0, 0) // the new reservation is in flight
+	e.wantPrune(10, 1, 0) // the new reservation, abandoned a century ago, retires
+	if rec, err := e.h.Store.Get(e.ctx, cFree.Scope); err != nil || !rec.Retired() || rec.State != idem.StateReserved {
+		t.Errorf("the abandoned reservation: state %s retired %v err %v, want a RESERVED tombstone", rec.State, rec.Retired(), err)
+	}
 	e.checkTombstone("kept forever, a century on", keep, retired)
 }
 
@@ -312,6 +321,7 @@ func testTombstoneImmutable(t *testing.T, nh NewHarness) {
 	var inFlight []registry.Record
 	for _, s := range []idem.State{idem.StateReserved, idem.StateExecuting, idem.StateUnknown} {
 		c := e.expiring("conformance.immutable", 0)
+		c.Lease = liveLease
 		rec := e.reserve(c)
 		for _, step := range pathTo(s) {
 			if err := e.move(c.Scope, step); err != nil {

@@ -108,6 +108,13 @@ var cases = []struct {
 	{"OperationOutbox", testOperationOutbox},
 	{"LookupLog", testLookupLog},
 	{"PendingSettlement", testPendingSettlement},
+	{"ResponseRulesEnforced", testResponseRulesEnforced},
+	{"ResponseRulesInDatabase", testResponseRulesInDatabase},
+	{"EvidenceNotWiped", testEvidenceNotWiped},
+	{"RetentionFromSettlement", testRetentionFromSettlement},
+	{"AbandonedReservationsRetire", testAbandonedReservationsRetire},
+	{"AbandonedRetireRace", testAbandonedRetireRace},
+	{"MaxActiveExpiredLeases", testMaxActiveExpiredLeases},
 }
 
 const (
