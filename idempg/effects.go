@@ -158,7 +158,7 @@ func (s *Store) Reconcile(ctx context.Context, operationID string, r registry.Re
 			}
 			return err
 		}
-		key, body, err := s.sealResponse(idem.ScopeHash(scope), resp.Body)
+		key, body, err := s.sealResponse(idem.ScopeHash(scope), operationID, digest[:], resp.Body)
 		if err != nil {
 			return err
 		}

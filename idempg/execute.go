@@ -164,7 +164,7 @@ func (s *Store) finishArgs(rec registry.Record, out registry.Outcome, now *time.
 	ids, topics, payloads := outboxArgs(rec.OperationID, out.Outbox)
 	resp := out.Response
 	digest := resp.Digest()
-	key, body, err := s.sealResponse(rec.Scope, resp.Body)
+	key, body, err := s.sealResponse(rec.Scope, rec.OperationID, digest[:], resp.Body)
 	if err != nil {
 		return nil, err
 	}
@@ -176,10 +176,10 @@ func (s *Store) finishArgs(rec registry.Record, out registry.Outcome, now *time.
 }
 
 // sealResponse returns the body to store for a response of the record
-// with that scope, and the ID of the key that sealed it (nil: plaintext,
-// when the Store has no Sealer).
-func (s *Store) sealResponse(scope idem.ScopeHash, body []byte) (*string, []byte, error) {
-	return registry.SealBody(s.sealer, nonNil(body), registry.ResponseOf(scope))
+// with that scope and operation ID whose digest is digest, and the ID of
+// the key that sealed it (nil: plaintext, when the Store has no Sealer).
+func (s *Store) sealResponse(scope idem.ScopeHash, operationID string, digest, body []byte) (*string, []byte, error) {
+	return registry.SealBody(s.sealer, nonNil(body), registry.ResponseOf(scope, operationID, digest))
 }
 
 // outboxArgs returns the message IDs, topics and payloads of an

@@ -64,7 +64,7 @@ func (s *Store) ExecuteOnce(ctx context.Context, c registry.Claim, fn registry.B
 		ids, topics, payloads := outboxArgs(rec.OperationID, out.Outbox)
 		resp := out.Response
 		digest := resp.Digest()
-		key, body, err := s.sealResponse(c.Scope, resp.Body)
+		key, body, err := s.sealResponse(c.Scope, rec.OperationID, digest[:], resp.Body)
 		if err != nil {
 			return "", nil, err
 		}

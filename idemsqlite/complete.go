@@ -139,7 +139,7 @@ func (s *Store) record(ctx context.Context, tx *sql.Tx, rec registry.Record, out
 	}
 	resp := out.Response
 	digest := resp.Digest()
-	key, body, err := s.sealResponse(rec.Scope, resp.Body)
+	key, body, err := s.sealResponse(rec.Scope, rec.OperationID, digest[:], resp.Body)
 	if err != nil {
 		return registry.Record{}, err
 	}
@@ -278,13 +278,13 @@ func (r *sqlRows) Close() {
 }
 
 // sealResponse returns the body to store for a response of the record
-// with that scope, and the ID of the key that sealed it (nil: plaintext,
-// when the Store has no Sealer).
-func (s *Store) sealResponse(scope idem.ScopeHash, body []byte) (*string, []byte, error) {
+// with that scope and operation ID whose digest is digest, and the ID of
+// the key that sealed it (nil: plaintext, when the Store has no Sealer).
+func (s *Store) sealResponse(scope idem.ScopeHash, operationID string, digest, body []byte) (*string, []byte, error) {
 	if body == nil {
 		body = []byte{}
 	}
-	key, stored, err := registry.SealBody(s.sealer, body, registry.ResponseOf(scope))
+	key, stored, err := registry.SealBody(s.sealer, body, registry.ResponseOf(scope, operationID, digest))
 	if err != nil {
 		return nil, nil, fmt.Errorf("idemsqlite: %w", err)
 	}

@@ -162,7 +162,7 @@ func (s *Store) Reconcile(ctx context.Context, operationID string, r registry.Re
 		if err := copyHash(sc[:], scope, "scope"); err != nil {
 			return err
 		}
-		key, body, err := s.sealResponse(sc, resp.Body)
+		key, body, err := s.sealResponse(sc, operationID, digest[:], resp.Body)
 		if err != nil {
 			return err
 		}

@@ -46,7 +46,8 @@ const version = 1
 // Errors of Open.
 var (
 	// ErrUnknownKey: the sealed body names a key the ring does not hold.
-	ErrUnknownKey = errors.New("keyring: no key with that ID")
+	// It wraps registry.ErrUnknownKey, so a Store tells it from tampering.
+	ErrUnknownKey = fmt.Errorf("keyring: %w", registry.ErrUnknownKey)
 	// ErrOpen: the sealed body does not authenticate under its key and
 	// associated data (tampered, truncated or moved to another record).
 	ErrOpen = errors.New("keyring: sealed body does not authenticate")
