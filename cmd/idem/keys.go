@@ -52,6 +52,9 @@ func storeOptions(keysPath string) (idemstore.Options, error) {
 //
 //	idem keys rotate --db DSN --encryption-keys FILE [--batch N] [--json]
 //
+// refuses, naming them, while an instance seen alive within
+// keyring.DefaultHolderWindow has not announced the file's active key in
+// the registry (the body it re-seals would be unreadable there); then
 // re-seals every stored body that is sealed under another key than the
 // file's active one, N records per transaction, printing a progress line
 // per batch and then the bodies per key ID; it can be stopped and run
@@ -174,6 +177,19 @@ func keysRotate(ctx context.Context, dsn, path string, batch int, asJSON bool, s
 		return exitRefused
 	}
 	active := opts.Sealer.ActiveKeyID()
+	if roster, ok := store.(registry.KeyRoster); ok {
+		holders, err := roster.KeyHolders(ctx, keyring.DefaultHolderWindow)
+		if err != nil {
+			fmt.Fprintln(std.err, "idem keys rotate:", err)
+			return exitRefused
+		}
+		if lacking := registry.Lacking(holders, active); len(lacking) > 0 {
+			fmt.Fprintf(std.err, "idem keys rotate: refused: %d live instances do not hold key %s yet: %s; "+
+				"restart them with this key file (a stopped instance drops out at once, a crashed one after %s), then run it again\n",
+				len(lacking), active, oneLine(strings.Join(lacking, ", ")), keyring.DefaultHolderWindow)
+			return exitRefused
+		}
+	}
 	out := rotateJSON{Active: active, Skipped: []string{}}
 	for cursor := ""; ; {
 		b, err := rs.Reseal(ctx, cursor, batch)

@@ -105,6 +105,7 @@ var cases = []struct {
 	{"SealedForgeryFailsClosed", testSealedForgeryFailsClosed},
 	{"SettledBodyGuard", testSettledBodyGuard},
 	{"ResealSkipsUnopenable", testResealSkipsUnopenable},
+	{"KeyRoster", testKeyRoster},
 	{"AuditLog", testAuditLog},
 	{"AuditConcurrent", testAuditConcurrent},
 	{"PruneRuns", testPruneRuns},
