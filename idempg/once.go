@@ -61,7 +61,10 @@ func (s *Store) ExecuteOnce(ctx context.Context, c registry.Claim, fn registry.B
 		if !out.State.Terminal() {
 			return "", nil, fmt.Errorf("idempg: execute once: outcome state %q is not terminal", out.State)
 		}
-		ids, topics, payloads := outboxArgs(rec.OperationID, out.Outbox)
+		ids, topics, payloads, payloadKeys, err := s.outboxArgs(rec.OperationID, out.Outbox)
+		if err != nil {
+			return "", nil, err
+		}
 		resp := out.Response
 		digest := resp.Digest()
 		key, body, err := s.sealResponse(c.Scope, rec.OperationID, digest[:], resp.Body)
@@ -72,7 +75,7 @@ func (s *Store) ExecuteOnce(ctx context.Context, c registry.Claim, fn registry.B
 			c.Scope[:], rec.OperationID, c.Operation, c.Owner[:], c.Fingerprint[:],
 			idem.ContractVersion, c.WriterEpoch, micros(c.RetentionOrDefault()), now, tombstoneTTL(c),
 			string(out.State), resp.Status, resp.MediaType, resp.Location, resp.ETag,
-			body, digest[:], ids, topics, payloads, key,
+			body, digest[:], ids, topics, payloads, key, payloadKeys,
 		}, nil
 	})
 	switch {

@@ -166,6 +166,27 @@ func SealBody(s Sealer, body []byte, of BodyOf) (keyID *string, stored []byte, e
 	return &id, sealed, nil
 }
 
+// SealPayload seals the payload of the outbox message with that ID and
+// topic for storage, as SealBody.
+func SealPayload(s Sealer, messageID, topic string, payload []byte) (keyID *string, stored []byte, err error) {
+	return SealBody(s, payload, MessageOf(messageID, topic))
+}
+
+// OpenPayload opens a stored outbox payload in place: m.Payload becomes
+// the plaintext, or nil with m.Unreadable set if it does not open (see
+// OpenBody).
+func OpenPayload(s Sealer, keyID *string, m *OutboxMessage) {
+	plain, err := OpenBody(s, keyID, m.Payload, MessageOf(m.ID, m.Topic))
+	if err != nil {
+		m.Payload, m.Unreadable = nil, fmt.Errorf("outbox message %s: %w", m.ID, err)
+		return
+	}
+	if plain == nil {
+		plain = []byte{}
+	}
+	m.Payload = plain
+}
+
 // OpenBody returns the plaintext of a stored body. Without a Sealer a
 // plaintext body (keyID nil) is returned as stored and a sealed one is
 // ErrUnreadable. With a Sealer every body must be sealed for its record

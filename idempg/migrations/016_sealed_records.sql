@@ -54,3 +54,9 @@ CREATE TABLE idem_key_holders (
     key_ids  text        NOT NULL CHECK (length(key_ids) <= 8192),
     seen_at  timestamptz NOT NULL
 );
+
+-- 3. Outbox payloads are sealed too when a key ring is configured: the
+-- ID of the key that sealed a payload, bound to its message ID and topic
+-- (registry.MessageOf); NULL for plaintext, which a Store with a key ring
+-- never hands a relay (the message becomes a dead letter instead).
+ALTER TABLE idem_outbox ADD COLUMN payload_key text NULL;

@@ -106,6 +106,7 @@ var cases = []struct {
 	{"SettledBodyGuard", testSettledBodyGuard},
 	{"ResealSkipsUnopenable", testResealSkipsUnopenable},
 	{"KeyRoster", testKeyRoster},
+	{"SealedOutbox", testSealedOutbox},
 	{"AuditLog", testAuditLog},
 	{"AuditConcurrent", testAuditConcurrent},
 	{"PruneRuns", testPruneRuns},
