@@ -81,6 +81,9 @@ func newHarness(t *testing.T) *registrytest.Harness {
 		SetNow: ts.setNow,
 		DropGuards: func(ctx context.Context) error {
 			_, err := ts.Pool().Exec(ctx, `ALTER TABLE idem_operations DISABLE TRIGGER USER`)
+			if err == nil {
+				_, err = ts.Pool().Exec(ctx, `ALTER TABLE idem_effects DISABLE TRIGGER USER`)
+			}
 			return err
 		},
 		FailClaims: func(ctx context.Context, operation string) error {

@@ -109,7 +109,7 @@ func newHarness(t *testing.T) *registrytest.Harness {
 		},
 		SetNow: clock.set,
 		DropGuards: func(ctx context.Context) error {
-			rows, err := db.QueryContext(ctx, `SELECT name FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'idem_operations'`)
+			rows, err := db.QueryContext(ctx, `SELECT name FROM sqlite_master WHERE type = 'trigger' AND tbl_name IN ('idem_operations', 'idem_effects')`)
 			if err != nil {
 				return err
 			}

@@ -82,7 +82,7 @@ func (e *env) wantTampered(st registry.Store, what string, c registry.Claim) {
 // record, (c) edits a sealed body, or changes the status and recomputes
 // the digest over the (guessed) plaintext: every one fails closed with
 // ErrTampered — on Get and on the replay path — and an untouched record
-// still reads.
+// still reads. So does an effect's request replaced by a plaintext one.
 //
 // threat:sealed-body-forgery
 func testSealedForgeryFailsClosed(t *testing.T, nh NewHarness) {
@@ -97,6 +97,14 @@ func testSealedForgeryFailsClosed(t *testing.T, nh NewHarness) {
 	edited := e.settledSealed(st, "victim-c")
 	restated := e.settledSealed(st, "victim-d")
 	intact := e.settledSealed(st, "intact")
+	pending := e.claim("conformance.forgery")
+	prec, _, err := st.Reserve(e.ctx, pending)
+	if err != nil {
+		t.Fatalf("Reserve: %v", err)
+	}
+	if _, err := st.BeginEffect(e.ctx, prec, "transfer", []byte(`{"to":"alice"}`)); err != nil {
+		t.Fatalf("BeginEffect: %v", err)
+	}
 	if err := e.h.DropGuards(e.ctx); err != nil {
 		t.Fatalf("DropGuards: %v", err)
 	}
@@ -123,6 +131,12 @@ func testSealedForgeryFailsClosed(t *testing.T, nh NewHarness) {
 	digest = resp.Digest()
 	e.exec(restatus, resp.Status, digest[:], restated.claim.Scope[:])
 	e.wantTampered(st, "a status changed with its digest recomputed", restated.claim)
+
+	// An effect's request replaced by a plaintext one.
+	e.exec(`UPDATE idem_effects SET request = $1, request_key = NULL WHERE operation_id = $2`, []byte(`{"to":"mallory"}`), prec.OperationID)
+	if effs, err := st.Effects(e.ctx, prec.OperationID); !errors.Is(err, registry.ErrTampered) || len(effs) != 0 {
+		t.Errorf("a forged plaintext effect request: %+v %v, want ErrTampered", effs, err)
+	}
 
 	if got, err := st.Get(e.ctx, intact.claim.Scope); err != nil || got.Response == nil ||
 		string(got.Response.Body) != string(intact.out.Response.Body) {
