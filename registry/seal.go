@@ -64,7 +64,7 @@ type Resealer interface {
 	// Sealer refuses (ErrNoSealer). ctx governs the call.
 	Reseal(ctx context.Context, cursor string, limit int) (ResealBatch, error)
 	// KeyUsage counts stored bodies (responses, effect requests and
-	// answers, outbox payloads) by the ID of the key that sealed them; ""
+	// answers; not outbox payloads) by the ID of the key that sealed them; ""
 	// counts plaintext ones. ctx governs the query.
 	KeyUsage(ctx context.Context) (map[string]int64, error)
 }

@@ -1,13 +1,17 @@
 package main
 
 import (
-	"database/sql"
+	"context"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/idemkit/idem/idemstore"
+	"github.com/idemkit/idem/internal/pgtest"
+	"github.com/idemkit/idem/registry"
 )
 
 // TestKeyNotUsedUntilHeld: two servers share a registry; one still runs
@@ -19,9 +23,12 @@ import (
 //
 // threat:key-used-before-held
 func TestKeyNotUsedUntilHeld(t *testing.T) {
-	t.Parallel()
+	pgtest.EachDriver(t, "serve.db", testKeyNotUsedUntilHeld)
+}
+
+func testKeyNotUsedUntilHeld(t *testing.T, _, dsn string) {
 	dir := t.TempDir()
-	oldKeys, newKeys, dbPath := filepath.Join(dir, "old.json"), filepath.Join(dir, "new.json"), filepath.Join(dir, "serve.db")
+	oldKeys, newKeys := filepath.Join(dir, "old.json"), filepath.Join(dir, "new.json")
 	if code, out, errs := runCmd(t, "", "keys", "add", "--encryption-keys", oldKeys, "--id", "k1"); code != exitOK {
 		t.Fatalf("keys add k1: %d %s %s", code, out, errs)
 	}
@@ -35,15 +42,17 @@ func TestKeyNotUsedUntilHeld(t *testing.T) {
 	if code, out, errs := runCmd(t, "", "keys", "add", "--encryption-keys", newKeys, "--id", "k2"); code != exitOK {
 		t.Fatalf("keys add k2: %d %s %s", code, out, errs)
 	}
-	db, err := sql.Open("sqlite", "file:"+dbPath+"?_pragma=busy_timeout(10000)")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
 	keyOf := func(op string) string {
 		t.Helper()
+		store, err := idemstore.Open(t.Context(), dsn, idemstore.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer store.Close()
 		var k string
-		if err := db.QueryRow(`SELECT coalesce(resp_key, '') FROM idem_operations WHERE operation_id = $1`, op).Scan(&k); err != nil {
+		if err := store.InTx(t.Context(), func(ctx context.Context, tx registry.Tx) error {
+			return tx.QueryRow(ctx, `SELECT coalesce(resp_key, '') FROM idem_operations WHERE operation_id = $1`, op).Scan(&k)
+		}); err != nil {
 			t.Fatal(err)
 		}
 		return k
@@ -58,10 +67,10 @@ func TestKeyNotUsedUntilHeld(t *testing.T) {
 		return key, body, resp.Header.Get("Idempotency-Operation")
 	}
 
-	old := startServe(t, "--db", "sqlite:"+dbPath, "--encryption-keys", oldKeys, "--key-refresh", "50ms")
+	old := startServe(t, "--db", dsn, "--encryption-keys", oldKeys, "--key-refresh", "50ms")
 	// Each server announces its keys and reads the others' before it
 	// listens: the new one knows the old one lacks k2 from its start.
-	next := startServe(t, "--db", "sqlite:"+dbPath, "--encryption-keys", newKeys, "--key-refresh", "50ms")
+	next := startServe(t, "--db", dsn, "--encryption-keys", newKeys, "--key-refresh", "50ms")
 	key, body, op := create(next, "stored-by-the-new-server")
 	if k := keyOf(op); k != "k1" {
 		t.Errorf("the new server sealed with %q while the old one lacks k2, want k1", k)
@@ -70,7 +79,7 @@ func TestKeyNotUsedUntilHeld(t *testing.T) {
 		t.Errorf("the old server's replay of the new server's record: %d %s, want a 201 replay", resp.StatusCode, b)
 	}
 
-	code, out, errs := runCmd(t, "", "keys", "rotate", "--db", "sqlite:"+dbPath, "--encryption-keys", newKeys)
+	code, out, errs := runCmd(t, "", "keys", "rotate", "--db", dsn, "--encryption-keys", newKeys)
 	if code != exitRefused || !strings.Contains(errs, "do not hold key k2") || !strings.Contains(errs, instanceOf(t, old)) {
 		t.Errorf("keys rotate while the old server lacks k2: %d %q %q, want a refusal naming it", code, out, errs)
 	}
@@ -88,7 +97,7 @@ func TestKeyNotUsedUntilHeld(t *testing.T) {
 	if k := keyOf(op2); k != "k2" {
 		t.Errorf("after the old server left, the new server sealed with %q, want k2", k)
 	}
-	if code, out, errs := runCmd(t, "", "keys", "rotate", "--db", "sqlite:"+dbPath, "--encryption-keys", newKeys); code != exitOK {
+	if code, out, errs := runCmd(t, "", "keys", "rotate", "--db", dsn, "--encryption-keys", newKeys); code != exitOK {
 		t.Errorf("keys rotate once every server holds k2: %d %q %q", code, out, errs)
 	}
 	if k := keyOf(op); k != "k2" {
