@@ -152,6 +152,19 @@ func (b BodyOf) aad() []byte {
 	return sum[:]
 }
 
+// legacyAAD is the associated data response bodies were sealed with
+// before the seal bound the operation ID and the digest: the domain tag
+// and the scope alone. Only a re-seal opens with it (ResealBody), after
+// which the response is checked against its digest, so such a body is
+// refused on replay until idem keys rotate moves it, under a new key, to
+// the current binding. nil for other bodies.
+func (b BodyOf) legacyAAD() []byte {
+	if b.part != "" {
+		return nil
+	}
+	return append([]byte("idem/sealed/response\x00"), b.scope[:]...)
+}
+
 // SealBody seals body for storage. With a nil Sealer it returns body and a
 // nil key ID (plaintext); otherwise the active key's ID and the sealed
 // bytes. A nil body stays nil.
@@ -220,15 +233,22 @@ func OpenBody(s Sealer, keyID *string, stored []byte, of BodyOf) ([]byte, error)
 // open counts as tampering (ErrTampered).
 var ErrUnknownKey = errors.New("no key with that ID")
 
-// ResealBody opens a stored body (as OpenBody) and seals its plaintext
-// again under s's active key, for Resealer implementations. It returns the
+// ResealBody opens a stored body (as OpenBody; a response sealed with the
+// scope-only binding of earlier versions too, see legacyAAD) and seals
+// its plaintext again under s's active key, for Resealer implementations. It returns the
 // plaintext too, so a response can be checked against its digest before
 // the new bytes are written.
 func ResealBody(s Sealer, keyID *string, stored []byte, of BodyOf) (newKey string, sealed, plain []byte, err error) {
 	if s == nil {
 		return "", nil, nil, ErrNoSealer
 	}
-	if plain, err = OpenBody(s, keyID, stored, of); err != nil {
+	plain, err = OpenBody(s, keyID, stored, of)
+	if legacy := of.legacyAAD(); err != nil && legacy != nil && keyID != nil && errors.Is(err, ErrTampered) {
+		if p, lerr := s.Open(*keyID, stored, legacy); lerr == nil {
+			plain, err = p, nil
+		}
+	}
+	if err != nil {
 		return "", nil, nil, err
 	}
 	if newKey, sealed, err = s.Seal(plain, of.aad()); err != nil {

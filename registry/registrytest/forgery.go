@@ -239,3 +239,33 @@ func testResealSkipsUnopenable(t *testing.T, nh NewHarness) {
 		}
 	}
 }
+
+// testResealUpgradesLegacy: a response sealed by an earlier version,
+// whose seal binds the scope alone, is refused on replay (it does not
+// authenticate the operation ID and digest) and re-sealed by a rotation
+// to a new key, after which it replays.
+func testResealUpgradesLegacy(t *testing.T, nh NewHarness) {
+	e := setup(t, nh)
+	k1 := ring(t, "k1")
+	st := e.sealedStore(k1)
+	old := e.settledSealed(st, "sealed-by-an-earlier-version")
+	if err := e.h.DropGuards(e.ctx); err != nil {
+		t.Fatalf("DropGuards: %v", err)
+	}
+	_, legacy, err := k1.Seal(old.out.Response.Body, append([]byte("idem/sealed/response\x00"), old.claim.Scope[:]...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.exec(`UPDATE idem_operations SET resp_body = $1 WHERE scope = $2`, legacy, old.claim.Scope[:])
+	e.wantTampered(st, "a body with the earlier binding", old.claim)
+
+	rs := e.sealedStore(ring(t, "k1", "k2")).(registry.Resealer)
+	b, err := rs.Reseal(e.ctx, "", 10)
+	if err != nil || b.Changed != 1 || len(b.Skipped) != 0 {
+		t.Fatalf("Reseal: %+v %v, want the body re-sealed", b, err)
+	}
+	if got, err := e.sealedStore(ring(t, "k2")).Get(e.ctx, old.claim.Scope); err != nil ||
+		string(bodyOf(got)) != string(old.out.Response.Body) {
+		t.Errorf("after the rotation: %q %v, want the body", bodyOf(got), err)
+	}
+}

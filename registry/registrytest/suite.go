@@ -105,6 +105,7 @@ var cases = []struct {
 	{"SealedForgeryFailsClosed", testSealedForgeryFailsClosed},
 	{"SettledBodyGuard", testSettledBodyGuard},
 	{"ResealSkipsUnopenable", testResealSkipsUnopenable},
+	{"ResealUpgradesLegacy", testResealUpgradesLegacy},
 	{"KeyRoster", testKeyRoster},
 	{"SealedOutbox", testSealedOutbox},
 	{"AuditLog", testAuditLog},
