@@ -16,8 +16,8 @@ func paymentsSchema() *Schema {
 		Fields: map[string]*Field{
 			"amount":   {Type: TypeDecimal, Scale: 2, Required: true, Positive: true},
 			"currency": {Type: TypeString, Pattern: "[A-Z]{3}", MaxLength: 3, Required: true},
-			"payee":    {Type: TypeString, Required: true, MaxLength: 64},
-			"memo":     {Type: TypeString, MaxLength: 4096, Null: NullAbsent},
+			"payee":    {Type: TypeString, Required: true, MaxLength: 64, Pattern: `[^\x00]*`},
+			"memo":     {Type: TypeString, MaxLength: 4096, Pattern: `[^\x00]*`, Null: NullAbsent},
 		},
 	}
 }

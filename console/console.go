@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -29,7 +30,8 @@ type Config struct {
 	// say why.
 	Effects effect.Set
 	// Operators are the people who may log in (LoadOperators). Required,
-	// non-empty, names unique.
+	// non-empty, names unique, every token able to hold 128 random bits
+	// (see LoadOperators); SetOperators replaces them later.
 	Operators Operators
 	// Logger receives one Info line per action (login, logout, lookup,
 	// reconcile, drain, epoch bump) with the operator's name; nil means
@@ -56,13 +58,16 @@ var pageNames = []string{"login", "status", "operations", "operation", "error"}
 
 // handler is the console.
 type handler struct {
-	cfg   Config
-	log   *slog.Logger
-	key   [32]byte // signs sessions, CSRF tokens, flashes and lookup results
-	pages map[string]*template.Template
-	css   []byte
-	mux   *http.ServeMux
-	now   func() time.Time // the clock sessions are issued and checked by: time.Now; tests set it (export_test.go)
+	cfg      Config
+	log      *slog.Logger
+	key      [32]byte // signs sessions, CSRF tokens, flashes and lookup results
+	pages    map[string]*template.Template
+	css      []byte
+	mux      *http.ServeMux
+	throttle *throttle                 // refused logins, per source and in all
+	sessions sessions                  // the live sessions
+	ops      atomic.Pointer[Operators] // the operators: cfg.Operators until SetOperators
+	now      func() time.Time          // the clock sessions are issued and checked by: time.Now; tests set it (export_test.go)
 }
 
 // New returns the console as an http.Handler for cfg. It refuses a
@@ -86,6 +91,8 @@ func New(cfg Config) (http.Handler, error) {
 		h.log = slog.Default()
 	}
 	rand.Read(h.key[:])
+	h.throttle = newThrottle()
+	h.ops.Store(&cfg.Operators)
 	for _, name := range pageNames {
 		t, err := template.New("layout.html").Funcs(funcs).ParseFS(files, "templates/layout.html", "templates/"+name+".html")
 		if err != nil {

@@ -26,9 +26,9 @@ func TestMain(m *testing.M) { pgtest.Main(m) }
 
 // Operator tokens of the tests' operators file.
 const (
-	aliceToken = "op-alice-7f3c" // show_responses
-	bobToken   = "op-bob-91ad"   // metadata only
-	apiToken   = "demo"          // an API token: not an operator's
+	aliceToken = "op-alice-7f3cQ2x7Kp9LmZ4vR8tW" // show_responses
+	bobToken   = "op-bob-91adHd3sF6gJ0aK9wE2rU7" // metadata only
+	apiToken   = "demo"                          // an API token: not an operator's
 )
 
 // opKind is the operation kind the tests' effect.Set settles.

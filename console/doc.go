@@ -21,9 +21,14 @@
 // Access: operators log in ({Prefix}/login) with a token from the
 // operators file (LoadOperators), never with an API token. A login sets
 // a session cookie (HttpOnly, SameSite=Strict, Path=Prefix, Secure over
-// TLS) holding the operator's name and an expiry 12 hours on, signed with
-// HMAC-SHA-256 under a key New draws at random: nothing is stored on the
-// server, and sessions end with the process. Every form carries a CSRF
+// TLS) holding a session ID, a fingerprint of the operator's token, the
+// operator's name and an expiry 12 hours on, signed with HMAC-SHA-256
+// under a key New draws at random. The session is live only while its ID
+// is in the console's table of live sessions: logout removes it, and
+// SetOperators removes those of operators and tokens no longer listed;
+// sessions end with the process. Refused logins are throttled per source
+// address and console-wide (429 LOGIN_THROTTLED with Retry-After) and
+// audited. Every form carries a CSRF
 // token bound to the cookie; a POST without it is refused (403
 // CSRF_INVALID). Errors are shown in an element #error with a stable
 // data-code (the Code constants) and the matching HTTP status. Every

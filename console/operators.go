@@ -3,9 +3,9 @@ package console
 import (
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 
+	"github.com/idemkit/idem/internal/secretfile"
 	"github.com/idemkit/idem/internal/strictjson"
 )
 
@@ -33,9 +33,12 @@ const maxOperatorsFile = 1 << 20
 //
 // show_responses is optional (default false). It refuses malformed JSON,
 // duplicate tokens, unknown members, an empty token or one with white
-// space, an empty or duplicate name, and a file without operators.
+// space, a token that cannot hold 128 random bits (fewer than 22
+// characters, 32 if all hex digits, or of low variety:
+// secretfile.CheckToken), an empty or duplicate name, and a file without
+// operators; and a file its group or others may read or change.
 func LoadOperators(path string) (Operators, error) {
-	b, err := os.ReadFile(path)
+	b, err := secretfile.Read(path, "operators file", maxOperatorsFile)
 	if err != nil {
 		return nil, fmt.Errorf("console: operators: %w", err)
 	}
@@ -81,6 +84,8 @@ func (ops Operators) validate() error {
 			return errors.New("a token is empty or contains white space")
 		case strings.TrimSpace(o.Name) == "":
 			return errors.New("every operator needs a non-empty name")
+		case secretfile.CheckToken(tok) != nil:
+			return fmt.Errorf("operator %q: %w", o.Name, secretfile.CheckToken(tok))
 		case names[o.Name]:
 			return fmt.Errorf("the name %q is given to two tokens", o.Name)
 		}

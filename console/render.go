@@ -19,6 +19,7 @@ const (
 	CodeNotFound             = "NOT_FOUND"             // 404: no such operation, effect or page
 	CodeConfirmationRequired = "CONFIRMATION_REQUIRED" // 422: drain or epoch bump without confirm=yes
 	CodeUnauthenticated      = "UNAUTHENTICATED"       // 401: login with a token that is not an operator's
+	CodeLoginThrottled       = "LOGIN_THROTTLED"       // 429: too many refused logins from the source or in all; Retry-After says when
 	CodeLookupFailed         = "LOOKUP_FAILED"         // 502: the downstream's answer to a lookup proves nothing
 	CodeStoreUnavailable     = "STORE_UNAVAILABLE"     // 503: the registry failed or cannot open what it stores
 	CodeNotSettleable        = "NOT_SETTLEABLE"        // 409: reconcile of an operation kind not in Config.Effects

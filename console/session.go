@@ -2,6 +2,7 @@ package console
 
 import (
 	"crypto/hmac"
+	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
@@ -21,6 +22,7 @@ const sessionTTL = 12 * time.Hour
 type session struct {
 	op     Operator
 	cookie string // the cookie's value, which the CSRF token is bound to
+	id     string // the session's ID in the live sessions
 }
 
 // sign returns the HMAC-SHA-256 of purpose|value under the handler's key,
@@ -47,14 +49,24 @@ func (h *handler) unseal(purpose, s string) (string, bool) {
 	return string(b), err == nil
 }
 
-// newSessionCookie returns the cookie value for a session of name that
-// ends at until: the sealed "name|unix seconds".
-func (h *handler) newSessionCookie(name string, until time.Time) string {
-	return h.seal("session", name+"|"+strconv.FormatInt(until.Unix(), 10))
+// newSessionCookie returns the cookie value of a new session for the
+// operator whose token is tok, ending at until — the sealed
+// "id|token fingerprint|name|unix seconds" — and records it as live.
+func (h *handler) newSessionCookie(tok string, op Operator, until time.Time) string {
+	var b [16]byte
+	rand.Read(b[:])
+	id := base64.RawURLEncoding.EncodeToString(b[:])
+	h.sessions.add(id, op.Name, until, h.now())
+	return h.seal("session", id+"|"+h.tokenPrint(tok)+"|"+op.Name+"|"+strconv.FormatInt(until.Unix(), 10))
 }
 
+// tokenPrint is a fingerprint of an operator token that names it in a
+// cookie without revealing it: HMAC(key, "token|"+tok), truncated.
+func (h *handler) tokenPrint(tok string) string { return h.sign("token", tok)[:22] }
+
 // session returns the request's session, false when it has no valid one
-// (missing, forged, expired, or its operator is no longer listed).
+// (missing, forged, expired, ended by a logout, or its operator's token
+// is no longer in the operators file).
 func (h *handler) session(r *http.Request) (session, bool) {
 	c, err := r.Cookie(cookieName)
 	if err != nil {
@@ -64,20 +76,36 @@ func (h *handler) session(r *http.Request) (session, bool) {
 	if !ok {
 		return session{}, false
 	}
-	i := strings.LastIndexByte(v, '|') // a name may hold "|"; the expiry does not
+	parts := strings.SplitN(v, "|", 3) // id, token print, then name|until
+	if len(parts) != 3 {
+		return session{}, false
+	}
+	id, print, rest := parts[0], parts[1], parts[2]
+	i := strings.LastIndexByte(rest, '|') // a name may hold "|"; the expiry does not
 	if i < 0 {
 		return session{}, false
 	}
-	name, until := v[:i], v[i+1:]
+	name, until := rest[:i], rest[i+1:]
 	sec, err := strconv.ParseInt(until, 10, 64)
-	if err != nil || !h.now().Before(time.Unix(sec, 0)) {
+	if err != nil || !h.now().Before(time.Unix(sec, 0)) || !h.sessions.has(id) {
 		return session{}, false
 	}
-	op, ok := h.cfg.Operators.byName(name)
-	if !ok {
+	op, ok := h.operatorByPrint(print)
+	if !ok || op.Name != name {
 		return session{}, false
 	}
-	return session{op: op, cookie: c.Value}, true
+	return session{op: op, cookie: c.Value, id: id}, true
+}
+
+// operatorByPrint returns the operator whose token has the fingerprint
+// print in the current operators.
+func (h *handler) operatorByPrint(print string) (Operator, bool) {
+	for t, o := range *h.ops.Load() {
+		if hmac.Equal([]byte(h.tokenPrint(t)), []byte(print)) {
+			return o, true
+		}
+	}
+	return Operator{}, false
 }
 
 // csrf returns the CSRF token of s: HMAC(key, "csrf|"+cookie value).
@@ -95,7 +123,7 @@ func (h *handler) csrfOK(r *http.Request, s session) bool {
 func (h *handler) operatorOf(tok string) (Operator, bool) {
 	var found Operator
 	ok := false
-	for t, o := range h.cfg.Operators {
+	for t, o := range *h.ops.Load() {
 		if subtle.ConstantTimeCompare([]byte(t), []byte(tok)) == 1 {
 			found, ok = o, true
 		}

@@ -19,7 +19,7 @@ func TestFaultPrincipal(t *testing.T) {
 		key := f.key("principal")
 		bodyA := `{"amount":"` + f.amount() + `","currency":"EUR","payee":"acct_1"}`
 		bodyB := `{"amount":"` + f.amount() + `","currency":"EUR","payee":"acct_9"}`
-		who := []struct{ token, body string }{{"tok-a", bodyA}, {"tok-b", bodyB}, {"tok-c", bodyA}}
+		who := []struct{ token, body string }{{"tok-a-Zr4kW9pQ2mX7vT1nB8yL", bodyA}, {"tok-b-Hd3sF6gJ0aK9wE2rU7iO", bodyB}, {"tok-c-Mq5nX1cV8bN3zP6tY0uE", bodyA}}
 
 		n := pick(10, 40)
 		start := make(chan struct{})
@@ -42,8 +42,8 @@ func TestFaultPrincipal(t *testing.T) {
 			r := f.postUntil(s, "/v1/payments", w.token, key, w.body, func(r reply) bool { return r.status == http.StatusCreated })
 			ops[w.token] = r.header.Get("Idempotency-Operation")
 		}
-		wantProblem(t, "bob with alice's body", f.mustPost(s, "/v1/payments", "tok-b", key, bodyA), http.StatusUnprocessableEntity, "PAYLOAD_CONFLICT")
-		wantProblem(t, "alice with bob's body", f.mustPost(s, "/v1/payments", "tok-a", key, bodyB), http.StatusUnprocessableEntity, "PAYLOAD_CONFLICT")
+		wantProblem(t, "bob with alice's body", f.mustPost(s, "/v1/payments", "tok-b-Hd3sF6gJ0aK9wE2rU7iO", key, bodyA), http.StatusUnprocessableEntity, "PAYLOAD_CONFLICT")
+		wantProblem(t, "alice with bob's body", f.mustPost(s, "/v1/payments", "tok-a-Zr4kW9pQ2mX7vT1nB8yL", key, bodyB), http.StatusUnprocessableEntity, "PAYLOAD_CONFLICT")
 		for _, w := range who {
 			for _, other := range who {
 				if other.token == w.token {

@@ -9,7 +9,7 @@ import (
 	"testing"
 )
 
-const tokens = `{"tok-a":{"tenant":"t1","principal":"alice"},"tok-b":{"tenant":"t1","principal":"bob"},"tok-c":{"tenant":"t2","principal":"alice"}}`
+const tokens = `{"tok-a-Zr4kW9pQ2mX7vT1nB8yL":{"tenant":"t1","principal":"alice"},"tok-b-Hd3sF6gJ0aK9wE2rU7iO":{"tenant":"t1","principal":"bob"},"tok-c-Mq5nX1cV8bN3zP6tY0uE":{"tenant":"t2","principal":"alice"}}`
 
 // authFile writes the tokens file of TestScoping and returns its path.
 func authFile(t *testing.T) string {
@@ -30,7 +30,7 @@ func TestScoping(t *testing.T) {
 		s := startServer(t, dsn, "--auth", authFile(t))
 		wantProblem(t, "demo token with --auth", s.post(t, "demo", "k-scope", payBody), http.StatusUnauthorized, "UNAUTHENTICATED")
 
-		who := []string{"tok-a", "tok-b", "tok-c"}
+		who := []string{"tok-a-Zr4kW9pQ2mX7vT1nB8yL", "tok-b-Hd3sF6gJ0aK9wE2rU7iO", "tok-c-Mq5nX1cV8bN3zP6tY0uE"}
 		first := map[string]reply{}
 		ops := map[string]string{}
 		pays := map[string]string{}
@@ -40,7 +40,7 @@ func TestScoping(t *testing.T) {
 			pays[tok], _ = payment(t, "POST as "+tok, r.body)["id"].(string)
 			first[tok] = r
 		}
-		if ops["tok-a"] == ops["tok-b"] || ops["tok-a"] == ops["tok-c"] || ops["tok-b"] == ops["tok-c"] {
+		if ops["tok-a-Zr4kW9pQ2mX7vT1nB8yL"] == ops["tok-b-Hd3sF6gJ0aK9wE2rU7iO"] || ops["tok-a-Zr4kW9pQ2mX7vT1nB8yL"] == ops["tok-c-Mq5nX1cV8bN3zP6tY0uE"] || ops["tok-b-Hd3sF6gJ0aK9wE2rU7iO"] == ops["tok-c-Mq5nX1cV8bN3zP6tY0uE"] {
 			t.Errorf("operation IDs shared across scopes: %v", ops)
 		}
 		for _, tok := range who {
@@ -65,14 +65,14 @@ func TestScoping(t *testing.T) {
 				t.Errorf("GET /v1/payments as %s lists %v; want only its own %s", tok, ids, pays[tok])
 			}
 		}
-		aPay, aOp := "/v1/payments/"+pays["tok-a"], "/v1/operations/"+ops["tok-a"]
-		for _, tok := range []string{"tok-b", "tok-c"} {
+		aPay, aOp := "/v1/payments/"+pays["tok-a-Zr4kW9pQ2mX7vT1nB8yL"], "/v1/operations/"+ops["tok-a-Zr4kW9pQ2mX7vT1nB8yL"]
+		for _, tok := range []string{"tok-b-Hd3sF6gJ0aK9wE2rU7iO", "tok-c-Mq5nX1cV8bN3zP6tY0uE"} {
 			wantProblem(t, "GET alice's payment as "+tok, s.get(t, tok, aPay), http.StatusNotFound, "NOT_FOUND")
 			wantProblem(t, "GET alice's operation as "+tok, s.get(t, tok, aOp), http.StatusNotFound, "NOT_FOUND")
 		}
 		wantProblem(t, "GET an operation without a token", s.get(t, "", aOp), http.StatusUnauthorized, "UNAUTHENTICATED")
 		wantProblem(t, "GET payments without a token", s.get(t, "", "/v1/payments"), http.StatusUnauthorized, "UNAUTHENTICATED")
-		if r := s.get(t, "tok-a", aPay); r.status != http.StatusOK {
+		if r := s.get(t, "tok-a-Zr4kW9pQ2mX7vT1nB8yL", aPay); r.status != http.StatusOK {
 			t.Errorf("GET %s as alice: %v", aPay, r)
 		}
 
@@ -80,9 +80,9 @@ func TestScoping(t *testing.T) {
 			OperationID string `json:"operation_id"`
 			State       string `json:"state"`
 		}
-		r := s.get(t, "tok-a", aOp)
-		if err := json.Unmarshal(r.body, &v); r.status != http.StatusOK || err != nil || v.OperationID != ops["tok-a"] || v.State != "SUCCEEDED" {
-			t.Errorf("GET %s as alice: %v; want 200 with operation_id %s and state SUCCEEDED", aOp, r, ops["tok-a"])
+		r := s.get(t, "tok-a-Zr4kW9pQ2mX7vT1nB8yL", aOp)
+		if err := json.Unmarshal(r.body, &v); r.status != http.StatusOK || err != nil || v.OperationID != ops["tok-a-Zr4kW9pQ2mX7vT1nB8yL"] || v.State != "SUCCEEDED" {
+			t.Errorf("GET %s as alice: %v; want 200 with operation_id %s and state SUCCEEDED", aOp, r, ops["tok-a-Zr4kW9pQ2mX7vT1nB8yL"])
 		}
 		for _, tok := range who {
 			if c := countRows(t, dsn, ops[tok]); c != (counts{1, 1, 3, 3}) {

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -50,8 +51,13 @@ func startServerEnv(t *testing.T, env []string, dsn string, extraArgs ...string)
 // spawn runs "idem ARGS…" with the extra environment variables env in its
 // own process group, with client for its requests, and waits up to
 // startTimeout for its "listening on" line. When t ends, end stops it.
+// An "idem serve" without --admin-addr gets "--admin-addr 127.0.0.1:0",
+// where metric reads its metrics (never on the API's port).
 func spawn(t *testing.T, env []string, client *http.Client, end func(*server, *testing.T), args ...string) *server {
 	t.Helper()
+	if len(args) > 0 && args[0] == "serve" && !slices.Contains(args, "--admin-addr") {
+		args = append(slices.Clip(args), "--admin-addr", "127.0.0.1:0")
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
 	defer cancel()
 	c, err := launch.Start(ctx, launch.Spec{Bin: idemBin, Args: args, Env: env})
@@ -168,9 +174,25 @@ func (s *server) reservations(t *testing.T) int {
 // counter (or a histogram's _count), 0 while it has none.
 func (s *server) metric(t *testing.T, name string) int {
 	t.Helper()
-	r := s.get(t, "", "/metrics")
+	what := "admin"
+	if slices.Contains(s.child.Args(), "--operators") {
+		what = "console"
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
+	defer cancel()
+	addr, err := s.child.AddrOf(ctx, what)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := s.client.Get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatalf("GET /metrics on the admin listener: %v", err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	r := reply{status: resp.StatusCode, header: resp.Header, body: b}
 	if r.status != http.StatusOK {
-		t.Fatalf("GET /metrics: %v", r)
+		t.Fatalf("GET /metrics on the admin listener: %v", r)
 	}
 	re := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(name) + `\{operation="payments\.create"\} (\d+)$`)
 	m := re.FindSubmatch(r.body)

@@ -2,6 +2,8 @@ package idemhttp
 
 import (
 	"context"
+	"database/sql"
+	"errors"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -101,11 +103,32 @@ func AddOutbox(ctx context.Context, m registry.Message) bool {
 // a Query or QueryRow that is not a plain SELECT (INSERT … RETURNING, a
 // data-modifying WITH), any use of Native, and an outbox message
 // (AddOutbox) all do. Its one blind spot is a SELECT that calls a
-// function which writes. Safe for concurrent use as far as the wrapped
+// function which writes.
+//
+// It also keeps the first error a statement of the handler got (Exec,
+// Query, or a QueryRow's Scan other than "no rows"): on PostgreSQL such a
+// statement aborts the transaction, so the outcome cannot commit with it,
+// and that failure is the handler's, not storage trouble (answer). Through
+// Native it sees nothing. Safe for concurrent use as far as the wrapped
 // transaction is.
 type writeTracker struct {
 	registry.Tx
-	wrote atomic.Bool
+	wrote  atomic.Bool
+	failed atomic.Pointer[error] // the first statement error, nil if none
+}
+
+// failure returns the first error a statement of the handler got, or nil.
+func (w *writeTracker) failure() error {
+	if p := w.failed.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+func (w *writeTracker) fail(err error) {
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		w.failed.CompareAndSwap(nil, &err)
+	}
 }
 
 func (w *writeTracker) Exec(ctx context.Context, sql string, args ...any) (int64, error) {
@@ -113,17 +136,33 @@ func (w *writeTracker) Exec(ctx context.Context, sql string, args ...any) (int64
 	if n > 0 {
 		w.wrote.Store(true)
 	}
+	w.fail(err)
 	return n, err
 }
 
 func (w *writeTracker) QueryRow(ctx context.Context, sql string, args ...any) registry.Row {
 	w.noteQuery(sql)
-	return w.Tx.QueryRow(ctx, sql, args...)
+	return trackedRow{w.Tx.QueryRow(ctx, sql, args...), w}
 }
 
 func (w *writeTracker) Query(ctx context.Context, sql string, args ...any) (registry.Rows, error) {
 	w.noteQuery(sql)
-	return w.Tx.Query(ctx, sql, args...)
+	rows, err := w.Tx.Query(ctx, sql, args...)
+	w.fail(err)
+	return rows, err
+}
+
+// trackedRow is a row whose Scan error, unless "no rows" (both drivers'
+// errors for it match sql.ErrNoRows), is noted as a failed statement.
+type trackedRow struct {
+	registry.Row
+	w *writeTracker
+}
+
+func (r trackedRow) Scan(dest ...any) error {
+	err := r.Row.Scan(dest...)
+	r.w.fail(err)
+	return err
 }
 
 func (w *writeTracker) Native() any {

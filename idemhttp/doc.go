@@ -33,9 +33,14 @@
 //     registry.Pruner) gets 409 KEY_RETIRED with its operation ID.
 //
 // Errors are RFC 9457 problem+json with a code member; storage trouble
-// answers 503 STORE_UNAVAILABLE (fail closed). The requests net/http
-// refuses itself, before any handler runs (header fields too large, a
-// malformed request line or header field), it answers in text/plain;
-// serve on ProblemListener to answer those in problem+json too. Operations can run in
+// answers 503 STORE_UNAVAILABLE (fail closed), and nothing else does: a
+// client that went away before its request was accepted is 499
+// CLIENT_GONE (counted as client_gone), and a handler whose own statement
+// failed so that its transaction could not commit gets its own 4xx or 500
+// HANDLER_ERROR. The requests net/http refuses itself, before any handler
+// runs (header fields too large, a malformed request line or header
+// field), it answers in text/plain, and it serves a request with both
+// Content-Length and Transfer-Encoding; serve on ProblemListener to answer
+// those in problem+json too and refuse the last (RFC 9112 §6.3). Operations can run in
 // Shadow mode (execute as without idem, count would-be decisions) or Off.
 package idemhttp

@@ -282,7 +282,7 @@ func (m *Middleware) completeWithoutEffects(ctx context.Context, w http.Response
 		defer e.mu.Unlock()
 		return registry.Outcome{State: state, Response: resp, Outbox: e.outbox}, nil
 	})
-	m.answer(ctx, w, rw, rec, done, err, true)
+	m.answer(ctx, w, rw, rec, done, err, nil, true) // the handler ran no statement in this transaction
 }
 
 // markUnknown moves an EXECUTING record whose outcome cannot be stored to

@@ -38,12 +38,12 @@ func (m *Middleware) serveEnforce(w http.ResponseWriter, r *http.Request, next h
 	}
 	body, err := readBody(r, m.Operation.Binding.Canon.MaxBytes)
 	if err != nil {
-		m.refuseErr(w, err)
+		m.refuseErr(w, r, err)
 		return
 	}
 	req, err := m.Prepare(r, id, body)
 	if err != nil {
-		m.refuseErr(w, err)
+		m.refuseErr(w, r, err)
 		return
 	}
 	claim := m.Operation.claim(req.Scope, req.Fingerprint, id, m.WriterEpoch)
@@ -60,14 +60,14 @@ func (m *Middleware) serveEnforce(w http.ResponseWriter, r *http.Request, next h
 			rec, created, err = m.reserve(r.Context(), claim)
 		}
 		if err != nil {
-			m.refuseErr(w, err)
+			m.refuseErr(w, r, err)
 			return
 		}
 		d := Decide(rec, created, req)
 		if created {
 			if err := failpoint.Hit(failpoint.AfterReserve); err != nil {
 				m.release(context.WithoutCancel(r.Context()), rec)
-				m.refuseErr(w, err)
+				m.refuseErr(w, r, err)
 				return
 			}
 		}
@@ -80,6 +80,10 @@ func (m *Middleware) serveEnforce(w http.ResponseWriter, r *http.Request, next h
 				m.Metrics.join(m.Operation.Name)
 				if m.awaitFlight(r.Context(), done) {
 					continue
+				}
+				if gone(r) {
+					m.clientGone(w, r, r.Context().Err())
+					return
 				}
 				m.refuseInFlight(w, rec.OperationID, d.Code)
 				return
@@ -111,7 +115,7 @@ func (m *Middleware) serveEnforce(w http.ResponseWriter, r *http.Request, next h
 				return
 			}
 			if err != nil && !errors.Is(err, registry.ErrNotFound) {
-				m.refuseErr(w, err)
+				m.refuseErr(w, r, err)
 				return
 			}
 			d = Decide(rec, false, req)
@@ -182,8 +186,9 @@ func (m *Middleware) execute(w http.ResponseWriter, r *http.Request, next http.H
 	m.Metrics.inflight(op.Name, 1)
 	defer m.Metrics.inflight(op.Name, -1)
 	rw := newRecorder(w, op.maxResponseBody())
-	done, err := m.Store.Complete(ctx, rec, m.business(rw, r, next, req, body))
-	m.answer(ctx, w, rw, rec, done, err, true)
+	var stmtErr error
+	done, err := m.Store.Complete(ctx, rec, m.business(rw, r, next, req, body, &stmtErr))
+	m.answer(ctx, w, rw, rec, done, err, stmtErr, true)
 }
 
 // answer sends what an execution under rec ended with: once its outcome
@@ -192,8 +197,11 @@ func (m *Middleware) execute(w http.ResponseWriter, r *http.Request, next http.H
 // same; else a refusal (afterFailedComplete). reserved says that rec was
 // reserved beforehand (two-phase), so an execution that recorded nothing
 // releases it; a one-transaction execution has nothing to release.
+// stmtErr is the first error a statement of the handler got (business):
+// when recording then failed for a reason that is not storage trouble,
+// the handler's failed statement is why (handlerFailed).
 func (m *Middleware) answer(ctx context.Context, w http.ResponseWriter, rw *recorder,
-	rec, done registry.Record, err error, reserved bool) {
+	rec, done registry.Record, err, stmtErr error, reserved bool) {
 	op := &m.Operation
 	if err == nil {
 		err = failpoint.Hit(failpoint.AfterCommit) // the outcome is committed either way
@@ -216,21 +224,26 @@ func (m *Middleware) answer(ctx context.Context, w http.ResponseWriter, rw *reco
 			m.release(ctx, rec)
 		}
 		m.refuse(w, CodeResponseTooLarge, "the response exceeds the size that can be stored for replay", "")
+	case stmtErr != nil && !storageTrouble(err):
+		m.handlerFailed(ctx, w, rw, rec, err, stmtErr, reserved)
 	default:
 		m.afterFailedComplete(ctx, w, rec, err, reserved)
 	}
 }
 
 // business returns the business function that runs the handler in the
-// business transaction, recording its response in rw, and turns what it
+// business transaction, recording its response in rw and in stmtErr the
+// first error a statement of the handler got, and turns what it
 // answered into the outcome to record: errPanic, errResponseTooLarge or
 // errRelease when nothing may be recorded.
-func (m *Middleware) business(rw *recorder, r *http.Request, next http.Handler, req Request, body []byte) registry.BusinessFunc {
+func (m *Middleware) business(rw *recorder, r *http.Request, next http.Handler, req Request, body []byte, stmtErr *error) registry.BusinessFunc {
 	return func(ctx context.Context, tx registry.Tx, rec registry.Record) (registry.Outcome, error) {
 		e := &execution{rec: rec, caller: req.Identity, payload: req.Parts.Payload}
 		e.wt.Tx = tx
 		e.tx = &e.wt // no allocation of its own on the claim path
-		if perr := callHandler(next, rw, withBody(r.WithContext(ctx), e, body)); perr != nil {
+		perr := callHandler(next, rw, withBody(r.WithContext(ctx), e, body))
+		*stmtErr = e.wt.failure()
+		if perr != nil {
 			m.log().Error("handler panicked", "operation_id", rec.OperationID, "panic", perr)
 			return registry.Outcome{}, errPanic
 		}
@@ -389,10 +402,20 @@ func (m *Middleware) writeStored(w http.ResponseWriter, rec registry.Record, rep
 	w.Write(resp.Body)
 }
 
-// refuseErr answers an error: a contract code if it carries one, 503
-// STORE_UNAVAILABLE for storage trouble (fail closed), else 400.
-func (m *Middleware) refuseErr(w http.ResponseWriter, err error) {
+// refuseErr answers an error of serving r: a contract code if it
+// carries one, 503 STORE_UNAVAILABLE for storage trouble (fail closed),
+// except when r's own context was cancelled first (gone) — the client went away, or
+// half-closed its connection, before the request was accepted, so the
+// store call failed for that reason and says nothing about the store:
+// 499 CLIENT_GONE (clientGone).
+func (m *Middleware) refuseErr(w http.ResponseWriter, r *http.Request, err error) {
 	code := idem.CodeOf(err)
+	if (code == "" || code == idem.CodeStoreUnavailable) && gone(r) &&
+		!errors.Is(err, registry.ErrActiveLimit) && !errors.Is(err, registry.ErrWriterFenced) &&
+		!errors.Is(err, registry.ErrUnreadable) && !errors.Is(err, idem.ErrDigestMismatch) {
+		m.clientGone(w, r, err)
+		return
+	}
 	switch {
 	case errors.Is(err, registry.ErrActiveLimit):
 		code = idem.CodeKeyLimit

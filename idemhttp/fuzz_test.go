@@ -110,20 +110,26 @@ func (s *fuzzServer) records(t *testing.T) int {
 // fuzzRequest builds the raw request: method and path, the fuzzed header
 // lines (blank lines dropped, so that they cannot end the header early
 // and smuggle a second request; Content-Length lines dropped, so that the
-// server never waits for a body that does not come), then a principal,
-// Connection: close and — unless a Transfer-Encoding line stayed, in
-// which case the body is sent as it is, chunk framing and all — the
-// body's true Content-Length. A line with a bare CR or other bytes
-// net/http refuses stays in: the listener answers it.
+// server never waits for a body that does not come — unless a
+// Transfer-Encoding line stayed too: that request must be refused
+// unread), then a principal, Connection: close and — unless a
+// Transfer-Encoding line stayed, in which case the body is sent as it
+// is, chunk framing and all — the body's true Content-Length. A line
+// with a bare CR or other bytes net/http refuses stays in: the listener
+// answers it.
 func fuzzRequest(method, path, headers string, body []byte) (raw string, expect bool) {
 	var framed bool
+	var lengths []string // the fuzzed Content-Length lines
 	var b strings.Builder
 	b.WriteString(method + " " + path + " HTTP/1.1\r\nHost: fuzz\r\n")
 	for line := range strings.SplitSeq(headers, "\n") {
 		line = strings.TrimSuffix(line, "\r")
 		name, _, _ := strings.Cut(line, ":")
 		switch strings.ToLower(strings.TrimSpace(name)) {
-		case "", "content-length", "connection", "host":
+		case "content-length":
+			lengths = append(lengths, line)
+			continue
+		case "", "connection", "host":
 			continue
 		case "expect":
 			expect = true
@@ -133,7 +139,11 @@ func fuzzRequest(method, path, headers string, body []byte) (raw string, expect 
 		b.WriteString(line + "\r\n")
 	}
 	b.WriteString("X-Principal: alice\r\nConnection: close\r\n")
-	if !framed {
+	if framed {
+		for _, l := range lengths {
+			b.WriteString(l + "\r\n")
+		}
+	} else {
 		b.WriteString("Content-Length: " + strconv.Itoa(len(body)) + "\r\n")
 	}
 	b.WriteString("\r\n")
@@ -174,10 +184,13 @@ func exchangeOnce(addr, raw, method string) (*http.Response, []byte, error) {
 // lines, odd key values), media types and bodies (deep nesting, bodies
 // over the limit, chunked bodies), in both integration styles. It checks
 // that nothing panics; that no 5xx is answered but net/http's 501 and
-// 505 (the stores are healthy, so not even 503 STORE_UNAVAILABLE); that
-// every
-// refusal is application/problem+json with a code; and that a refused
-// request neither runs the handler nor writes a record.
+// 505 (the stores are healthy, so not even 503 STORE_UNAVAILABLE, and
+// the handler runs no statement, so no 500 HANDLER_ERROR: a 5xx of the
+// middleware here always blames the client's input on the server); that
+// every refusal is application/problem+json with a code; that a refused
+// request neither runs the handler nor writes a record; and that no
+// request with both Content-Length and Transfer-Encoding is accepted.
+// threat:cl-te-smuggling
 func FuzzMiddleware(f *testing.F) {
 	deep := strings.Repeat("[", 65) + strings.Repeat("]", 65)
 	deepObj := strings.Repeat(`{"a":`, 70) + "1" + strings.Repeat("}", 70)
@@ -224,6 +237,8 @@ func FuzzMiddleware(f *testing.F) {
 		{"POST", "Idempotency-Key: k10\nContent-Type: application/json\nTransfer-Encoding: chunked", "2\r\n{}\r\nzz\r\n", true},
 		{"POST", "Idempotency-Key: k10\nContent-Type: application/json\nTransfer-Encoding: gzip", `{}`, false},
 		{"POST", "Idempotency-Key: k10\nContent-Type: application/json\nTransfer-Encoding: chunked\nTransfer-Encoding: chunked", "0\r\n\r\n", false},
+		{"POST", "Idempotency-Key: k11\nContent-Type: application/json\nContent-Length: 2\nTransfer-Encoding: chunked", "2\r\n{}\r\n0\r\n\r\n", false},
+		{"POST", "Idempotency-Key: k11\nTransfer-Encoding: chunked\nContent-Type: application/json\ncontent-length: 9", "2\r\n{}\r\n0\r\n\r\n", true},
 	}
 	for _, s := range seeds {
 		f.Add(s.method, s.headers, []byte(s.body), s.oneTx)
@@ -259,6 +274,12 @@ func FuzzMiddleware(f *testing.F) {
 				req, err := http.ReadRequest(bufio.NewReader(strings.NewReader(raw)))
 				if err != nil || len(req.Header.Values("Content-Type")) > 1 || len(req.Header.Values(idem.KeyHeader)) != 1 {
 					t.Fatalf("%s: accepted (%d) an ambiguous request (parse error %v): %q", s.name, resp.StatusCode, err, raw)
+				}
+				// net/http drops Content-Length when it reads the request
+				// chunked: look at the head itself.
+				head, _, _ := strings.Cut(strings.ToLower(raw), "\r\n\r\n")
+				if strings.Contains(head, "\ncontent-length:") && strings.Contains(head, "\ntransfer-encoding:") {
+					t.Fatalf("%s: accepted (%d) a request with both Content-Length and Transfer-Encoding: %q", s.name, resp.StatusCode, raw)
 				}
 				continue
 			}

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"sync"
 	"sync/atomic"
 
 	"github.com/idemkit/idem"
@@ -20,6 +21,16 @@ import (
 // UNSUPPORTED_TRANSFER_ENCODING) and an unsupported HTTP version (505
 // HTTP_VERSION_UNSUPPORTED).
 //
+// It also refuses a request that carries both Content-Length and
+// Transfer-Encoding, which net/http would serve (Transfer-Encoding wins)
+// on a connection it keeps open: RFC 9112 §6.3 calls such a message a
+// possible smuggling attempt that a server must refuse, or close the
+// connection after. A connection follows the framing of the requests its
+// client sends (framing.go) and makes net/http refuse that one before
+// reading its body — 400 MALFORMED_REQUEST, Connection: close — so
+// nothing pipelined behind it is served. That refusal is rewritten
+// wherever it comes on the connection, not only as its first answer.
+//
 // It is hand-written because net/http has no hook for these refusals: the
 // server writes its text/plain answer straight to the connection. So a
 // connection recognises exactly that answer — the first Write on the
@@ -28,7 +39,8 @@ import (
 // "Connection: close" and a body that is net/http's own text for that
 // status — and replaces it with a problem of the same status, with
 // Content-Length, Cache-Control: no-store and Connection: close. Anything
-// else passes through unchanged: every Write after the first, and every
+// else passes through unchanged: every Write after the first (but the
+// refusal of a request with both framings, below), and every
 // handler response that is not byte for byte net/http's own refusal
 // (net/http adds a Date header to handler responses, which the fixed form
 // lacks; only a handler that deletes Date and copies the refusal exactly
@@ -39,7 +51,10 @@ import (
 // too.
 //
 // Connections that are *tls.Conn are returned unwrapped (net/http must see
-// them to serve TLS). The returned listener is safe for concurrent use, as
+// them to serve TLS): on them neither the rewriting nor the refusal of
+// both framings applies. A connection whose first byte cannot start an
+// HTTP/1.x request (TLS under the wrapper, HTTP/2's preface is caught at
+// its first line) is not followed either. The returned listener is safe for concurrent use, as
 // l is.
 func ProblemListener(l net.Listener) net.Listener { return problemListener{l} }
 
@@ -53,20 +68,59 @@ func (l problemListener) Accept() (net.Conn, error) {
 	if _, ok := c.(*tls.Conn); ok {
 		return c, nil
 	}
-	return &problemConn{Conn: c}, nil
+	return &problemConn{Conn: c, f: newFramer()}, nil
 }
 
-// problemConn rewrites net/http's own refusal, if it is the first Write.
+// problemConn rewrites net/http's own refusal, if it is the first Write,
+// and refuses a request with both Content-Length and Transfer-Encoding
+// (framer).
 type problemConn struct {
 	net.Conn
-	wrote atomic.Bool // a Write (or ReadFrom) happened
+	wrote    atomic.Bool // a Write (or ReadFrom) happened
+	conflict atomic.Bool // the framer refused a request: its 400 is rewritten wherever it comes
+
+	rmu     sync.Mutex // guards the reading side below
+	f       *framer
+	buf     []byte // what was read from Conn
+	pending []byte // what the framer gave and Read has not returned yet
+	rerr    error  // Conn's read error that came with pending, returned once pending is empty
+}
+
+// Read returns the client's bytes as the framer passes them on.
+func (c *problemConn) Read(p []byte) (int, error) {
+	c.rmu.Lock()
+	defer c.rmu.Unlock()
+	for len(c.pending) == 0 {
+		if err := c.rerr; err != nil {
+			c.rerr = nil // once: net/http's own past deadline (abortPendingRead) is not the end
+			return 0, err
+		}
+		if c.f.off {
+			return c.Conn.Read(p)
+		}
+		if c.buf == nil {
+			c.buf = make([]byte, 4096)
+		}
+		n, err := c.Conn.Read(c.buf)
+		c.pending = c.f.feed(c.pending[:0], c.buf[:n])
+		if c.f.injected {
+			c.conflict.Store(true)
+		}
+		if len(c.pending) == 0 && err != nil {
+			return 0, err
+		}
+		c.rerr = err
+	}
+	n := copy(p, c.pending)
+	c.pending = c.pending[n:]
+	return n, nil
 }
 
 func (c *problemConn) Write(p []byte) (int, error) {
-	if c.wrote.Swap(true) {
+	if c.wrote.Swap(true) && !c.conflict.Load() {
 		return c.Conn.Write(p)
 	}
-	resp, ok := rewriteRefusal(p)
+	resp, ok := rewriteRefusal(p, c.conflict.Load())
 	if !ok {
 		return c.Conn.Write(p)
 	}
@@ -112,7 +166,10 @@ const serverErrorHeaders = "\r\nContent-Type: text/plain; charset=utf-8\r\nConne
 // + body, where line is "<status> <status text>" optionally followed by
 // ": <text>", and body is line itself (or, for 501, "Unsupported transfer
 // encoding").
-func rewriteRefusal(p []byte) ([]byte, bool) {
+//
+// conflict says that the framer refused a request on the connection: a
+// bare 400 is then that refusal, and says so.
+func rewriteRefusal(p []byte, conflict bool) ([]byte, bool) {
 	rest, ok := bytes.CutPrefix(p, []byte("HTTP/1.1 "))
 	if !ok {
 		return nil, false
@@ -137,8 +194,11 @@ func rewriteRefusal(p []byte) ([]byte, bool) {
 		return nil, false
 	}
 	detail := refusal.detail
-	if hasText {
+	switch {
+	case hasText:
 		detail = string(text) // net/http's own fixed text, e.g. "invalid header value"
+	case conflict && status == http.StatusBadRequest:
+		detail = "the request has both Content-Length and Transfer-Encoding (RFC 9112 §6.3); it was not read and the connection is closed"
 	}
 	_, pbody := Problem{Code: refusal.code, Detail: detail}.Marshal()
 	var b bytes.Buffer

@@ -23,7 +23,7 @@ type Metrics struct {
 
 // NewMetrics creates the metrics and registers them with reg:
 //
-//	idem_requests_total{operation, outcome}        executed, replayed, released, conflict, in_progress, …
+//	idem_requests_total{operation, outcome}        executed, replayed, released, conflict, in_progress, client_gone, …
 //	idem_shadow_decisions_total{operation, decision} what enforce mode would have done
 //	idem_reservation_seconds{operation}            latency of the acceptance point
 //	idem_in_flight{operation}                      executions running in this process

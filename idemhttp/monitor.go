@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/registry"
@@ -83,7 +84,8 @@ func (mo *Monitor) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	opID, ok := strings.CutPrefix(r.URL.Path, mo.Prefix)
-	if !ok || opID == "" || strings.Contains(opID, "/") {
+	if !ok || opID == "" || strings.Contains(opID, "/") || !utf8.ValidString(opID) || strings.ContainsRune(opID, 0) {
+		// No operation ID holds such bytes; PostgreSQL would refuse the lookup.
 		Problem{Status: http.StatusNotFound, Code: CodeNotFound, Detail: "no such operation"}.Write(w)
 		return
 	}
@@ -91,6 +93,9 @@ func (mo *Monitor) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case errors.Is(err, registry.ErrNotFound) || err == nil && rec.Owner != registry.OwnerOf(id):
 		Problem{Status: http.StatusNotFound, Code: CodeNotFound, Detail: "no such operation"}.Write(w)
+		return
+	case err != nil && gone(r): // the client went away: no storage trouble
+		WriteProblem(w, CodeClientGone, "the request ended before it was answered")
 		return
 	case err != nil:
 		WriteProblem(w, idem.CodeStoreUnavailable, "the registry did not answer; retry later")

@@ -55,6 +55,10 @@ func (m *Middleware) executeOnce(w http.ResponseWriter, r *http.Request, next ht
 		// answered as in progress.
 		m.Metrics.join(op.Name)
 		if !m.awaitFlight(r.Context(), done) {
+			if gone(r) {
+				m.clientGone(w, r, r.Context().Err())
+				return registry.Record{}, true, nil
+			}
 			w.Header().Set("Retry-After", "1")
 			m.refuse(w, idem.CodeInProgress, "the first request with this key is still executing", "")
 			return registry.Record{}, true, nil
@@ -72,7 +76,8 @@ func (m *Middleware) executeOnce(w http.ResponseWriter, r *http.Request, next ht
 	m.Metrics.inflight(op.Name, 1)
 	defer m.Metrics.inflight(op.Name, -1)
 	rw := newRecorder(w, op.maxResponseBody())
-	business := m.business(rw, r, next, req, body)
+	var stmtErr error
+	business := m.business(rw, r, next, req, body, &stmtErr)
 	var ran registry.Record // as the handler saw it: its operation ID
 	var handling time.Duration
 	start := time.Now()
@@ -92,7 +97,7 @@ func (m *Middleware) executeOnce(w http.ResponseWriter, r *http.Request, next ht
 		return res.Record, false, nil
 	}
 	m.Metrics.observeReservation(op.Name, lookup+time.Since(start)-handling)
-	m.answer(ctx, w, rw, ran, res.Record, err, false)
+	m.answer(ctx, w, rw, ran, res.Record, err, stmtErr, false)
 	return registry.Record{}, true, nil
 }
 

@@ -19,6 +19,24 @@ const CodeResponseTooLarge idem.Code = "RESPONSE_TOO_LARGE"
 // key. Nothing was executed.
 const CodeResponseUnreadable idem.Code = "RESPONSE_UNREADABLE"
 
+// CodeHandlerError (500): a statement the handler ran through Tx failed,
+// so its transaction could not commit (PostgreSQL aborts a transaction at
+// its first failed statement), yet the handler answered as if it had
+// succeeded; nothing was recorded and the key is free again. A defect of
+// the handler, never storage trouble: counted as handler_error.
+const CodeHandlerError idem.Code = "HANDLER_ERROR"
+
+// CodeClientGone (499, the status servers log for a client that closed
+// its request): the client's request ended — its connection closed, or
+// was half-closed after the request was sent — before the request was
+// accepted; nothing was accepted. It is counted as client_gone in
+// idem_requests_total, never as storage trouble. Usually nobody reads it;
+// a client that only half-closed its side does.
+const CodeClientGone idem.Code = "CLIENT_GONE"
+
+// StatusClientGone is CodeClientGone's status.
+const StatusClientGone = 499
+
 // Problem is an RFC 9457 problem detail with the contract's code member.
 type Problem struct {
 	Type      string    `json:"type"`
@@ -64,16 +82,21 @@ func (p Problem) Marshal() (status int, body []byte) {
 	if p.Title == "" {
 		p.Title = http.StatusText(p.Status)
 	}
+	if p.Title == "" && p.Status == StatusClientGone {
+		p.Title = "Client Closed Request"
+	}
 	body, _ = json.Marshal(p)
 	return p.Status, body
 }
 
 func statusOf(c idem.Code) int {
 	switch c {
-	case CodeResponseTooLarge:
+	case CodeResponseTooLarge, CodeHandlerError:
 		return http.StatusInternalServerError
 	case CodeResponseUnreadable:
 		return http.StatusServiceUnavailable
+	case CodeClientGone:
+		return StatusClientGone
 	}
 	return c.Status()
 }

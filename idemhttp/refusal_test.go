@@ -18,7 +18,7 @@ func TestRewriteRefusalStrict(t *testing.T) {
 			"505 HTTP Version Not Supported: unsupported protocol version": "HTTP_VERSION_UNSUPPORTED",
 	}
 	for in, code := range rewritten {
-		out, ok := rewriteRefusal([]byte(in))
+		out, ok := rewriteRefusal([]byte(in), false)
 		if !ok || !strings.Contains(string(out), `"code":"`+code+`"`) ||
 			!strings.HasPrefix(string(out), in[:len("HTTP/1.1 400")]) ||
 			!strings.Contains(string(out), "\r\nContent-Type: application/problem+json\r\n") ||
@@ -42,7 +42,7 @@ func TestRewriteRefusalStrict(t *testing.T) {
 		"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n",
 	}
 	for _, in := range kept {
-		if out, ok := rewriteRefusal([]byte(in)); ok {
+		if out, ok := rewriteRefusal([]byte(in), false); ok {
 			t.Errorf("%q was rewritten to %q", in, out)
 		}
 	}

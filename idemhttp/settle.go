@@ -30,7 +30,7 @@ func (m *Middleware) settleUnknown(w http.ResponseWriter, r *http.Request, rec r
 	s, err := op.Effects.Settle(ctx, m.Store, rec, ActorClientRetry)
 	switch {
 	case err != nil && errors.Is(err, registry.ErrUnavailable):
-		m.refuseErr(w, err)
+		m.refuseErr(w, r, err)
 	case err != nil:
 		m.log().Error("settling an unknown operation failed", "operation", op.Name, "operation_id", rec.OperationID, "err", err)
 		m.refuseUnknown(w, rec)
@@ -72,7 +72,7 @@ func (m *Middleware) takeOver(w http.ResponseWriter, r *http.Request, rec regist
 		return registry.Record{}, false
 	}
 	if err != nil {
-		m.refuseErr(w, err)
+		m.refuseErr(w, r, err)
 		return registry.Record{}, false
 	}
 	m.log().Warn("operation taken over from an owner whose lease expired", "operation", m.Operation.Name,
@@ -82,7 +82,7 @@ func (m *Middleware) takeOver(w http.ResponseWriter, r *http.Request, rec regist
 	}
 	effs, err := m.Store.Effects(ctx, mine.OperationID)
 	if err != nil {
-		m.refuseErr(w, err) // ours until the new lease expires; the worker or a retry goes on
+		m.refuseErr(w, r, err) // ours until the new lease expires; the worker or a retry goes on
 		return registry.Record{}, false
 	}
 	if len(effs) == 0 {
@@ -90,7 +90,7 @@ func (m *Middleware) takeOver(w http.ResponseWriter, r *http.Request, rec regist
 	}
 	unk, err := m.Store.MarkUnknown(ctx, mine)
 	if err != nil {
-		m.refuseErr(w, err)
+		m.refuseErr(w, r, err)
 		return registry.Record{}, false
 	}
 	m.settleUnknown(w, r, unk)
@@ -106,7 +106,7 @@ func (m *Middleware) answerCurrent(w http.ResponseWriter, r *http.Request, rec r
 		m.refuse(w, idem.CodeInProgress, "the operation is in progress", "")
 		return
 	case err != nil:
-		m.refuseErr(w, err)
+		m.refuseErr(w, r, err)
 		return
 	case now.Fingerprint != rec.Fingerprint:
 		m.refuse(w, idem.CodePayloadConflict, "the key was used for a different request", "")

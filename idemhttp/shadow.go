@@ -34,6 +34,9 @@ func (m *Middleware) plain(w http.ResponseWriter, r *http.Request, next http.Han
 	case err == nil, err == errRelease, err == errPanic:
 		rw.flushTo(w, nil)
 		return rw
+	case gone(r): // the client went away: its context ended the transaction
+		m.clientGone(w, r, err)
+		return nil
 	default:
 		m.log().Error("business transaction failed", "operation", m.Operation.Name, "err", err)
 		m.refuse(w, idem.CodeStoreUnavailable, "the request could not be committed", "")
@@ -57,7 +60,7 @@ func (m *Middleware) serveShadow(w http.ResponseWriter, r *http.Request, next ht
 	body, err := readBody(r, op.Binding.Canon.MaxBytes)
 	if err != nil {
 		shadow("would_refuse")
-		m.refuseErr(w, err) // the body is gone; a server without idem could not serve it either
+		m.refuseErr(w, r, err) // the body is gone; a server without idem could not serve it either
 		return
 	}
 	r = withBody(r, &execution{}, body)

@@ -32,9 +32,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"regexp"
 
+	"github.com/idemkit/idem/internal/secretfile"
 	"github.com/idemkit/idem/registry"
 )
 
@@ -81,9 +81,14 @@ type Key struct {
 	Secret string `json:"secret"`
 }
 
-// Load reads and parses the key file at path.
+// maxFile bounds the size of a key file.
+const maxFile = 1 << 20
+
+// Load reads and parses the key file at path. It refuses a file its
+// group or others may read or change (internal/secretfile), as ssh
+// refuses a private key.
 func Load(path string) (*Ring, error) {
-	data, err := os.ReadFile(path)
+	data, err := secretfile.Read(path, "key ring", maxFile)
 	if err != nil {
 		return nil, fmt.Errorf("keyring: %w", err)
 	}

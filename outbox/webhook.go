@@ -11,12 +11,12 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/idemkit/idem/internal/secretfile"
 	"github.com/idemkit/idem/registry"
 )
 
@@ -159,10 +159,15 @@ func Sign(secret []byte, id string, timestamp int64, body []byte) string {
 // secretPrefix marks a Standard Webhooks secret: base64 after it.
 const secretPrefix = "whsec_"
 
+// MinSecretSize is the least number of bytes of a webhook signing key
+// ParseSecret accepts: 24, as Standard Webhooks requires (192 bits).
+const MinSecretSize = 24
+
 // ParseSecret returns the HMAC key a secret names: the base64-decoded
 // remainder of a Standard Webhooks secret "whsec_<base64>", or else the
 // secret's bytes as they are. Surrounding white space (a file's final
-// newline) is dropped first. An empty key is an error.
+// newline) is dropped first. A key shorter than MinSecretSize bytes is an
+// error.
 func ParseSecret(s string) ([]byte, error) {
 	s = strings.TrimSpace(s)
 	if rest, ok := strings.CutPrefix(s, secretPrefix); ok {
@@ -175,12 +180,17 @@ func ParseSecret(s string) ([]byte, error) {
 	if s == "" {
 		return nil, errors.New("outbox: the webhook secret is empty")
 	}
+	if len(s) < MinSecretSize {
+		return nil, fmt.Errorf("outbox: the webhook secret is %d bytes; it needs at least %d (Standard Webhooks): make one with 24 or more random bytes, \"whsec_\" + base64", len(s), MinSecretSize)
+	}
 	return []byte(s), nil
 }
 
-// LoadSecret reads a secret file and parses it with ParseSecret.
+// LoadSecret reads a secret file and parses it with ParseSecret. It
+// refuses a file its group or others may read or change
+// (internal/secretfile).
 func LoadSecret(path string) ([]byte, error) {
-	b, err := os.ReadFile(path)
+	b, err := secretfile.Read(path, "webhook secret file", 1<<16)
 	if err != nil {
 		return nil, fmt.Errorf("outbox: webhook secret: %w", err)
 	}

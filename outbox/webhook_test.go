@@ -165,6 +165,9 @@ func TestSignMatchesIndependentHMAC(t *testing.T) {
 	}
 }
 
+// TestParseSecret: a Standard Webhooks secret gives its decoded key, any
+// other text its bytes; an empty key, bad base64 and a key under 24
+// bytes are refused. threat:webhook-secret-short
 func TestParseSecret(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct {
@@ -174,7 +177,9 @@ func TestParseSecret(t *testing.T) {
 	}{
 		{testSecret, string(testKey), true},
 		{"  " + testSecret + "\n", string(testKey), true},
-		{"plain-bytes", "plain-bytes", true},
+		{"plain-bytes-of-24-or-more", "plain-bytes-of-24-or-more", true},
+		{"plain-bytes", "", false},
+		{"whsec_" + testSecret[6:10], "", false},
 		{"whsec_!!!", "", false},
 		{"whsec_", "", false},
 		{"\n", "", false},

@@ -10,13 +10,13 @@ import (
 )
 
 // servePaymentsForCheck runs "idem serve" on SQLite with an --auth file
-// of two tokens of one tenant: tok-a (alice) and tok-b (bob).
+// of two tokens of one tenant: tok-a-Zr4kW9pQ2mX7vT1nB8yL (alice) and tok-b-Hd3sF6gJ0aK9wE2rU7iO (bob).
 func servePaymentsForCheck(t *testing.T) *server {
 	t.Helper()
 	dir := t.TempDir()
 	auth := filepath.Join(dir, "auth.json")
-	err := os.WriteFile(auth, []byte(`{"tok-a": {"tenant": "acme", "principal": "alice"},
-		"tok-b": {"tenant": "acme", "principal": "bob"}}`), 0o600)
+	err := os.WriteFile(auth, []byte(`{"tok-a-Zr4kW9pQ2mX7vT1nB8yL": {"tenant": "acme", "principal": "alice"},
+		"tok-b-Hd3sF6gJ0aK9wE2rU7iO": {"tenant": "acme", "principal": "bob"}}`), 0o600)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -27,8 +27,8 @@ func servePaymentsForCheck(t *testing.T) *server {
 func checkArgs(s *server, extra ...string) []string {
 	return append([]string{"check", s.url + "/v1/payments",
 		"--body", `{"amount":"1{{variant}}.00","currency":"EUR","payee":"acct_{{unique}}"}`,
-		"--header", "Authorization: Bearer tok-a",
-		"--alt-header", "Authorization: Bearer tok-b",
+		"--header", "Authorization: Bearer tok-a-Zr4kW9pQ2mX7vT1nB8yL",
+		"--alt-header", "Authorization: Bearer tok-b-Hd3sF6gJ0aK9wE2rU7iO",
 		"--count-url", "/v1/payments",
 		"--concurrency", "10", "--load", "10", "--timeout", "2m"}, extra...)
 }
@@ -150,7 +150,7 @@ func TestCheckFails(t *testing.T) {
 	// judged, which is a failure, not a pass.
 	args := checkArgs(s, "--only", "replay,scoping")
 	for i, a := range args {
-		if a == "Authorization: Bearer tok-b" {
+		if a == "Authorization: Bearer tok-b-Hd3sF6gJ0aK9wE2rU7iO" {
 			args[i] = "Authorization: Bearer nobody"
 		}
 	}

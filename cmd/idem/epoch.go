@@ -62,7 +62,7 @@ func runEpoch(ctx context.Context, args []string, std stdio) int {
 // printed on stdout, or a usage error reported on stderr.
 func controlArgs(name string, actions, args []string, std stdio) (action, dsn string, asJSON bool, code int, ok bool) {
 	fs := newFlags(name, "["+strings.Join(actions, "|")+"] [--db DSN] [--json]", std)
-	db := fs.String("db", defaultDB, "registry database `DSN`: sqlite:PATH or postgres://…")
+	db := fs.db(defaultDB, "registry database `DSN`: sqlite:PATH or postgres://…")
 	js := fs.Bool("json", false, "print the control row as JSON")
 	words, code, ok := fs.parse(args) // flags may come before and after the action
 	if !ok {
@@ -111,13 +111,13 @@ func withControl(ctx context.Context, name, dsn string, std stdio, fn func(regis
 func withStore(ctx context.Context, name, dsn, keysPath string, std stdio, fn func(registry.Store) error) int {
 	opts, err := storeOptions(keysPath)
 	if err != nil {
-		fmt.Fprintf(std.err, "idem %s: %v\n", name, err)
+		fmt.Fprintf(std.err, "idem %s: %s\n", name, printable(err.Error()))
 		return exitRefused
 	}
 	gate := gateOptions(&opts)
 	store, err := idemstore.Open(ctx, dsn, opts)
 	if err != nil {
-		fmt.Fprintf(std.err, "idem %s: %v\n", name, err)
+		fmt.Fprintf(std.err, "idem %s: %s\n", name, printable(err.Error()))
 		return exitRefused
 	}
 	defer store.Close()
@@ -128,7 +128,7 @@ func withStore(ctx context.Context, name, dsn, keysPath string, std stdio, fn fu
 	}
 	defer stopGate()
 	if err := fn(store); err != nil {
-		fmt.Fprintf(std.err, "idem %s: %v\n", name, err)
+		fmt.Fprintf(std.err, "idem %s: %s\n", name, printable(err.Error()))
 		return exitRefused
 	}
 	return exitOK

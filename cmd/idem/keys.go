@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	"github.com/idemkit/idem/idemstore"
+	"github.com/idemkit/idem/internal/secretfile"
 	"github.com/idemkit/idem/keyring"
 	"github.com/idemkit/idem/registry"
 )
@@ -67,7 +68,7 @@ func runKeys(ctx context.Context, args []string, std stdio) int {
 	f := newFlags("keys", "add|rotate --encryption-keys FILE [--id ID] [--db DSN] [--batch N] [--json]", std)
 	path := addKeysFlag(f.FlagSet)
 	id := f.String("id", "", "add: `ID` of the new key (1 to 64 of A-Z a-z 0-9 . _ -), e.g. the month: 2026-12")
-	dsn := f.String("db", defaultDB, "rotate: registry database `DSN`: sqlite:PATH or postgres://…")
+	dsn := f.db(defaultDB, "rotate: registry database `DSN`: sqlite:PATH or postgres://…")
 	batch := f.Int("batch", 500, "rotate: records per batch (one transaction each)")
 	asJSON := f.Bool("json", false, `rotate: print {"active":…,"resealed":N,"batches":B,"usage":{"<key ID>":N}} at the end instead of progress`)
 	words, code, ok := f.parse(args)
@@ -95,32 +96,32 @@ func runKeys(ctx context.Context, args []string, std stdio) int {
 // active.
 func keysAdd(path, id string, std stdio) int {
 	var file keyring.File
-	data, err := os.ReadFile(path)
+	data, err := secretfile.Read(path, "key ring", 1<<20)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 	case err != nil:
-		fmt.Fprintln(std.err, "idem keys add:", err)
+		fmt.Fprintln(std.err, "idem keys add:", printable(err.Error()))
 		return exitRefused
 	default:
 		if _, err := keyring.Parse(data); err != nil {
-			fmt.Fprintln(std.err, "idem keys add:", err)
+			fmt.Fprintln(std.err, "idem keys add:", printable(err.Error()))
 			return exitRefused
 		}
 		json.Unmarshal(data, &file) // Parse accepted it
 	}
 	key, err := keyring.NewKey(id)
 	if err != nil {
-		fmt.Fprintln(std.err, "idem keys add:", err)
+		fmt.Fprintln(std.err, "idem keys add:", printable(err.Error()))
 		return exitRefused
 	}
 	file.Keys, file.Active = append(file.Keys, key), key.ID
 	if _, err := keyring.New(file); err != nil { // a duplicate ID
-		fmt.Fprintln(std.err, "idem keys add:", err)
+		fmt.Fprintln(std.err, "idem keys add:", printable(err.Error()))
 		return exitRefused
 	}
 	out, _ := json.MarshalIndent(file, "", "  ")
 	if err := writeFileAtomic(path, append(out, '\n')); err != nil {
-		fmt.Fprintln(std.err, "idem keys add:", err)
+		fmt.Fprintln(std.err, "idem keys add:", printable(err.Error()))
 		return exitRefused
 	}
 	fmt.Fprintf(std.out, "added key %s to %s and made it active; restart the servers, then run idem keys rotate\n", key.ID, path)
@@ -162,12 +163,12 @@ type rotateJSON struct {
 func keysRotate(ctx context.Context, dsn, path string, batch int, asJSON bool, std stdio) int {
 	opts, err := storeOptions(path)
 	if err != nil {
-		fmt.Fprintln(std.err, "idem keys rotate:", err)
+		fmt.Fprintln(std.err, "idem keys rotate:", printable(err.Error()))
 		return exitRefused
 	}
 	store, err := idemstore.Open(ctx, dsn, opts)
 	if err != nil {
-		fmt.Fprintln(std.err, "idem keys rotate:", err)
+		fmt.Fprintln(std.err, "idem keys rotate:", printable(err.Error()))
 		return exitRefused
 	}
 	defer store.Close()
@@ -194,7 +195,7 @@ func keysRotate(ctx context.Context, dsn, path string, batch int, asJSON bool, s
 	for cursor := ""; ; {
 		b, err := rs.Reseal(ctx, cursor, batch)
 		if err != nil {
-			fmt.Fprintf(std.err, "idem keys rotate: %v (%d bodies re-sealed before the error; run it again once fixed)\n", err, out.Resealed)
+			fmt.Fprintf(std.err, "idem keys rotate: %s (%d bodies re-sealed before the error; run it again once fixed)\n", printable(err.Error()), out.Resealed)
 			return exitRefused
 		}
 		out.Resealed += b.Changed
@@ -211,7 +212,7 @@ func keysRotate(ctx context.Context, dsn, path string, batch int, asJSON bool, s
 		}
 	}
 	if out.Usage, err = rs.KeyUsage(ctx); err != nil {
-		fmt.Fprintln(std.err, "idem keys rotate:", err)
+		fmt.Fprintln(std.err, "idem keys rotate:", printable(err.Error()))
 		return exitRefused
 	}
 	code := exitOK
@@ -225,13 +226,13 @@ func keysRotate(ctx context.Context, dsn, path string, batch int, asJSON bool, s
 	}
 	if asJSON {
 		if err := printJSON(std.out, out); err != nil {
-			fmt.Fprintln(std.err, "idem keys rotate:", err)
+			fmt.Fprintln(std.err, "idem keys rotate:", printable(err.Error()))
 			return exitRefused
 		}
 		return code
 	}
 	for _, k := range slices.Sorted(maps.Keys(out.Usage)) {
-		name := k
+		name := printable(k) // a key ID as stored with a body
 		if name == "" {
 			name = "(plaintext)"
 		}

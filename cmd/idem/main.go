@@ -159,6 +159,10 @@ type flags struct {
 	*flag.FlagSet
 	synopsis string
 	std      stdio
+	// after runs once the flags are parsed, in order (dbflag.go): a
+	// usageError is a usage error (exit 2), any other error a refusal
+	// (exit 1), both reported on stderr.
+	after []func() error
 }
 
 func newFlags(name, synopsis string, std stdio) *flags {
@@ -182,6 +186,16 @@ func (f *flags) parse(args []string) (words []string, code int, ok bool) {
 	case err != nil:
 		f.help(f.std.err)
 		return nil, exitUsage, false
+	}
+	for _, fn := range f.after {
+		var u usageError
+		switch err := fn(); {
+		case errors.As(err, &u):
+			return nil, f.usage(err.Error()), false
+		case err != nil:
+			fmt.Fprintf(f.std.err, "idem %s: %v\n", f.Name(), err)
+			return nil, exitRefused, false
+		}
 	}
 	return words, exitOK, true
 }

@@ -173,7 +173,7 @@ func newOpsFlags(action string, std stdio) opsFlags {
 	fs := newFlags("ops "+action, opsSynopses[action], std)
 	return opsFlags{
 		flags:  fs,
-		db:     fs.String("db", defaultDB, "registry database `DSN`: sqlite:PATH or postgres://…"),
+		db:     fs.db(defaultDB, "registry database `DSN`: sqlite:PATH or postgres://…"),
 		keys:   addKeysFlag(fs.FlagSet),
 		asJSON: fs.Bool("json", false, "print JSON on one line"),
 	}
@@ -288,7 +288,7 @@ func opsReconcile(ctx context.Context, args []string, std stdio) int {
 	}
 	req := effect.OperatorRequest{OperationID: words[0], Outcome: *outcome, Handle: *handle, Evidence: *evidence, Actor: *actor}
 	if _, err := req.Validate(); err != nil {
-		fmt.Fprintf(std.err, "idem ops reconcile: %v\n", err)
+		fmt.Fprintf(std.err, "idem ops reconcile: %s\n", printable(err.Error()))
 		return exitUsage
 	}
 	id := words[0]
@@ -301,8 +301,8 @@ func opsReconcile(ctx context.Context, args []string, std stdio) int {
 			return show(ctx, store, id, true, std)
 		}
 		fmt.Fprintf(std.out, "operation %s reconciled: %s -> %s (method %s, actor %s)\n",
-			id, idem.StateUnknown, s.Record.State, registry.ReconcileOperator, *actor)
-		fmt.Fprintf(std.out, "retries with its key now replay %d %s\n", s.Record.Response.Status, s.Record.Response.MediaType)
+			printable(id), idem.StateUnknown, s.Record.State, registry.ReconcileOperator, printable(*actor))
+		fmt.Fprintf(std.out, "retries with its key now replay %d %s\n", s.Record.Response.Status, printable(s.Record.Response.MediaType))
 		return nil
 	})
 }

@@ -67,7 +67,7 @@ func printAudit(w io.Writer, log []registry.AuditEntry) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "SEQ\tAT\tACTOR\tACTION\tOPERATION ID\tDETAIL")
 	for _, e := range log {
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", e.Seq, stamp(e.At), e.Actor, e.Action, orDash(e.OperationID), oneLine(e.Detail))
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", e.Seq, stamp(e.At), oneLine(e.Actor), oneLine(e.Action), orDash(oneLine(e.OperationID)), oneLine(e.Detail))
 	}
 	return tw.Flush()
 }

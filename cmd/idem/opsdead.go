@@ -76,7 +76,7 @@ func printDeadLetters(w io.Writer, msgs []registry.OutboxMessage) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "MESSAGE ID\tTOPIC\tATTEMPTS\tDEAD AT\tLAST ERROR")
 	for _, m := range msgs {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", m.ID, m.Topic, m.Attempts, stamp(m.DeadAt), oneLine(m.LastError))
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", oneLine(m.ID), oneLine(m.Topic), m.Attempts, stamp(m.DeadAt), oneLine(m.LastError))
 	}
 	return tw.Flush()
 }

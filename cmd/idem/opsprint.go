@@ -112,13 +112,14 @@ func toShowJSON(r registry.Record, effs []registry.Effect, log []registry.Reconc
 	return s
 }
 
-// printJSON prints v as one line of JSON.
+// printJSON prints v as one line of JSON, with the characters a terminal
+// must not get escaped (escapeJSON).
 func printJSON(w io.Writer, v any) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
 	}
-	_, err = fmt.Fprintf(w, "%s\n", b)
+	_, err = fmt.Fprintf(w, "%s\n", escapeJSON(b))
 	return err
 }
 
@@ -135,7 +136,7 @@ func printList(w io.Writer, recs []registry.Record, now time.Time) error {
 	fmt.Fprintln(tw, "OPERATION ID\tSTATE\tOPERATION\tGEN\tAGE\tCREATED AT")
 	for _, r := range recs {
 		age := max(now.Sub(r.CreatedAt), 0).Round(time.Second)
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n", r.OperationID, r.State, r.Operation, r.OwnerGen, age, stamp(r.CreatedAt))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n", printable(r.OperationID), r.State, printable(r.Operation), r.OwnerGen, age, stamp(r.CreatedAt))
 	}
 	return tw.Flush()
 }
@@ -151,15 +152,15 @@ func printShow(w io.Writer, r registry.Record, effs []registry.Effect, log []reg
 		{"created at", stamp(o.CreatedAt)}, {"updated at", stamp(o.UpdatedAt)},
 		{"lease until", stamp(o.LeaseUntil)}, {"expires at", stamp(o.ExpiresAt)},
 	} {
-		fmt.Fprintf(tw, "%s\t%s\n", kv[0], kv[1])
+		fmt.Fprintf(tw, "%s\t%s\n", kv[0], printable(kv[1]))
 	}
 	if resp := o.Response; resp != nil {
-		fmt.Fprintf(tw, "response\t%d %s, %d body bytes, digest %s\n", resp.Status, resp.MediaType, resp.BodyBytes, resp.Digest)
+		fmt.Fprintf(tw, "response\t%d %s, %d body bytes, digest %s\n", resp.Status, printable(resp.MediaType), resp.BodyBytes, resp.Digest)
 		if resp.Location != "" {
-			fmt.Fprintf(tw, "location\t%s\n", resp.Location)
+			fmt.Fprintf(tw, "location\t%s\n", printable(resp.Location))
 		}
 		if resp.ETag != "" {
-			fmt.Fprintf(tw, "etag\t%s\n", resp.ETag)
+			fmt.Fprintf(tw, "etag\t%s\n", printable(resp.ETag))
 		}
 	} else {
 		fmt.Fprintf(tw, "response\tnone\n")
@@ -180,22 +181,22 @@ func printShow(w io.Writer, r registry.Record, effs []registry.Effect, log []reg
 		fmt.Fprintln(tw, "  NAME\tDOWNSTREAM KEY\tGEN\tHANDLE\tRESULT\tCREATED AT\tUPDATED AT")
 	}
 	for _, e := range effs {
-		fmt.Fprintf(tw, "  %s\t%s\t%d\t%s\t%s\t%s\t%s\n", e.Name, e.DownstreamKey, e.OwnerGen,
-			orDash(e.Handle), orDash(e.Result), stamp(e.CreatedAt), stamp(e.UpdatedAt))
+		fmt.Fprintf(tw, "  %s\t%s\t%d\t%s\t%s\t%s\t%s\n", printable(e.Name), printable(e.DownstreamKey), e.OwnerGen,
+			orDash(printable(e.Handle)), orDash(printable(e.Result)), stamp(e.CreatedAt), stamp(e.UpdatedAt))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
 	fmt.Fprintf(w, "\nreconciliations (%d):\n", len(log))
 	for _, l := range log {
-		fmt.Fprintf(w, "  %s  %s by %s (%s): %s\n", stamp(l.CreatedAt), l.Outcome, l.Actor, l.Method, l.Evidence)
+		fmt.Fprintf(w, "  %s  %s by %s (%s): %s\n", stamp(l.CreatedAt), l.Outcome, printable(l.Actor), printable(l.Method), printable(l.Evidence))
 	}
 	return nil
 }
 
 // oneLine is s with every run of white space, line breaks included, made
-// one space: a table row's cell.
-func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
+// one space, and then printable: a table row's cell.
+func oneLine(s string) string { return printable(strings.Join(strings.Fields(s), " ")) }
 
 func orDash(s string) string {
 	if s == "" {

@@ -26,7 +26,7 @@ import (
 // counts done so far go to stderr with the error, and the exit code is 1.
 func runPrune(ctx context.Context, args []string, std stdio) int {
 	fs := newFlags("prune", "[--db DSN] [--batch N] [--once] [--json]", std)
-	dsn := fs.String("db", defaultDB, "registry database `DSN`: sqlite:PATH or postgres://…")
+	dsn := fs.db(defaultDB, "registry database `DSN`: sqlite:PATH or postgres://…")
 	batch := fs.Int("batch", registry.DefaultPruneBatch, "records per batch (one transaction each)")
 	once := fs.Bool("once", false, "run one batch only")
 	asJSON := fs.Bool("json", false, `print {"retired":N,"deleted":M}`)
@@ -39,7 +39,7 @@ func runPrune(ctx context.Context, args []string, std stdio) int {
 	}
 	store, err := idemstore.Open(ctx, *dsn, idemstore.Options{})
 	if err != nil {
-		fmt.Fprintln(std.err, "idem prune:", err)
+		fmt.Fprintln(std.err, "idem prune:", printable(err.Error()))
 		return exitRefused
 	}
 	defer store.Close()
@@ -50,12 +50,12 @@ func runPrune(ctx context.Context, args []string, std stdio) int {
 		res, err = registry.PruneAllRecorded(ctx, store, *batch, "idem prune")
 	}
 	if err != nil {
-		fmt.Fprintf(std.err, "idem prune: %v (retired %d, deleted %d before the error)\n", err, res.Retired, res.Deleted)
+		fmt.Fprintf(std.err, "idem prune: %s (retired %d, deleted %d before the error)\n", printable(err.Error()), res.Retired, res.Deleted)
 		return exitRefused
 	}
 	if *asJSON {
 		if err := printJSON(std.out, res); err != nil {
-			fmt.Fprintln(std.err, "idem prune:", err)
+			fmt.Fprintln(std.err, "idem prune:", printable(err.Error()))
 			return exitRefused
 		}
 		return exitOK

@@ -45,7 +45,7 @@ func transferEffects(providerURL string, timeout time.Duration) effect.Set {
 // on), and exits 0.
 func runRecover(ctx context.Context, args []string, std stdio) int {
 	fs := newFlags("recover", "[--db DSN] [--provider URL] [--provider-timeout D] [--once] [--json] [--batch N] [--interval D] [--lease D]", std)
-	dsn := fs.String("db", defaultDB, "registry database `DSN`: sqlite:PATH or postgres://…")
+	dsn := fs.db(defaultDB, "registry database `DSN`: sqlite:PATH or postgres://…")
 	providerURL := fs.String("provider", "", "downstream provider `URL` to settle transfers with; without it UNKNOWN operations wait for an operator")
 	providerTimeout := fs.Duration("provider-timeout", payments.DefaultProviderTimeout, "bound on one provider call")
 	once := fs.Bool("once", false, "run one round and exit")
@@ -63,13 +63,13 @@ func runRecover(ctx context.Context, args []string, std stdio) int {
 	}
 	opts, err := storeOptions(*keys)
 	if err != nil {
-		fmt.Fprintln(std.err, "idem recover:", err)
+		fmt.Fprintln(std.err, "idem recover:", printable(err.Error()))
 		return exitRefused
 	}
 	gate := gateOptions(&opts)
 	store, err := idemstore.Open(ctx, *dsn, opts)
 	if err != nil {
-		fmt.Fprintln(std.err, "idem recover:", err)
+		fmt.Fprintln(std.err, "idem recover:", printable(err.Error()))
 		return exitRefused
 	}
 	defer store.Close()
@@ -85,7 +85,7 @@ func runRecover(ctx context.Context, args []string, std stdio) int {
 	if *once {
 		rep, err := w.RunOnce(ctx)
 		if err != nil {
-			fmt.Fprintf(std.err, "idem recover: %v (%s before the error)\n", err, reportText(rep))
+			fmt.Fprintf(std.err, "idem recover: %s (%s before the error)\n", printable(err.Error()), reportText(rep))
 			return exitRefused
 		}
 		return printReport(std, rep, *asJSON)
@@ -98,7 +98,7 @@ func runRecover(ctx context.Context, args []string, std stdio) int {
 		case ctx.Err() != nil:
 			return exitOK
 		case err != nil:
-			fmt.Fprintf(std.err, "idem recover: %v (%s); retrying in %v\n", err, reportText(rep), *interval)
+			fmt.Fprintf(std.err, "idem recover: %s (%s); retrying in %v\n", printable(err.Error()), reportText(rep), *interval)
 		case rep != (recovery.Report{}):
 			if code := printReport(std, rep, *asJSON); code != exitOK {
 				return code
@@ -122,7 +122,7 @@ func printReport(std stdio, r recovery.Report, asJSON bool) int {
 		return exitOK
 	}
 	if err := printJSON(std.out, r); err != nil {
-		fmt.Fprintln(std.err, "idem recover:", err)
+		fmt.Fprintln(std.err, "idem recover:", printable(err.Error()))
 		return exitRefused
 	}
 	return exitOK

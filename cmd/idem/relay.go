@@ -28,11 +28,13 @@ import (
 // outbox at once: each message is claimed by one of them at a time.
 //
 // With --metrics-addr it serves GET /metrics (the relay metrics, see
-// outbox.NewMetrics) there and logs "listening on ADDR" once bound.
+// outbox.NewMetrics) there, answering only the Host names of that address
+// and localhost as the admin listener of "idem serve" does (421
+// HOST_NOT_ALLOWED otherwise), and logs "listening on ADDR" once bound.
 // Logs go to stderr as slog text.
 func runRelay(ctx context.Context, args []string, std stdio) int {
 	fs := newFlags("relay", "--webhook URL --webhook-secret-file FILE [--db DSN] [--metrics-addr ADDR] [webhook flags]", std)
-	dsn := fs.String("db", defaultDB, "database `DSN`: sqlite:PATH or postgres://…")
+	dsn := fs.db(defaultDB, "database `DSN`: sqlite:PATH or postgres://…")
 	metricsAddr := fs.String("metrics-addr", "", "serve GET /metrics on `ADDR` (host:port); empty: no metrics endpoint")
 	wf := addWebhookFlags(fs.FlagSet)
 	words, code, ok := fs.parse(args)
@@ -79,7 +81,8 @@ func runRelay(ctx context.Context, args []string, std stdio) int {
 	}
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	return serveUntilDone(ctx, log, "idem relay", ln, &http.Server{Handler: mux}, "db", idemstore.Kind(*dsn))
+	guard := hostGuard{allowed: allowedHosts(*metricsAddr, ln.Addr(), nil)} // as the admin listener: against DNS rebinding
+	return serveUntilDone(ctx, log, "idem relay", ln, &http.Server{Handler: guard.Handler(mux)}, "db", idemstore.Kind(*dsn))
 }
 
 // webhookFlags are the outbox delivery flags of "idem serve" and "idem

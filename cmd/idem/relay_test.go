@@ -117,6 +117,9 @@ func (s *opsStore) withOutbox(n int) []string {
 	return ids
 }
 
+// TestRelay: "idem relay" delivers the outbox and counts it on its
+// --metrics-addr, which refuses a foreign Host (421).
+// threat:admin-dns-rebinding
 func TestRelay(t *testing.T) {
 	t.Parallel()
 	registries(t, func(t *testing.T, dsn string) {
@@ -153,6 +156,11 @@ func TestRelay(t *testing.T) {
 				t.Fatalf("metrics %d without idem_outbox_delivered_total 5 and idem_outbox_pending 0 after 30s:\n%s", resp.StatusCode, body)
 			}
 			time.Sleep(20 * time.Millisecond) // poll interval, not synchronisation
+		}
+		rebound, _ := http.NewRequest(http.MethodGet, "http://"+addr+"/metrics", nil)
+		rebound.Host = "rebinding.example" // a page that rebound its name to this address
+		if resp, body := do(t, rebound); resp.StatusCode != http.StatusMisdirectedRequest {
+			t.Errorf("relay metrics with a foreign Host: %d %s; want 421", resp.StatusCode, body)
 		}
 		cancel()
 		if code := <-done; code != exitOK {

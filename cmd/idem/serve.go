@@ -69,15 +69,24 @@ import (
 // --webhook-max-age; see webhookFlags, "idem relay" and
 // docs/operations.md. Without --webhook nothing is delivered.
 //
-// With --admin-addr ADDR and --operators FILE it also serves the operator
-// console (package console, docs/console.md) on a second listener, for
-// the same store and the service's effects; once the service's
-// "listening on" line is logged it logs
+// With --admin-addr ADDR it serves, on a second listener that stops with
+// the service, GET /metrics (Prometheus text; never on the API's port)
+// and, with --operators FILE, the operator console (package console,
+// docs/console.md) for the same store and the service's effects. Once the
+// service's "listening on" line is logged it logs
 //
-//	time=… level=INFO msg="console listening on 127.0.0.1:8081" addr=127.0.0.1:8081
+//	time=… level=INFO msg="console listening on 127.0.0.1:8081" addr=127.0.0.1:8081 scheme=http
 //
-// and it stops with the service. One flag without the other is a usage
-// error (exit 2); an unreadable operators file exits 1.
+// ("admin listening on" without --operators). The admin listener answers
+// only requests whose Host is the --admin-addr host, the bound IP,
+// localhost, 127.0.0.1, ::1 or an --admin-host NAME; any other gets 421
+// HOST_NOT_ALLOWED (against DNS rebinding). With --admin-tls-cert and
+// --admin-tls-key it serves TLS; on a non-loopback address without them it
+// logs a loud warning. --operators without --admin-addr, or one TLS flag
+// without the other, is a usage error (exit 2); an unreadable operators
+// file, certificate or key exits 1. On SIGHUP it reads
+// the operators file again: the sessions of operators and tokens no
+// longer in it end at once; an invalid file is logged and changes nothing.
 //
 // The server accepts and commits operations at the writer epoch given by
 // --writer-epoch, by default the registry's epoch when it starts (logged
@@ -85,9 +94,9 @@ import (
 // it at once and "idem drain on" stops its new operations within about a
 // second (docs/operations.md).
 func runServe(ctx context.Context, args []string, std stdio) int {
-	fs := newFlags("serve", "[--addr ADDR] [--db DSN] [--auth FILE] [--provider URL] [--webhook URL …] [--admin-addr ADDR --operators FILE] [flags]", std)
+	fs := newFlags("serve", "[--addr ADDR] [--db DSN] [--auth FILE] [--provider URL] [--webhook URL …] [--admin-addr ADDR [--operators FILE] [--admin-tls-cert F --admin-tls-key F]] [flags]", std)
 	addr := fs.String("addr", "127.0.0.1:8080", "listen `ADDR` (host:port; port 0 picks a free one)")
-	dsn := fs.String("db", defaultDB, "database `DSN`: sqlite:PATH or postgres://…")
+	dsn := fs.db(defaultDB, "database `DSN`: sqlite:PATH or postgres://…")
 	auth := fs.String("auth", "", "bearer tokens `FILE`: {\"<token>\": {\"tenant\": \"…\", \"principal\": \"…\"}}; without it the token \"demo\" is accepted")
 	provider := fs.String("provider", "", "downstream provider `URL` for POST /v1/transfers (see idem provider)")
 	providerTimeout := fs.Duration("provider-timeout", payments.DefaultProviderTimeout, "bound on one provider call; a call that takes longer leaves its transfer UNKNOWN until settled on evidence")
@@ -102,8 +111,7 @@ func runServe(ctx context.Context, args []string, std stdio) int {
 	twoPhase := fs.Bool("two-phase", false, "run POST /v1/payments in the two-phase style: reserve the key (committed), then run the payment and record its outcome; a duplicate sent meanwhile gets 409 IN_PROGRESS or waits (Prefer: wait). Default: one database transaction — payment, outbox message and operation record commit together, and a duplicate sent meanwhile waits for it and replays")
 	webhook := addWebhookFlags(fs.FlagSet)
 	keys := addKeysFlag(fs.FlagSet)
-	adminAddr := fs.String("admin-addr", "", "serve the operator console on `ADDR` (host:port; port 0 picks a free one); off by default; needs --operators (docs/console.md)")
-	operators := fs.String("operators", "", "operators `FILE` of the console: {\"<token>\": {\"name\": \"alice\", \"show_responses\": false}}; not API tokens")
+	admin := addAdminFlags(fs.FlagSet)
 	epoch := fs.Int64("writer-epoch", -1, "writer `EPOCH` to accept and commit operations at; -1: the registry's epoch at start, so a later \"idem epoch bump\" fences this server")
 	words, code, ok := fs.parse(args)
 	if !ok {
@@ -128,8 +136,8 @@ func runServe(ctx context.Context, args []string, std stdio) int {
 		fmt.Fprintf(std.err, "idem serve: %v\n", err)
 		return exitUsage
 	}
-	if (*adminAddr == "") != (*operators == "") {
-		return fs.usage("--admin-addr and --operators go together: the console needs its operators file")
+	if err := admin.check(); err != nil {
+		return fs.usage(err.Error())
 	}
 	if *keyRefresh <= 0 {
 		return fs.usage("--key-refresh must be positive")
@@ -216,14 +224,16 @@ func runServe(ctx context.Context, args []string, std stdio) int {
 	defer runInBackground(ctx, runner.Run)()
 
 	var ready func()
-	if *adminAddr != "" {
-		cons, err := startConsole(ctx, log, *adminAddr, *operators, registry.WithTimeout(store, *storeTimeout), svc.Effects(), reg)
+	if *admin.addr != "" {
+		a, err := startAdmin(ctx, log, *admin, registry.WithTimeout(store, *storeTimeout), svc.Effects(), reg)
 		if err != nil {
-			log.Error("idem serve: cannot start the console", "err", err)
+			log.Error("idem serve: cannot start the admin listener", "err", err)
 			return exitRefused
 		}
-		defer cons.stop(ctx)
-		ready = cons.announce
+		defer a.stop(ctx)
+		ready = a.announce
+	} else {
+		log.Info("no --admin-addr: metrics are not served (they are never served on the API's port)")
 	}
 
 	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", *addr)

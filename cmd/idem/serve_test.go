@@ -180,7 +180,7 @@ func TestServeAuthFile(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	auth := filepath.Join(dir, "auth.json")
-	if err := os.WriteFile(auth, []byte(`{"s3cret": {"tenant": "acme", "principal": "alice"}}`), 0o600); err != nil {
+	if err := os.WriteFile(auth, []byte(`{"s3cret-Zr4kW9pQ2mX7vT1nB8yL5c": {"tenant": "acme", "principal": "alice"}}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	s := startServe(t, "--db", "sqlite:"+filepath.Join(dir, "serve.db"), "--auth", auth,
@@ -190,7 +190,7 @@ func TestServeAuthFile(t *testing.T) {
 	if resp, b := s.post(t, "demo", "k", body); resp.StatusCode != http.StatusUnauthorized {
 		t.Errorf("demo token with --auth: %d %s", resp.StatusCode, b)
 	}
-	if resp, b := s.post(t, "s3cret", "k", body); resp.StatusCode != http.StatusCreated {
+	if resp, b := s.post(t, "s3cret-Zr4kW9pQ2mX7vT1nB8yL5c", "k", body); resp.StatusCode != http.StatusCreated {
 		t.Errorf("token of the file: %d %s", resp.StatusCode, b)
 	}
 	s.stop(t)

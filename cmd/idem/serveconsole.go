@@ -6,65 +6,136 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/idemkit/idem/console"
 	"github.com/idemkit/idem/effect"
+	"github.com/idemkit/idem/idemhttp"
 	"github.com/idemkit/idem/registry"
 )
 
-// adminConsole is the operator console of "idem serve --admin-addr ADDR
-// --operators FILE" (package console; docs/console.md): a second
-// listener, started before the service's and stopped after it.
-type adminConsole struct {
+// adminServer is the admin listener of "idem serve --admin-addr ADDR":
+// GET /metrics (the service's Prometheus registry) and, with --operators
+// FILE, the operator console (package console; docs/console.md) — a
+// second listener, never the API's, started before the service's and
+// stopped after it, answering only the Host names of adminFlags.
+type adminServer struct {
 	log    *slog.Logger
 	ln     net.Listener
 	srv    *http.Server
 	served chan error
+	tls    bool
+	h      http.Handler // the console, for SetOperators; nil without one
+	path   string       // the operators file
+	hup    chan os.Signal
 }
 
-// startConsole binds addr and serves the console on it for store and
-// effects, with the operators of the file at path; its status page draws
-// the acceptance latency from metrics (the registry /metrics serves). It
-// logs nothing yet:
-// announce logs the "console listening on ADDR" line.
-func startConsole(ctx context.Context, log *slog.Logger, addr, path string, store registry.Store, effects effect.Set, metrics prometheus.Gatherer) (*adminConsole, error) {
-	ops, err := console.LoadOperators(path)
+// startAdmin binds f's address and serves /metrics from metrics on it and,
+// when f names an operators file, the console for store and effects with
+// those operators (its status page draws the acceptance latency from
+// metrics). It logs nothing yet but the warning of an open address
+// without TLS: announce logs the "listening on" line.
+func startAdmin(ctx context.Context, log *slog.Logger, f adminFlags, store registry.Store, effects effect.Set, metrics *prometheus.Registry) (*adminServer, error) {
+	tlsConf, err := f.tlsConfig()
 	if err != nil {
 		return nil, err
 	}
-	h, err := console.New(console.Config{Store: store, Effects: effects, Operators: ops, Logger: log, Gatherer: metrics})
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(metrics, promhttp.HandlerOpts{}))
+	a := &adminServer{log: log, served: make(chan error, 1), tls: tlsConf != nil, path: *f.operators}
+	if a.path != "" {
+		ops, err := console.LoadOperators(a.path)
+		if err != nil {
+			return nil, err
+		}
+		if a.h, err = console.New(console.Config{Store: store, Effects: effects, Operators: ops, Logger: log, Gatherer: metrics}); err != nil {
+			return nil, err
+		}
+		mux.Handle("/", a.h)
+	} else {
+		mux.HandleFunc("/", func(w http.ResponseWriter, _ *http.Request) {
+			idemhttp.Problem{Status: http.StatusNotFound, Code: "NOT_FOUND", Detail: "This admin listener serves GET /metrics; the console needs --operators."}.Write(w)
+		})
+	}
+	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", *f.addr)
 	if err != nil {
 		return nil, err
 	}
-	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", addr)
-	if err != nil {
-		return nil, err
+	a.ln = ln
+	if !a.tls && !isLoopback(*f.addr) {
+		log.Warn("ADMIN LISTENER WITHOUT TLS ON A NON-LOOPBACK ADDRESS: operator tokens, session cookies and metrics cross the network in clear text; give --admin-tls-cert and --admin-tls-key, or listen on 127.0.0.1",
+			"addr", ln.Addr().String())
 	}
-	c := &adminConsole{log: log, ln: ln, served: make(chan error, 1),
-		srv: &http.Server{Handler: h, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}}
-	setClientLimits(c.srv)
-	go func() { c.served <- c.srv.Serve(ln) }()
-	return c, nil
+	guard := hostGuard{allowed: f.allowedHosts(ln.Addr())}
+	a.srv = &http.Server{Handler: guard.Handler(mux), TLSConfig: tlsConf, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	setClientLimits(a.srv)
+	go func() {
+		if a.tls {
+			a.served <- a.srv.ServeTLS(ln, "", "")
+		} else {
+			a.served <- a.srv.Serve(idemhttp.ProblemListener(ln))
+		}
+	}()
+	if a.h != nil {
+		a.hup = make(chan os.Signal, 1)
+		signal.Notify(a.hup, syscall.SIGHUP)
+		go a.reloads()
+	}
+	return a, nil
 }
 
-// announce logs "console listening on ADDR" with the bound address.
-func (c *adminConsole) announce() {
-	bound := c.ln.Addr().String()
-	c.log.Info("console listening on "+bound, "addr", bound)
+// reloads reads the operators file again on every SIGHUP until stop: the
+// sessions of operators or tokens no longer in it end at once
+// (console.SetOperators). A file that cannot be read or is invalid
+// changes nothing; the error is logged.
+func (a *adminServer) reloads() {
+	for range a.hup {
+		ops, err := console.LoadOperators(a.path)
+		if err == nil {
+			err = console.SetOperators(a.h, ops)
+		}
+		if err != nil {
+			a.log.Error("idem serve: the operators file was not reloaded; the console keeps its operators", "err", err)
+			continue
+		}
+		a.log.Info("console: operators reloaded", "operators", len(ops), "file", a.path)
+	}
 }
 
-// stop shuts the console down, waiting up to shutdownTimeout for pages
-// being served.
-func (c *adminConsole) stop(ctx context.Context) {
+// announce logs "console listening on ADDR" (with the console) or "admin
+// listening on ADDR" (metrics only) with the bound address and scheme.
+func (a *adminServer) announce() {
+	bound := a.ln.Addr().String()
+	what := "admin"
+	if a.h != nil {
+		what = "console"
+	}
+	scheme := "http"
+	if a.tls {
+		scheme = "https"
+	}
+	a.log.Info(what+" listening on "+bound, "addr", bound, "scheme", scheme)
+}
+
+// stop shuts the admin listener down, waiting up to shutdownTimeout for
+// pages being served.
+func (a *adminServer) stop(ctx context.Context) {
+	if a.hup != nil {
+		signal.Stop(a.hup)
+		close(a.hup)
+	}
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownTimeout)
 	defer cancel()
-	if err := c.srv.Shutdown(sctx); err != nil {
-		c.log.Error("idem serve: console requests still running at the shutdown deadline were cut off", "err", err)
-		c.srv.Close()
+	if err := a.srv.Shutdown(sctx); err != nil {
+		a.log.Error("idem serve: admin requests still running at the shutdown deadline were cut off", "err", err)
+		a.srv.Close()
 	}
-	if err := <-c.served; !errors.Is(err, http.ErrServerClosed) {
-		c.log.Error("idem serve: the console failed", "err", err)
+	if err := <-a.served; !errors.Is(err, http.ErrServerClosed) {
+		a.log.Error("idem serve: the admin listener failed", "err", err)
 	}
 }

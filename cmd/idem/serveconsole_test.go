@@ -23,7 +23,7 @@ func TestServeConsole(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	ops := filepath.Join(dir, "operators.json")
-	if err := os.WriteFile(ops, []byte(`{"op-token-1": {"name": "alice"}}`), 0o600); err != nil {
+	if err := os.WriteFile(ops, []byte(`{"op-alice-Zr4kW9pQ2mX7vT1nB8yL5c": {"name": "alice"}}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	s := startServe(t, "--db", "sqlite:"+filepath.Join(dir, "serve.db"), "--admin-addr", "127.0.0.1:0", "--operators", ops)
@@ -48,7 +48,7 @@ func TestServeConsole(t *testing.T) {
 		t.Fatalf("console login page: %d %s", resp.StatusCode, b)
 	}
 	noRedirect := &http.Client{Timeout: 30 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	for tok, want := range map[string]int{"op-token-1": http.StatusSeeOther, "demo": http.StatusUnauthorized} {
+	for tok, want := range map[string]int{"op-alice-Zr4kW9pQ2mX7vT1nB8yL5c": http.StatusSeeOther, "demo": http.StatusUnauthorized} {
 		resp, err := noRedirect.PostForm(consoleURL+"/login", url.Values{"token": {tok}})
 		if err != nil {
 			t.Fatal(err)
@@ -67,8 +67,9 @@ func TestServeConsole(t *testing.T) {
 	}
 }
 
-// TestServeConsoleRefuses: --admin-addr and --operators go together
-// (exit 2); an invalid operators file exits 1, never listening.
+// TestServeConsoleRefuses: --operators needs --admin-addr, a TLS flag its
+// pair, --admin-host an --admin-addr (exit 2); an invalid operators file
+// exits 1, never listening.
 func TestServeConsoleRefuses(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
@@ -81,7 +82,8 @@ func TestServeConsoleRefuses(t *testing.T) {
 		args []string
 		code int
 	}{
-		{[]string{"--db", db, "--admin-addr", "127.0.0.1:0"}, exitUsage},
+		{[]string{"--db", db, "--admin-addr", "127.0.0.1:0", "--admin-tls-cert", "c.pem"}, exitUsage},
+		{[]string{"--db", db, "--admin-host", "admin.example"}, exitUsage},
 		{[]string{"--db", db, "--operators", bad}, exitUsage},
 		{[]string{"--db", db, "--admin-addr", "127.0.0.1:0", "--operators", bad}, exitRefused},
 		{[]string{"--db", db, "--admin-addr", "127.0.0.1:0", "--operators", filepath.Join(dir, "missing.json")}, exitRefused},

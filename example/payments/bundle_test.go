@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"github.com/prometheus/client_golang/prometheus"
 	"io"
 	"log/slog"
 	"net/http"
@@ -23,6 +24,7 @@ import (
 type testBundle struct {
 	store registry.Store
 	srv   *httptest.Server
+	reg   *prometheus.Registry // the service's metrics (Config.Registry)
 }
 
 // Test identities: bob shares alice's tenant; eve has alice's principal
@@ -52,13 +54,16 @@ func setupConfig(t *testing.T, dsn string, cfg Config) *testBundle {
 	}
 	t.Cleanup(store.Close)
 	cfg.Store, cfg.Auth, cfg.Logger = store, testTokens, slog.New(slog.DiscardHandler)
+	if cfg.Registry == nil {
+		cfg.Registry = prometheus.NewRegistry()
+	}
 	svc, err := New(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer(svc.Handler())
 	t.Cleanup(srv.Close) // runs before store.Close
-	return &testBundle{store: store, srv: srv}
+	return &testBundle{store: store, srv: srv, reg: cfg.Registry}
 }
 
 // serviceTests run against the service on every driver, each on a fresh

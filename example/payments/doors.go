@@ -3,6 +3,8 @@ package payments
 import (
 	"context"
 	"net/http"
+	"path"
+	"strings"
 
 	"github.com/idemkit/idem"
 )
@@ -16,28 +18,54 @@ const CodeMethodNotAllowed idem.Code = "METHOD_NOT_ALLOWED"
 // NOT_FOUND for an unknown path, 405 METHOD_NOT_ALLOWED with the Allow
 // header for a known path with another method — never the mux's
 // text/plain.
+//
+// Nor is any request redirected: a path that is not in its clean form
+// (an empty segment as in //v1/payments, a . or .. segment as in
+// /v1/../v1/payments), which the mux would answer with a 307 to the
+// clean path and a text/html body, is 404 NOT_FOUND, for every method.
+// A payments API must not have a client's POST re-sent to another URL by
+// a redirect it may follow blindly, nor name one resource by several
+// paths; the client's own path is wrong, and it should fix it. (The
+// mux's other redirect, /tree to /tree/, needs a pattern ending in a
+// slash, which the service does not register; a redirect would be
+// answered 404 all the same.)
 func (s *Service) Handler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodConnect && !cleanPath(r.URL.EscapedPath()) {
+			writeProblem(w, http.StatusNotFound, CodeNotFound, "no such resource: the path is not in its clean form (no empty, . or .. segments)")
+			return
+		}
 		h, pattern := s.mux.Handler(r)
 		if pattern != "" {
 			s.mux.ServeHTTP(w, r)
 			return
 		}
-		// No route: ask the mux what it would answer (404, 405 with
-		// Allow, or a redirect to a clean path) and say it in
-		// problem+json; a redirect goes out as the mux wrote it.
+		// No route: ask the mux what it would answer (404, or 405 with
+		// Allow) and say it in problem+json.
 		probe := &headerProbe{header: http.Header{}}
 		h.ServeHTTP(probe, r)
 		switch probe.status {
-		case http.StatusNotFound:
-			writeProblem(w, http.StatusNotFound, CodeNotFound, "no such resource")
 		case http.StatusMethodNotAllowed:
 			w.Header().Set("Allow", probe.header.Get("Allow"))
 			writeProblem(w, http.StatusMethodNotAllowed, CodeMethodNotAllowed, "the resource does not take "+r.Method)
-		default:
-			s.mux.ServeHTTP(w, r)
+		default: // 404, or a redirect (see above)
+			writeProblem(w, http.StatusNotFound, CodeNotFound, "no such resource")
 		}
 	})
+}
+
+// cleanPath reports whether p, a request's escaped path, is in the form
+// the mux would not redirect: rooted, with no empty, . or .. segment
+// (a trailing slash is kept by the mux and allowed here).
+func cleanPath(p string) bool {
+	if p == "" || p[0] != '/' {
+		return false
+	}
+	c := path.Clean(p)
+	if strings.HasSuffix(p, "/") && c != "/" {
+		c += "/"
+	}
+	return c == p
 }
 
 // headerProbe records the status and headers a handler answers, and

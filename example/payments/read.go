@@ -19,6 +19,10 @@ const healthTimeout = 2 * time.Second
 // get handles GET /v1/payments/{id}: 404 NOT_FOUND for an unknown id and
 // for another principal's payment alike.
 func (s *Service) get(w http.ResponseWriter, r *http.Request, id idem.Identity) {
+	if !storable(r.PathValue("id")) {
+		writeProblem(w, http.StatusNotFound, CodeNotFound, "no such payment")
+		return
+	}
 	var (
 		p     Payment
 		found bool

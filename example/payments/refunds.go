@@ -126,6 +126,10 @@ func (s *Service) refund(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	paymentID := r.PathValue("id")
+	if !storable(paymentID) { // names no payment; the store would refuse it
+		writeProblem(w, http.StatusNotFound, CodeNotFound, "no such payment")
+		return
+	}
 	var paymentOp, paymentAmount string
 	err = e.tx.QueryRow(ctx, queries.Get("get_refundable_payment"), paymentID, e.caller.Tenant, e.caller.Principal).
 		Scan(&paymentOp, &paymentAmount)
@@ -191,6 +195,10 @@ func (s *Service) refund(w http.ResponseWriter, r *http.Request) {
 // statement so they agree; 404 NOT_FOUND unless the caller owns the
 // payment.
 func (s *Service) listRefunds(w http.ResponseWriter, r *http.Request, id idem.Identity) {
+	if !storable(r.PathValue("id")) {
+		writeProblem(w, http.StatusNotFound, CodeNotFound, "no such payment")
+		return
+	}
 	var (
 		l     RefundList
 		found bool
@@ -226,6 +234,10 @@ func (s *Service) listRefunds(w http.ResponseWriter, r *http.Request, id idem.Id
 // getRefund handles GET /v1/payments/{id}/refunds/{refundID}: 404
 // NOT_FOUND unless the refund is of that payment and the caller owns it.
 func (s *Service) getRefund(w http.ResponseWriter, r *http.Request, id idem.Identity) {
+	if !storable(r.PathValue("id")) || !storable(r.PathValue("refundID")) {
+		writeProblem(w, http.StatusNotFound, CodeNotFound, "no such refund")
+		return
+	}
 	var (
 		ref   Refund
 		found bool

@@ -10,6 +10,16 @@ const SchemaRevision = "payments.v1"
 // characters.
 const MaxPayee = 64
 
+// Text is the pattern of every free-text field of the service's request
+// schemas (payee, memo, reason): any character but NUL (U+0000). The
+// columns that hold them are TEXT, which PostgreSQL cannot store NUL in
+// (SQLite can), so a NUL is refused with 400 SCHEMA_VIOLATION before
+// anything is recorded, on both engines alike, instead of failing the
+// handler's insert on one of them. (Every other character a valid
+// request can carry fits: canon refuses invalid UTF-8 and lone
+// surrogates before the schema is read.)
+const Text = `[^\x00]*`
+
 // MaxMemo is the longest memo a payment or transfer may carry, in
 // characters. Every field of every request schema of the service is
 // bounded, so that the largest valid request renders a response far below
@@ -27,9 +37,10 @@ const MaxMemo = 4096
 //     ("12.5" and "12.50" are the same amount, written "12.50"), at most
 //     canon.MaxDecimalDigits digits before the point;
 //   - currency: required string of three upper-case letters;
-//   - payee: required string of at most MaxPayee characters;
-//   - memo: optional string of at most MaxMemo characters; null means
-//     absent.
+//   - payee: required string of at most MaxPayee characters, matching
+//     Text (no NUL);
+//   - memo: optional string of at most MaxMemo characters, matching Text;
+//     null means absent.
 //
 // A longer value is refused with 400 SCHEMA_VIOLATION before anything is
 // recorded. The bounds only refuse: no payload they accept is written
@@ -42,8 +53,8 @@ func Schema() *canon.Schema {
 		Fields: map[string]*canon.Field{
 			"amount":   {Type: canon.TypeDecimal, Scale: 2, Required: true, Positive: true},
 			"currency": {Type: canon.TypeString, Pattern: "[A-Z]{3}", MaxLength: 3, Required: true},
-			"payee":    {Type: canon.TypeString, Required: true, MaxLength: MaxPayee},
-			"memo":     {Type: canon.TypeString, MaxLength: MaxMemo, Null: canon.NullAbsent},
+			"payee":    {Type: canon.TypeString, Required: true, MaxLength: MaxPayee, Pattern: Text},
+			"memo":     {Type: canon.TypeString, MaxLength: MaxMemo, Pattern: Text, Null: canon.NullAbsent},
 		},
 	}
 	if err := s.Validate(); err != nil {
@@ -65,8 +76,8 @@ const RefundMaxReason = 200
 //
 //   - amount: required decimal string, scale 2, greater than zero, at most
 //     canon.MaxDecimalDigits digits before the point, as in payments.v1;
-//   - reason: optional string of at most RefundMaxReason characters; null
-//     means absent.
+//   - reason: optional string of at most RefundMaxReason characters,
+//     matching Text (no NUL); null means absent.
 //
 // Any other member is refused. Each call returns a new, validated Schema.
 func RefundSchema() *canon.Schema {
@@ -74,7 +85,7 @@ func RefundSchema() *canon.Schema {
 		Revision: RefundSchemaRevision,
 		Fields: map[string]*canon.Field{
 			"amount": {Type: canon.TypeDecimal, Scale: 2, Required: true, Positive: true},
-			"reason": {Type: canon.TypeString, MaxLength: RefundMaxReason, Null: canon.NullAbsent},
+			"reason": {Type: canon.TypeString, MaxLength: RefundMaxReason, Pattern: Text, Null: canon.NullAbsent},
 		},
 	}
 	if err := s.Validate(); err != nil {

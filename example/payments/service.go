@@ -15,11 +15,14 @@
 //	GET  /v1/payments/{id}/refunds/{refundID}
 //	                                  one refund of the payment
 //	GET  /v1/operations/{operationID} an operation's state, to its owner only
-//	GET  /metrics                     Prometheus text format
 //	GET  /healthz                     liveness: 200 when the store answers, else 503
 //	GET  /readyz                      readiness: 200, or 503 with the reason (storage, draining, fenced)
 //
-// Every route but /metrics, /healthz and /readyz needs "Authorization: Bearer
+// The service does not serve its metrics: Config.Registry holds them, for
+// an admin listener to serve ("idem serve --admin-addr"), never the API's
+// port, where anyone could read them.
+//
+// Every route but /healthz and /readyz needs "Authorization: Bearer
 // TOKEN" with a token of Config.Auth; without one it answers 401
 // UNAUTHENTICATED. The idempotent routes take keys under
 // idem.StrictKeyPolicy (opaque, random: a UUIDv4, a ULID, idem.NewKey);
@@ -60,10 +63,11 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/canon"
@@ -111,8 +115,9 @@ type Config struct {
 	Lease, Retention time.Duration
 	// Logger receives the service's logs; nil means slog.Default().
 	Logger *slog.Logger
-	// Registry receives the middleware's metrics and is what GET /metrics
-	// serves; nil means a new, otherwise empty registry. New registers
+	// Registry receives the middleware's metrics, for the caller to serve
+	// on an admin listener (the service's own routes do not); nil means a
+	// new, otherwise empty registry. New registers
 	// the metrics with it (and panics if they are already registered), so
 	// two Services need two registries.
 	Registry *prometheus.Registry
@@ -241,7 +246,6 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 	s.mux.HandleFunc("GET /v1/payments/{id}/refunds/{refundID}", s.authenticated(s.getRefund))
 	s.mux.HandleFunc("GET /v1/transfers/{id}", s.authenticated(s.getTransfer))
 	s.mux.Handle("GET /v1/operations/{operationID}", create.MonitorHandler())
-	s.mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	s.mux.HandleFunc("GET /healthz", s.healthz)
 	s.mux.HandleFunc("GET /readyz", s.readyz)
 	return s, nil
@@ -349,9 +353,26 @@ func writeProblem(w http.ResponseWriter, status int, code idem.Code, detail stri
 	idemhttp.Problem{Status: status, Code: code, Detail: detail}.Write(w)
 }
 
+// storable reports whether s can be held by the service's TEXT columns
+// on every engine: valid UTF-8 without NUL (PostgreSQL refuses both in a
+// text parameter; SQLite would store them). An identifier in a request
+// path that is not storable names nothing: the handlers answer 404
+// NOT_FOUND without asking the store, on both engines alike, instead of
+// letting the statement fail. Request bodies are held to the same by
+// their schemas (Text).
+func storable(s string) bool { return utf8.ValidString(s) && !strings.ContainsRune(s, 0) }
+
 // storeFailed logs a storage error and answers 503 STORE_UNAVAILABLE:
-// nothing is known, so the client may retry.
+// nothing is known, so the client may retry. When the request's own
+// context ended first, the client went away and the store call failed
+// for that reason: logged at Info and answered 499 CLIENT_GONE, as the
+// middleware does, never reported as storage trouble.
 func (s *Service) storeFailed(w http.ResponseWriter, r *http.Request, what string, err error) {
+	if errors.Is(r.Context().Err(), context.Canceled) { // not an execution's time limit
+		s.log.InfoContext(r.Context(), "payments: "+what+": the client went away", "err", err)
+		idemhttp.WriteProblem(w, idemhttp.CodeClientGone, "the request ended before it was answered")
+		return
+	}
 	s.log.ErrorContext(r.Context(), "payments: "+what, "err", err)
 	idemhttp.WriteProblem(w, idem.CodeStoreUnavailable, "the store did not answer; retry later")
 }

@@ -4,10 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"os"
 	"strings"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/internal/secretfile"
 	"github.com/idemkit/idem/internal/strictjson"
 )
 
@@ -31,9 +31,12 @@ const maxTokenFile = 1 << 20
 //	{"<bearer token>": {"tenant": "…", "principal": "…"}, …}
 //
 // It refuses malformed JSON (duplicate tokens included), unknown members,
-// an empty token, tenant or principal, and a file without tokens.
+// an empty token, tenant or principal, a token that cannot hold 128
+// random bits (secretfile.CheckToken: at least 22 characters, 32 if all
+// hex digits, not of low variety), a file without tokens, and a file its
+// group or others may read or change.
 func LoadTokens(path string) (Tokens, error) {
-	b, err := os.ReadFile(path)
+	b, err := secretfile.Read(path, "tokens file", maxTokenFile)
 	if err != nil {
 		return nil, fmt.Errorf("payments: tokens: %w", err)
 	}
@@ -62,6 +65,8 @@ func parseTokens(b []byte) (Tokens, error) {
 			return nil, errors.New("a token is empty or contains white space")
 		case id == nil || id.Tenant == "" || id.Principal == "":
 			return nil, errors.New("every token needs a non-empty tenant and principal")
+		case secretfile.CheckToken(tok) != nil:
+			return nil, fmt.Errorf("the token of %s/%s: %w", id.Tenant, id.Principal, secretfile.CheckToken(tok))
 		}
 		t[tok] = idem.Identity{Tenant: id.Tenant, Principal: id.Principal}
 	}

@@ -9,6 +9,9 @@ import (
 	"github.com/idemkit/idem"
 )
 
+// TestLoadTokens: a good tokens file loads; malformed ones, and tokens
+// that cannot hold 128 random bits, are refused.
+// threat:console-token-weak
 func TestLoadTokens(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "auth.json")
@@ -17,27 +20,29 @@ func TestLoadTokens(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	write(`{"t1": {"tenant": "acme", "principal": "alice"}, "t2": {"principal": "bob", "tenant": "acme"}}`)
+	write(`{"tok-alice-Zr4kW9pQ2mX7vT1nB8y": {"tenant": "acme", "principal": "alice"}, "tok-bob-Hd3sF6gJ0aK9wE2rU7iO": {"principal": "bob", "tenant": "acme"}}`)
 	got, err := LoadTokens(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(got) != 2 || got["t1"] != (idem.Identity{Tenant: "acme", Principal: "alice"}) ||
-		got["t2"] != (idem.Identity{Tenant: "acme", Principal: "bob"}) {
+	if len(got) != 2 || got["tok-alice-Zr4kW9pQ2mX7vT1nB8y"] != (idem.Identity{Tenant: "acme", Principal: "alice"}) ||
+		got["tok-bob-Hd3sF6gJ0aK9wE2rU7iO"] != (idem.Identity{Tenant: "acme", Principal: "bob"}) {
 		t.Errorf("LoadTokens = %+v", got)
 	}
 	for _, bad := range []string{
 		``,
 		`{}`,
 		`[]`,
-		`{"t1": {"tenant": "acme"}}`,
-		`{"t1": {"tenant": "", "principal": "p"}}`,
-		`{"t1": {"tenant": "acme", "principal": "alice", "admin": true}}`,
-		`{"t1": {"tenant": "a", "principal": "p"}, "t1": {"tenant": "b", "principal": "p"}}`,
+		`{"tok-alice-Zr4kW9pQ2mX7vT1nB8y": {"tenant": "acme"}}`,
+		`{"tok-alice-Zr4kW9pQ2mX7vT1nB8y": {"tenant": "", "principal": "p"}}`,
+		`{"tok-alice-Zr4kW9pQ2mX7vT1nB8y": {"tenant": "acme", "principal": "alice", "admin": true}}`,
+		`{"tok-alice-Zr4kW9pQ2mX7vT1nB8y": {"tenant": "a", "principal": "p"}, "tok-alice-Zr4kW9pQ2mX7vT1nB8y": {"tenant": "b", "principal": "p"}}`,
 		`{"": {"tenant": "a", "principal": "p"}}`,
 		`{"a b": {"tenant": "a", "principal": "p"}}`,
-		`{"t1": null}`,
-		`{"t1": {"tenant": "a", "principal": "p"}} {}`,
+		`{"tok-alice-Zr4kW9pQ2mX7vT1nB8y": null}`,
+		`{"t1": {"tenant": "a", "principal": "p"}}`,
+		`{"0123456789abcdef0123456789abcdef": {"tenant": "a", "principal": "p"}}`,
+		`{"tok-alice-Zr4kW9pQ2mX7vT1nB8y": {"tenant": "a", "principal": "p"}} {}`,
 	} {
 		write(bad)
 		if got, err := LoadTokens(path); err == nil {

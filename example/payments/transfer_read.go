@@ -20,7 +20,7 @@ import (
 func (s *Service) getTransfer(w http.ResponseWriter, r *http.Request, id idem.Identity) {
 	tid := r.PathValue("id")
 	suffix, ok := strings.CutPrefix(tid, "tr_")
-	if !ok {
+	if !ok || !storable(tid) {
 		writeProblem(w, http.StatusNotFound, CodeNotFound, "no such transfer")
 		return
 	}

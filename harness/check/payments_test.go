@@ -28,8 +28,8 @@ const paymentsTemplate = `{"amount":"1{{variant}}.00","currency":"EUR","payee":"
 func servePayments(t *testing.T, dsn string) string {
 	t.Helper()
 	auth := filepath.Join(t.TempDir(), "auth.json")
-	err := os.WriteFile(auth, []byte(`{"tok-alice": {"tenant": "acme", "principal": "alice"},
-		"tok-bob": {"tenant": "acme", "principal": "bob"}}`), 0o600)
+	err := os.WriteFile(auth, []byte(`{"tok-alice-Zr4kW9pQ2mX7vT1nB8y": {"tenant": "acme", "principal": "alice"},
+		"tok-bob-Hd3sF6gJ0aK9wE2rU7iO": {"tenant": "acme", "principal": "bob"}}`), 0o600)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,8 +63,8 @@ func checkPayments(t *testing.T, base string, tweak func(*Config)) *Report {
 	cfg := Config{
 		URL:       base + "/v1/payments",
 		Body:      paymentsTemplate,
-		Header:    bearer("tok-alice"),
-		AltHeader: bearer("tok-bob"),
+		Header:    bearer("tok-alice-Zr4kW9pQ2mX7vT1nB8y"),
+		AltHeader: bearer("tok-bob-Hd3sF6gJ0aK9wE2rU7iO"),
 		CountURL:  "/v1/payments",
 		LoadKeys:  100,
 		Timeout:   2 * time.Minute, // the test machine may be busy

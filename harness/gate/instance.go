@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/idemkit/idem/example/payments"
@@ -25,6 +26,10 @@ type instance struct {
 	name  string
 	child *launch.Child
 	url   string
+	// metricsURL is where GET /metrics is served: the admin listener of
+	// an "idem serve --admin-addr", else url (a binary from before
+	// metrics left the API's port).
+	metricsURL string
 	// op is the operation whose reservation histogram scrape reads; ""
 	// means payments.OperationCreate.
 	op string
@@ -34,10 +39,24 @@ type instance struct {
 }
 
 // startInstance runs "BIN serve --addr 127.0.0.1:0 ARGS…" and returns once
-// it logged "listening on ADDR". env, if any, is added to the gate's
-// environment (IDEM_FAILPOINTS=…). On failure the process is killed.
+// it logged "listening on ADDR" — and, when ARGS hold --admin-addr, its
+// "admin listening on ADDR" line, where its metrics are. env, if any, is
+// added to the gate's environment (IDEM_FAILPOINTS=…). On failure the
+// process is killed.
 func startInstance(ctx context.Context, name, bin string, args, env []string) (*instance, error) {
-	return startChild(ctx, name, bin, append([]string{"serve", "--addr", "127.0.0.1:0"}, args...), env)
+	in, err := startChild(ctx, name, bin, append([]string{"serve", "--addr", "127.0.0.1:0"}, args...), env)
+	if err != nil || !slices.Contains(args, "--admin-addr") {
+		return in, err
+	}
+	actx, cancel := context.WithTimeout(ctx, startTimeout)
+	defer cancel()
+	addr, err := in.child.AddrOf(actx, "admin")
+	if err != nil {
+		in.kill()
+		return nil, fmt.Errorf("gate: %w", err)
+	}
+	in.metricsURL = "http://" + addr
+	return in, nil
 }
 
 // startChild runs "BIN ARGS…" and returns once it logged "listening on
@@ -64,11 +83,12 @@ func (in *instance) stop() error {
 	return nil
 }
 
-// scrape reads the instance's reservation histogram from GET /metrics.
+// scrape reads the instance's reservation histogram from GET /metrics on
+// its metricsURL.
 func (in *instance) scrape(ctx context.Context) (Histogram, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, in.url+"/metrics", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, cmp.Or(in.metricsURL, in.url)+"/metrics", nil)
 	if err != nil {
 		return Histogram{}, err
 	}

@@ -99,6 +99,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if cfg.EncryptionKeys != "" {
 		args = append(args, "--encryption-keys", cfg.EncryptionKeys)
 	}
+	if serveHasFlag(ctx, cfg.Bin, "admin-host") { // metrics are on the admin listener only
+		args = append(args, "--admin-addr", "127.0.0.1:0")
+	}
 
 	var prov *instance
 	var provider providerClient

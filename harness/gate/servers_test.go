@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/idemkit/idem/example/payments"
 	"github.com/idemkit/idem/idemstore"
@@ -24,7 +25,8 @@ type bundle struct {
 	store   registry.Store
 	targets []*Target
 	servers []*httptest.Server
-	op      string // the operation scrape reads; "" means payments.create
+	metrics []*httptest.Server // each server's /metrics, its admin listener
+	op      string             // the operation scrape reads; "" means payments.create
 }
 
 // dsnFor returns a fresh database of kind "sqlite" or "postgres".
@@ -64,6 +66,9 @@ func newBundleWith(t *testing.T, kind string, n int, tokens payments.Tokens, opt
 		srv := httptest.NewServer(svc.Handler())
 		t.Cleanup(srv.Close)
 		b.servers = append(b.servers, srv)
+		m := httptest.NewServer(promhttp.HandlerFor(cfg.Registry, promhttp.HandlerOpts{}))
+		t.Cleanup(m.Close)
+		b.metrics = append(b.metrics, m)
 		b.targets = append(b.targets, NewTarget(srv.URL))
 	}
 	return b
@@ -73,8 +78,8 @@ func newBundleWith(t *testing.T, kind string, n int, tokens payments.Tokens, opt
 func (b *bundle) scrape(t *testing.T) Histogram {
 	t.Helper()
 	var total Histogram
-	for _, srv := range b.servers {
-		in := &instance{name: srv.URL, url: srv.URL, op: b.op}
+	for i, srv := range b.servers {
+		in := &instance{name: srv.URL, url: srv.URL, metricsURL: b.metrics[i].URL, op: b.op}
 		h, err := in.scrape(context.Background())
 		if err != nil {
 			t.Fatal(err)
