@@ -421,6 +421,11 @@ func (m *Middleware) refuseErr(w http.ResponseWriter, r *http.Request, err error
 		code = idem.CodeKeyLimit
 	case errors.Is(err, registry.ErrWriterFenced):
 		code = idem.CodeWriterFenced
+	case errors.Is(err, registry.ErrTampered):
+		code = CodeResponseUnreadable
+		m.Metrics.tamper(m.Operation.Name)
+		m.log().Error("stored body fails authentication: possible tampering with the database; not replayed",
+			"operation", m.Operation.Name, "err", err)
 	case errors.Is(err, registry.ErrUnreadable):
 		code = CodeResponseUnreadable
 		m.log().Error("stored body cannot be opened", "operation", m.Operation.Name, "err", err)

@@ -18,6 +18,7 @@ type Metrics struct {
 	reservation *prometheus.HistogramVec
 	inFlight    *prometheus.GaugeVec
 	joined      *prometheus.CounterVec
+	tampered    *prometheus.CounterVec
 }
 
 // NewMetrics creates the metrics and registers them with reg:
@@ -27,6 +28,7 @@ type Metrics struct {
 //	idem_reservation_seconds{operation}            latency of the acceptance point
 //	idem_in_flight{operation}                      executions running in this process
 //	idem_joined_total{operation}                   requests that waited for an execution of their key in this process
+//	idem_tampered_total{operation}                 stored bodies refused because they fail authentication (registry.ErrTampered)
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -51,7 +53,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Name: "idem_joined_total",
 		Help: "Requests that waited for an execution of the same key in this process instead of running the handler (one-transaction) or answering 409 IN_PROGRESS (two-phase).",
 	}, []string{"operation"})
-	reg.MustRegister(m.requests, m.shadow, m.reservation, m.inFlight, m.joined)
+	m.tampered = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "idem_tampered_total",
+		Help: "Stored bodies refused (503 RESPONSE_UNREADABLE) because they are not sealed for their record under the key ring: plaintext, edited or moved — a sign that someone wrote to the database.",
+	}, []string{"operation"})
+	reg.MustRegister(m.requests, m.shadow, m.reservation, m.inFlight, m.joined, m.tampered)
 	return m
 }
 
@@ -70,6 +76,12 @@ func ReservationBuckets() []float64 {
 func (m *Metrics) outcome(op, outcome string) {
 	if m != nil {
 		m.requests.WithLabelValues(op, outcome).Inc()
+	}
+}
+
+func (m *Metrics) tamper(op string) {
+	if m != nil {
+		m.tampered.WithLabelValues(op).Inc()
 	}
 }
 

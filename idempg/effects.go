@@ -146,9 +146,12 @@ func (s *Store) Reconcile(ctx context.Context, operationID string, r registry.Re
 	now, _ := s.clock()
 	resp := r.Response
 	digest := resp.Digest()
-	ids, topics, payloads := outboxArgs(operationID, r.Outbox)
+	ids, topics, payloads, payloadKeys, err := s.outboxArgs(operationID, r.Outbox)
+	if err != nil {
+		return registry.Record{}, fmt.Errorf("idempg: reconcile: %w", err)
+	}
 	var out registry.Record
-	err := inTx(ctx, s.pool, func(tx pgx.Tx) error {
+	err = inTx(ctx, s.pool, func(tx pgx.Tx) error {
 		// The scope names the record's body (registry.ResponseOf); read it in the
 		// transaction that writes the body.
 		var scope []byte
@@ -158,14 +161,14 @@ func (s *Store) Reconcile(ctx context.Context, operationID string, r registry.Re
 			}
 			return err
 		}
-		key, body, err := s.sealResponse(idem.ScopeHash(scope), resp.Body)
+		key, body, err := s.sealResponse(idem.ScopeHash(scope), operationID, digest[:], resp.Body)
 		if err != nil {
 			return err
 		}
 		var logID int64
 		err = tx.QueryRow(ctx, effectQueries.Get("Reconcile"), operationID, string(r.Outcome),
 			resp.Status, resp.MediaType, resp.Location, resp.ETag, body, digest[:],
-			r.Method, r.Actor, r.Evidence, now, ids, topics, payloads, key).Scan(&logID)
+			r.Method, r.Actor, r.Evidence, now, ids, topics, payloads, key, payloadKeys).Scan(&logID)
 		if errors.Is(err, pgx.ErrNoRows) {
 			// Not UNKNOWN, or no such record: tell the two apart.
 			var exists bool

@@ -164,26 +164,30 @@ func (s *Store) finishArgs(rec registry.Record, out registry.Outcome, now *time.
 	if err := out.Response.Storable(); err != nil {
 		return nil, fmt.Errorf("idempg: complete: %w", err)
 	}
-	ids, topics, payloads := outboxArgs(rec.OperationID, out.Outbox)
+	ids, topics, payloads, payloadKeys, err := s.outboxArgs(rec.OperationID, out.Outbox)
+	if err != nil {
+		return nil, err
+	}
 	resp := out.Response
 	digest := resp.Digest()
-	key, body, err := s.sealResponse(rec.Scope, resp.Body)
+	key, body, err := s.sealResponse(rec.Scope, rec.OperationID, digest[:], resp.Body)
 	if err != nil {
 		return nil, err
 	}
 	return []any{
 		rec.Scope[:], rec.OwnerGen, string(out.State), resp.Status, resp.MediaType,
 		resp.Location, resp.ETag, body, digest[:], now,
-		rec.OperationID, ids, topics, payloads, rec.WriterEpoch, raise, key,
+		rec.OperationID, ids, topics, payloads, rec.WriterEpoch, raise, key, payloadKeys,
 	}, nil
 }
 
 // sealResponse returns the body to store for a response of the record
-// with that scope, and the ID of the key that sealed it (nil: plaintext,
-// when the Store has no Sealer). A sealed body longer than the column's
-// bound is refused (registry.CheckSealedResponse).
-func (s *Store) sealResponse(scope idem.ScopeHash, body []byte) (*string, []byte, error) {
-	key, sealed, err := registry.SealBody(s.sealer, nonNil(body), registry.ResponseOf(scope))
+// with that scope and operation ID whose digest is digest, and the ID of
+// the key that sealed it (nil: plaintext, when the Store has no Sealer).
+// A sealed body longer than the column's bound is refused
+// (registry.CheckSealedResponse).
+func (s *Store) sealResponse(scope idem.ScopeHash, operationID string, digest, body []byte) (*string, []byte, error) {
+	key, sealed, err := registry.SealBody(s.sealer, nonNil(body), registry.ResponseOf(scope, operationID, digest))
 	if err == nil && key != nil {
 		err = registry.CheckSealedResponse(sealed)
 	}
@@ -193,19 +197,24 @@ func (s *Store) sealResponse(scope idem.ScopeHash, body []byte) (*string, []byte
 	return key, sealed, nil
 }
 
-// outboxArgs returns the message IDs, topics and payloads of an
-// operation's outbox messages, as the array parameters of Finish and
-// InsertOutcome.
-func outboxArgs(operationID string, msgs []registry.Message) (ids, topics []string, payloads [][]byte) {
+// outboxArgs returns the message IDs, topics, payloads (sealed with the
+// Store's Sealer, if any, each bound to its message) and the IDs of the
+// keys that sealed them (nil: plaintext) of an operation's outbox
+// messages, as the array parameters of Finish, InsertOutcome and
+// Reconcile.
+func (s *Store) outboxArgs(operationID string, msgs []registry.Message) (ids, topics []string, payloads [][]byte, keys []*string, err error) {
 	ids = make([]string, len(msgs))
 	topics = make([]string, len(msgs))
 	payloads = make([][]byte, len(msgs))
+	keys = make([]*string, len(msgs))
 	for i, m := range msgs {
 		ids[i] = registry.MessageID(operationID, i)
 		topics[i] = m.Topic
-		payloads[i] = nonNil(m.Payload)
+		if keys[i], payloads[i], err = registry.SealPayload(s.sealer, ids[i], m.Topic, nonNil(m.Payload)); err != nil {
+			return nil, nil, nil, nil, err
+		}
 	}
-	return ids, topics, payloads
+	return ids, topics, payloads, keys, nil
 }
 
 // nonNil returns b, or an empty slice for nil, so that bytea NOT NULL

@@ -37,7 +37,7 @@ func (s *Store) ClaimOutbox(ctx context.Context, limit int, lease time.Duration)
 	defer rows.Close()
 	var msgs []registry.OutboxMessage
 	for rows.Next() {
-		m, err := scanOutbox(rows)
+		m, err := s.scanOutbox(rows)
 		if err != nil {
 			return nil, fmt.Errorf("idempg: claim outbox: %w", translate(err))
 		}
@@ -65,16 +65,18 @@ func (s *Store) MarkPublished(ctx context.Context, ids []string) error {
 
 // scanOutbox scans the columns every query of outbox messages returns:
 // seq, message_id, operation_id, topic, payload, created_at, attempts,
-// last_error, last_attempt_at, dead_at, published_at.
-func scanOutbox(row interface{ Scan(...any) error }) (registry.OutboxMessage, error) {
+// last_error, last_attempt_at, dead_at, published_at, payload_key, and
+// opens the payload (registry.OpenPayload).
+func (s *Store) scanOutbox(row interface{ Scan(...any) error }) (registry.OutboxMessage, error) {
 	var (
 		m           registry.OutboxMessage
 		lastError   *string
 		lastAttempt *time.Time
 		deadAt      *time.Time
 		publishedAt *time.Time
+		payloadKey  *string
 	)
-	dest := []any{&m.Seq, &m.ID, &m.OperationID, &m.Topic, &m.Payload, &m.CreatedAt, &m.Attempts, &lastError, &lastAttempt, &deadAt, &publishedAt}
+	dest := []any{&m.Seq, &m.ID, &m.OperationID, &m.Topic, &m.Payload, &m.CreatedAt, &m.Attempts, &lastError, &lastAttempt, &deadAt, &publishedAt, &payloadKey}
 	if err := row.Scan(dest...); err != nil {
 		return m, err
 	}
@@ -91,6 +93,7 @@ func scanOutbox(row interface{ Scan(...any) error }) (registry.OutboxMessage, er
 	if publishedAt != nil {
 		m.PublishedAt = publishedAt.UTC()
 	}
+	registry.OpenPayload(s.sealer, payloadKey, &m)
 	return m, nil
 }
 
@@ -122,7 +125,7 @@ func (s *Store) DeadLetters(ctx context.Context, limit int) ([]registry.OutboxMe
 	defer rows.Close()
 	var msgs []registry.OutboxMessage
 	for rows.Next() {
-		m, err := scanOutbox(rows)
+		m, err := s.scanOutbox(rows)
 		if err != nil {
 			return nil, fmt.Errorf("idempg: dead letters: %w", translate(err))
 		}
@@ -181,7 +184,7 @@ func (s *Store) OperationOutbox(ctx context.Context, operationID string) ([]regi
 		return nil, fmt.Errorf("idempg: operation outbox: %w", translate(err))
 	}
 	msgs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (registry.OutboxMessage, error) {
-		return scanOutbox(row)
+		return s.scanOutbox(row)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("idempg: operation outbox: %w", translate(err))

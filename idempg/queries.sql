@@ -212,7 +212,8 @@ WHERE operation_id = $1;
 -- Retention counts from settlement (migration 015): expires_at becomes
 -- this instant plus the retention, which Reserve stored as expires_at -
 -- created_at. An abandoned reservation's tombstone (retired_at set) is
--- fenced.
+-- fenced. $18 the IDs of the keys that sealed the payloads (NULLs:
+-- plaintext; migration 016).
 WITH clock AS (SELECT coalesce($10::timestamptz, statement_timestamp()) AS t),
 upd AS (
     UPDATE idem_operations o
@@ -231,9 +232,9 @@ upd AS (
               o.retired_at, o.tombstone_until, o.tombstone_ttl
 ),
 outbox AS (
-    INSERT INTO idem_outbox (message_id, operation_id, topic, payload, created_at)
-    SELECT m.id, $11::text, m.topic, m.payload, clock.t
-    FROM unnest($12::text[], $13::text[], $14::bytea[]) WITH ORDINALITY AS m(id, topic, payload, n), clock
+    INSERT INTO idem_outbox (message_id, operation_id, topic, payload, created_at, payload_key)
+    SELECT m.id, $11::text, m.topic, m.payload, clock.t, m.key
+    FROM unnest($12::text[], $13::text[], $14::bytea[], $18::text[]) WITH ORDINALITY AS m(id, topic, payload, key, n), clock
     WHERE EXISTS (SELECT 1 FROM upd)
     ORDER BY m.n
 ),
@@ -265,7 +266,8 @@ SELECT idem_claim($1::bytea, $2::integer);
 -- $10 tombstone TTL µs (as Reserve's $11), $11 state, $12 status,
 -- $13 media type, $14 location, $15 etag, $16 body, $17 digest,
 -- $18 message IDs, $19 topics, $20 payloads, $21 the body's key ID (NULL:
--- plaintext; migration 010). Nobody owns a terminal
+-- plaintext; migration 010), $22 the payloads' key IDs (migration 016).
+-- Nobody owns a terminal
 -- record, so lease_until is the insert's instant.
 -- A plain INSERT: a concurrent transaction that inserted the scope first
 -- makes this one wait for its end and then fail with a unique violation,
@@ -291,9 +293,9 @@ ins AS (
               retired_at, tombstone_until, tombstone_ttl
 ),
 outbox AS (
-    INSERT INTO idem_outbox (message_id, operation_id, topic, payload, created_at)
-    SELECT m.id, $2::text, m.topic, m.payload, clock.t
-    FROM unnest($18::text[], $19::text[], $20::bytea[]) WITH ORDINALITY AS m(id, topic, payload, n), clock
+    INSERT INTO idem_outbox (message_id, operation_id, topic, payload, created_at, payload_key)
+    SELECT m.id, $2::text, m.topic, m.payload, clock.t, m.key
+    FROM unnest($18::text[], $19::text[], $20::bytea[], $22::text[]) WITH ORDINALITY AS m(id, topic, payload, key, n), clock
     WHERE EXISTS (SELECT 1 FROM ins)
     ORDER BY m.n
 )
@@ -367,10 +369,10 @@ claimed AS (
         FOR UPDATE OF idem_outbox SKIP LOCKED
     )
     RETURNING seq, message_id, operation_id, topic, payload, created_at,
-              attempts, last_error, last_attempt_at, dead_at, published_at
+              attempts, last_error, last_attempt_at, dead_at, published_at, payload_key
 )
 SELECT seq, message_id, operation_id, topic, payload, created_at,
-       attempts, last_error, last_attempt_at, dead_at, published_at
+       attempts, last_error, last_attempt_at, dead_at, published_at, payload_key
 FROM claimed
 ORDER BY seq;
 

@@ -217,7 +217,7 @@ func (s *Store) scanRecord(row pgx.Row, lead ...any) (registry.Record, error) {
 	r.LeaseUntil, r.ExpiresAt = leaseUntil.UTC(), expiresAt.UTC()
 	r.CreatedAt, r.UpdatedAt = createdAt.UTC(), updatedAt.UTC()
 	if status != nil {
-		body, err := registry.OpenBody(s.sealer, bodyKey, body, registry.ResponseOf(r.Scope))
+		body, err := registry.OpenBody(s.sealer, bodyKey, body, registry.ResponseOf(r.Scope, r.OperationID, digest))
 		if err != nil {
 			return registry.Record{}, fmt.Errorf("idempg: operation %s: %w", r.OperationID, err)
 		}

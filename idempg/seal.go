@@ -25,39 +25,38 @@ var _ registry.Resealer = (*Store)(nil)
 // registry.Resealer. Each batch is one transaction that locks its rows
 // (SELECT … FOR UPDATE), so a concurrent Prune or re-seal waits or skips
 // them. The commit is durable. ctx governs the transaction.
-func (s *Store) Reseal(ctx context.Context, cursor string, limit int) (string, int, error) {
+func (s *Store) Reseal(ctx context.Context, cursor string, limit int) (registry.ResealBatch, error) {
 	if s.sealer == nil {
-		return "", 0, fmt.Errorf("idempg: reseal: %w", registry.ErrNoSealer)
+		return registry.ResealBatch{}, fmt.Errorf("idempg: reseal: %w", registry.ErrNoSealer)
 	}
 	c, err := reseal.Parse(cursor)
 	if err != nil {
-		return "", 0, fmt.Errorf("idempg: %w", err)
+		return registry.ResealBatch{}, fmt.Errorf("idempg: %w", err)
 	}
 	limit = max(limit, 1)
-	var next string
-	var changed int
+	var out registry.ResealBatch
 	err = inTx(ctx, s.pool, func(tx pgx.Tx) error {
+		out = registry.ResealBatch{} // a retried transaction starts again
 		var n int
 		var err error
 		if c.Effects {
-			n, changed, err = s.resealEffects(ctx, tx, &c, limit)
+			n, err = s.resealEffects(ctx, tx, &c, limit, &out)
 		} else {
-			n, changed, err = s.resealResponses(ctx, tx, &c, limit)
+			n, err = s.resealResponses(ctx, tx, &c, limit, &out)
 		}
-		next = c.Next(n, limit)
+		out.Next = c.Next(n, limit)
 		return err
 	})
 	if err != nil {
-		return "", 0, fmt.Errorf("idempg: reseal: %w", translate(err))
+		return registry.ResealBatch{}, fmt.Errorf("idempg: reseal: %w", translate(err))
 	}
-	return next, changed, nil
+	return out, nil
 }
 
 // resealResponses re-seals the next batch of response bodies after
-// c.Scope and moves c.Scope to the last one; it returns the batch's size
-// and how many it changed (the same: the query lists only bodies to
-// re-seal).
-func (s *Store) resealResponses(ctx context.Context, tx pgx.Tx, c *reseal.Cursor, limit int) (int, int, error) {
+// c.Scope, moves c.Scope to the last one and adds what it changed and
+// skipped to out; it returns the batch's size.
+func (s *Store) resealResponses(ctx context.Context, tx pgx.Tx, c *reseal.Cursor, limit int, out *registry.ResealBatch) (int, error) {
 	type row struct {
 		scope, digest []byte
 		operationID   string
@@ -66,7 +65,7 @@ func (s *Store) resealResponses(ctx context.Context, tx pgx.Tx, c *reseal.Cursor
 	}
 	rows, err := tx.Query(ctx, sealQueries.Get("ResealResponses"), c.Scope, s.sealer.ActiveKeyID(), limit)
 	if err != nil {
-		return 0, 0, err
+		return 0, err
 	}
 	batch, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (row, error) {
 		var b row
@@ -77,26 +76,31 @@ func (s *Store) resealResponses(ctx context.Context, tx pgx.Tx, c *reseal.Cursor
 		return b, err
 	})
 	if err != nil {
-		return 0, 0, err
+		return 0, err
 	}
 	for _, b := range batch {
+		c.Scope = b.scope
 		key, sealed, err := reseal.Response(s.sealer, b.operationID, idem.ScopeHash(b.scope), b.key, b.resp, b.digest)
-		if err != nil {
-			return 0, 0, err
+		switch {
+		case reseal.Unopenable(err):
+			out.Skipped = append(out.Skipped, registry.SkippedBody{Body: "operation " + b.operationID, Err: err})
+			continue
+		case err != nil:
+			return 0, err
 		}
 		if _, err := tx.Exec(ctx, sealQueries.Get("ResealResponse"), b.scope, sealed, key); err != nil {
-			return 0, 0, err
+			return 0, err
 		}
-		c.Scope = b.scope
+		out.Changed++
 	}
-	return len(batch), len(batch), nil
+	return len(batch), nil
 }
 
 // resealEffects re-seals the requests and answers of the next batch of
-// effect attempts after (c.OperationID, c.Name) and moves the cursor to
-// the last one; it returns the batch's size and how many bodies it
-// changed.
-func (s *Store) resealEffects(ctx context.Context, tx pgx.Tx, c *reseal.Cursor, limit int) (int, int, error) {
+// effect attempts after (c.OperationID, c.Name), moves the cursor to the
+// last one and adds what it changed and skipped to out; it returns the
+// batch's size.
+func (s *Store) resealEffects(ctx context.Context, tx pgx.Tx, c *reseal.Cursor, limit int, out *registry.ResealBatch) (int, error) {
 	type row struct {
 		operationID, name string
 		request, answer   []byte
@@ -104,7 +108,7 @@ func (s *Store) resealEffects(ctx context.Context, tx pgx.Tx, c *reseal.Cursor, 
 	}
 	rows, err := tx.Query(ctx, sealQueries.Get("ResealEffects"), c.OperationID, c.Name, s.sealer.ActiveKeyID(), limit)
 	if err != nil {
-		return 0, 0, err
+		return 0, err
 	}
 	batch, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (row, error) {
 		var b row
@@ -112,30 +116,37 @@ func (s *Store) resealEffects(ctx context.Context, tx pgx.Tx, c *reseal.Cursor, 
 		return b, err
 	})
 	if err != nil {
-		return 0, 0, err
+		return 0, err
 	}
-	changed := 0
 	for _, b := range batch {
-		reqKey, req, reqChanged, err := reseal.Part(s.sealer, b.operationID, b.name, "request", b.reqKey, b.request)
+		c.OperationID, c.Name = b.operationID, b.name
+		reqKey, req, reqChanged, reqSkip, err := reseal.Part(s.sealer, b.operationID, b.name, "request", b.reqKey, b.request)
 		if err != nil {
-			return 0, 0, err
+			return 0, err
 		}
-		ansKey, ans, ansChanged, err := reseal.Part(s.sealer, b.operationID, b.name, "answer", b.ansKey, b.answer)
+		ansKey, ans, ansChanged, ansSkip, err := reseal.Part(s.sealer, b.operationID, b.name, "answer", b.ansKey, b.answer)
 		if err != nil {
-			return 0, 0, err
+			return 0, err
+		}
+		for _, skip := range []*registry.SkippedBody{reqSkip, ansSkip} {
+			if skip != nil {
+				out.Skipped = append(out.Skipped, *skip)
+			}
+		}
+		if !reqChanged && !ansChanged {
+			continue
 		}
 		if _, err := tx.Exec(ctx, sealQueries.Get("ResealEffect"), b.operationID, b.name, req, reqKey, ans, ansKey); err != nil {
-			return 0, 0, err
+			return 0, err
 		}
 		if reqChanged {
-			changed++
+			out.Changed++
 		}
 		if ansChanged {
-			changed++
+			out.Changed++
 		}
-		c.OperationID, c.Name = b.operationID, b.name
 	}
-	return len(batch), changed, nil
+	return len(batch), nil
 }
 
 // KeyUsage counts stored bodies by sealing key; see registry.Resealer.

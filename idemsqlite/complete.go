@@ -139,7 +139,7 @@ func (s *Store) record(ctx context.Context, tx *sql.Tx, rec registry.Record, out
 	}
 	resp := out.Response
 	digest := resp.Digest()
-	key, body, err := s.sealResponse(rec.Scope, resp.Body)
+	key, body, err := s.sealResponse(rec.Scope, rec.OperationID, digest[:], resp.Body)
 	if err != nil {
 		return registry.Record{}, err
 	}
@@ -158,16 +158,28 @@ func (s *Store) record(ctx context.Context, tx *sql.Tx, rec registry.Record, out
 		insertOutbox = s.txStmt(ctx, tx, "InsertOutbox")
 	}
 	for i, m := range out.Outbox {
-		payload := m.Payload
-		if payload == nil {
-			payload = []byte{}
-		}
-		if _, err := insertOutbox.ExecContext(ctx,
-			now, registry.MessageID(done.OperationID, i), done.OperationID, m.Topic, payload); err != nil {
+		if err := s.insertOutbox(ctx, insertOutbox, now, done.OperationID, i, m); err != nil {
 			return registry.Record{}, s.fail("complete: outbox", err)
 		}
 	}
 	return done, nil
+}
+
+// insertOutbox inserts the i-th outbox message m of an operation with
+// stmt (InsertOutbox), its payload sealed with the Store's Sealer, if
+// any, and bound to the message.
+func (s *Store) insertOutbox(ctx context.Context, stmt *sql.Stmt, now any, operationID string, i int, m registry.Message) error {
+	payload := m.Payload
+	if payload == nil {
+		payload = []byte{}
+	}
+	id := registry.MessageID(operationID, i)
+	key, payload, err := registry.SealPayload(s.sealer, id, m.Topic, payload)
+	if err != nil {
+		return err
+	}
+	_, err = stmt.ExecContext(ctx, now, id, operationID, m.Topic, payload, key)
+	return err
 }
 
 // checkOutcome refuses an outcome that is not terminal, that is not a
@@ -279,13 +291,13 @@ func (r *sqlRows) Close() {
 }
 
 // sealResponse returns the body to store for a response of the record
-// with that scope, and the ID of the key that sealed it (nil: plaintext,
-// when the Store has no Sealer).
-func (s *Store) sealResponse(scope idem.ScopeHash, body []byte) (*string, []byte, error) {
+// with that scope and operation ID whose digest is digest, and the ID of
+// the key that sealed it (nil: plaintext, when the Store has no Sealer).
+func (s *Store) sealResponse(scope idem.ScopeHash, operationID string, digest, body []byte) (*string, []byte, error) {
 	if body == nil {
 		body = []byte{}
 	}
-	key, stored, err := registry.SealBody(s.sealer, body, registry.ResponseOf(scope))
+	key, stored, err := registry.SealBody(s.sealer, body, registry.ResponseOf(scope, operationID, digest))
 	if err == nil && key != nil {
 		err = registry.CheckSealedResponse(stored)
 	}

@@ -162,7 +162,7 @@ func (s *Store) Reconcile(ctx context.Context, operationID string, r registry.Re
 		if err := copyHash(sc[:], scope, "scope"); err != nil {
 			return err
 		}
-		key, body, err := s.sealResponse(sc, resp.Body)
+		key, body, err := s.sealResponse(sc, operationID, digest[:], resp.Body)
 		if err != nil {
 			return err
 		}
@@ -189,8 +189,7 @@ func (s *Store) Reconcile(ctx context.Context, operationID string, r registry.Re
 		// instant even on database time.
 		at = out.UpdatedAt.UnixMicro()
 		for i, m := range r.Outbox {
-			if _, err := s.txStmt(ctx, tx, "InsertOutbox").ExecContext(ctx, at,
-				registry.MessageID(operationID, i), operationID, m.Topic, m.Payload); err != nil {
+			if err := s.insertOutbox(ctx, s.txStmt(ctx, tx, "InsertOutbox"), at, operationID, i, m); err != nil {
 				return err
 			}
 		}

@@ -44,7 +44,7 @@ func (s *Store) ClaimOutbox(ctx context.Context, limit int, lease time.Duration)
 		}
 		defer rows.Close()
 		for rows.Next() {
-			m, err := scanOutbox(rows)
+			m, err := s.scanOutbox(rows)
 			if err != nil {
 				return err
 			}
@@ -86,8 +86,9 @@ func (s *Store) MarkPublished(ctx context.Context, ids []string) error {
 
 // scanOutbox scans the columns every query of outbox messages returns:
 // seq, message_id, operation_id, topic, payload, created_at, attempts,
-// last_error, last_attempt_at, dead_at, published_at.
-func scanOutbox(row interface{ Scan(...any) error }) (registry.OutboxMessage, error) {
+// last_error, last_attempt_at, dead_at, published_at, payload_key, and
+// opens the payload (registry.OpenPayload).
+func (s *Store) scanOutbox(row interface{ Scan(...any) error }) (registry.OutboxMessage, error) {
 	var (
 		m           registry.OutboxMessage
 		created     int64
@@ -95,8 +96,9 @@ func scanOutbox(row interface{ Scan(...any) error }) (registry.OutboxMessage, er
 		lastAttempt sql.NullInt64
 		deadAt      sql.NullInt64
 		publishedAt sql.NullInt64
+		payloadKey  sql.NullString
 	)
-	dest := []any{&m.Seq, &m.ID, &m.OperationID, &m.Topic, &m.Payload, &created, &m.Attempts, &lastError, &lastAttempt, &deadAt, &publishedAt}
+	dest := []any{&m.Seq, &m.ID, &m.OperationID, &m.Topic, &m.Payload, &created, &m.Attempts, &lastError, &lastAttempt, &deadAt, &publishedAt, &payloadKey}
 	if err := row.Scan(dest...); err != nil {
 		return m, err
 	}
@@ -114,6 +116,7 @@ func scanOutbox(row interface{ Scan(...any) error }) (registry.OutboxMessage, er
 	if publishedAt.Valid {
 		m.PublishedAt = fromMicros(publishedAt.Int64)
 	}
+	registry.OpenPayload(s.sealer, nullable(payloadKey), &m)
 	return m, nil
 }
 
@@ -159,7 +162,7 @@ func (s *Store) readOutbox(ctx context.Context, op string, query string, args ..
 	defer rows.Close()
 	var msgs []registry.OutboxMessage
 	for rows.Next() {
-		m, err := scanOutbox(rows)
+		m, err := s.scanOutbox(rows)
 		if err != nil {
 			return nil, s.fail(op, err)
 		}

@@ -145,8 +145,8 @@ RETURNING scope, operation_id, operation, owner, fingerprint, contract, state,
 
 -- name: InsertOutbox
 WITH clock(now) AS (SELECT coalesce($1, CAST(round(unixepoch('subsec') * 1000000) AS INTEGER)))
-INSERT INTO idem_outbox (message_id, operation_id, topic, payload, created_at)
-SELECT $2, $3, $4, coalesce($5, x''), now FROM clock;
+INSERT INTO idem_outbox (message_id, operation_id, topic, payload, created_at, payload_key)
+SELECT $2, $3, $4, coalesce($5, x''), now, $6 FROM clock;
 
 -- name: Release
 -- Generations restart at 1 for every new reservation of a scope, so the
@@ -182,7 +182,7 @@ WHERE seq IN (SELECT o.seq FROM idem_outbox AS o, clock AS c
                 AND (o.claimed_until IS NULL OR o.claimed_until <= c.now)
               ORDER BY o.seq LIMIT $2)
 RETURNING seq, message_id, operation_id, topic, payload, created_at,
-          attempts, last_error, last_attempt_at, dead_at, published_at;
+          attempts, last_error, last_attempt_at, dead_at, published_at, payload_key;
 
 -- name: MarkPublished
 -- $2 is a JSON array of message IDs.

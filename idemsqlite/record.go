@@ -56,7 +56,7 @@ func (s *Store) scanRecord(row scanner) (registry.Record, error) {
 	rec.CreatedAt = fromMicros(created)
 	rec.UpdatedAt = fromMicros(updated)
 	if status.Valid {
-		body, err := registry.OpenBody(s.sealer, nullable(bodyKey), body, registry.ResponseOf(rec.Scope))
+		body, err := registry.OpenBody(s.sealer, nullable(bodyKey), body, registry.ResponseOf(rec.Scope, rec.OperationID, digest))
 		if err != nil {
 			return registry.Record{}, fmt.Errorf("operation %s: %w", rec.OperationID, err)
 		}

@@ -24,39 +24,38 @@ var _ registry.Resealer = (*Store)(nil)
 // registry.Resealer. Each batch is one write transaction (queued with the
 // Store's other writers), durable with Open's synchronous=FULL. ctx
 // governs the call.
-func (s *Store) Reseal(ctx context.Context, cursor string, limit int) (string, int, error) {
+func (s *Store) Reseal(ctx context.Context, cursor string, limit int) (registry.ResealBatch, error) {
 	if s.sealer == nil {
-		return "", 0, fmt.Errorf("idemsqlite: reseal: %w", registry.ErrNoSealer)
+		return registry.ResealBatch{}, fmt.Errorf("idemsqlite: reseal: %w", registry.ErrNoSealer)
 	}
 	c, err := reseal.Parse(cursor)
 	if err != nil {
-		return "", 0, fmt.Errorf("idemsqlite: %w", err)
+		return registry.ResealBatch{}, fmt.Errorf("idemsqlite: %w", err)
 	}
 	limit = max(limit, 1)
-	var next string
-	var changed int
+	var out registry.ResealBatch
 	err = s.writeTx(ctx, "reseal", func(tx *sql.Tx, _ any) error {
+		out = registry.ResealBatch{} // a retried transaction starts again
 		var n int
 		var err error
 		if c.Effects {
-			n, changed, err = s.resealEffects(ctx, tx, &c, limit)
+			n, err = s.resealEffects(ctx, tx, &c, limit, &out)
 		} else {
-			n, changed, err = s.resealResponses(ctx, tx, &c, limit)
+			n, err = s.resealResponses(ctx, tx, &c, limit, &out)
 		}
-		next = c.Next(n, limit)
+		out.Next = c.Next(n, limit)
 		return err
 	})
 	if err != nil {
-		return "", 0, err
+		return registry.ResealBatch{}, err
 	}
-	return next, changed, nil
+	return out, nil
 }
 
 // resealResponses re-seals the next batch of response bodies after
-// c.Scope and moves c.Scope to the last one; it returns the batch's size
-// and how many it changed (the same: the query lists only bodies to
-// re-seal).
-func (s *Store) resealResponses(ctx context.Context, tx *sql.Tx, c *reseal.Cursor, limit int) (int, int, error) {
+// c.Scope, moves c.Scope to the last one and adds what it changed and
+// skipped to out; it returns the batch's size.
+func (s *Store) resealResponses(ctx context.Context, tx *sql.Tx, c *reseal.Cursor, limit int, out *registry.ResealBatch) (int, error) {
 	type row struct {
 		scope, digest []byte
 		operationID   string
@@ -65,7 +64,7 @@ func (s *Store) resealResponses(ctx context.Context, tx *sql.Tx, c *reseal.Curso
 	}
 	rows, err := tx.QueryContext(ctx, sealQueries.Get("ResealResponses"), c.Scope, s.sealer.ActiveKeyID(), limit)
 	if err != nil {
-		return 0, 0, err
+		return 0, err
 	}
 	var batch []row
 	for rows.Next() {
@@ -74,7 +73,7 @@ func (s *Store) resealResponses(ctx context.Context, tx *sql.Tx, c *reseal.Curso
 		if err := rows.Scan(&b.scope, &b.operationID, &b.key, &b.resp.Body, &b.resp.Status, &mediaType,
 			&location, &etag, &b.digest); err != nil {
 			rows.Close()
-			return 0, 0, err
+			return 0, err
 		}
 		b.resp.MediaType, b.resp.Location, b.resp.ETag = mediaType.String, location.String, etag.String
 		if b.resp.Body == nil { // the driver returns an empty BLOB as nil
@@ -83,30 +82,35 @@ func (s *Store) resealResponses(ctx context.Context, tx *sql.Tx, c *reseal.Curso
 		batch = append(batch, b)
 	}
 	if err := rows.Err(); err != nil {
-		return 0, 0, err
+		return 0, err
 	}
 	for _, b := range batch {
+		c.Scope = b.scope
 		var scope idem.ScopeHash
 		if err := copyHash(scope[:], b.scope, "scope"); err != nil {
-			return 0, 0, err
+			return 0, err
 		}
 		key, sealed, err := reseal.Response(s.sealer, b.operationID, scope, nullable(b.key), b.resp, b.digest)
-		if err != nil {
-			return 0, 0, err
+		switch {
+		case reseal.Unopenable(err):
+			out.Skipped = append(out.Skipped, registry.SkippedBody{Body: "operation " + b.operationID, Err: err})
+			continue
+		case err != nil:
+			return 0, err
 		}
 		if _, err := tx.ExecContext(ctx, sealQueries.Get("ResealResponse"), b.scope, sealed, key); err != nil {
-			return 0, 0, err
+			return 0, err
 		}
-		c.Scope = b.scope
+		out.Changed++
 	}
-	return len(batch), len(batch), nil
+	return len(batch), nil
 }
 
 // resealEffects re-seals the requests and answers of the next batch of
-// effect attempts after (c.OperationID, c.Name) and moves the cursor to
-// the last one; it returns the batch's size and how many bodies it
-// changed.
-func (s *Store) resealEffects(ctx context.Context, tx *sql.Tx, c *reseal.Cursor, limit int) (int, int, error) {
+// effect attempts after (c.OperationID, c.Name), moves the cursor to the
+// last one and adds what it changed and skipped to out; it returns the
+// batch's size.
+func (s *Store) resealEffects(ctx context.Context, tx *sql.Tx, c *reseal.Cursor, limit int, out *registry.ResealBatch) (int, error) {
 	type row struct {
 		operationID, name string
 		request, answer   []byte
@@ -114,42 +118,49 @@ func (s *Store) resealEffects(ctx context.Context, tx *sql.Tx, c *reseal.Cursor,
 	}
 	rows, err := tx.QueryContext(ctx, sealQueries.Get("ResealEffects"), c.OperationID, c.Name, s.sealer.ActiveKeyID(), limit)
 	if err != nil {
-		return 0, 0, err
+		return 0, err
 	}
 	var batch []row
 	for rows.Next() {
 		var b row
 		if err := rows.Scan(&b.operationID, &b.name, &b.request, &b.reqKey, &b.answer, &b.ansKey); err != nil {
 			rows.Close()
-			return 0, 0, err
+			return 0, err
 		}
 		batch = append(batch, b)
 	}
 	if err := rows.Err(); err != nil {
-		return 0, 0, err
+		return 0, err
 	}
-	changed := 0
 	for _, b := range batch {
-		reqKey, req, reqChanged, err := reseal.Part(s.sealer, b.operationID, b.name, "request", nullable(b.reqKey), b.request)
+		c.OperationID, c.Name = b.operationID, b.name
+		reqKey, req, reqChanged, reqSkip, err := reseal.Part(s.sealer, b.operationID, b.name, "request", nullable(b.reqKey), b.request)
 		if err != nil {
-			return 0, 0, err
+			return 0, err
 		}
-		ansKey, ans, ansChanged, err := reseal.Part(s.sealer, b.operationID, b.name, "answer", nullable(b.ansKey), b.answer)
+		ansKey, ans, ansChanged, ansSkip, err := reseal.Part(s.sealer, b.operationID, b.name, "answer", nullable(b.ansKey), b.answer)
 		if err != nil {
-			return 0, 0, err
+			return 0, err
+		}
+		for _, skip := range []*registry.SkippedBody{reqSkip, ansSkip} {
+			if skip != nil {
+				out.Skipped = append(out.Skipped, *skip)
+			}
+		}
+		if !reqChanged && !ansChanged {
+			continue
 		}
 		if _, err := tx.ExecContext(ctx, sealQueries.Get("ResealEffect"), b.operationID, b.name, req, reqKey, ans, ansKey); err != nil {
-			return 0, 0, err
+			return 0, err
 		}
 		if reqChanged {
-			changed++
+			out.Changed++
 		}
 		if ansChanged {
-			changed++
+			out.Changed++
 		}
-		c.OperationID, c.Name = b.operationID, b.name
 	}
-	return len(batch), changed, nil
+	return len(batch), nil
 }
 
 // KeyUsage counts stored bodies by sealing key; see registry.Resealer.

@@ -108,6 +108,28 @@ func newHarness(t *testing.T) *registrytest.Harness {
 			return n, err
 		},
 		SetNow: clock.set,
+		DropGuards: func(ctx context.Context) error {
+			rows, err := db.QueryContext(ctx, `SELECT name FROM sqlite_master WHERE type = 'trigger' AND tbl_name IN ('idem_operations', 'idem_effects')`)
+			if err != nil {
+				return err
+			}
+			var names []string
+			for rows.Next() {
+				var n string
+				if err := rows.Scan(&n); err != nil {
+					rows.Close()
+					return err
+				}
+				names = append(names, n)
+			}
+			rows.Close()
+			for _, n := range names {
+				if _, err := db.ExecContext(ctx, `DROP TRIGGER "`+n+`"`); err != nil {
+					return err
+				}
+			}
+			return rows.Err()
+		},
 		FailClaims: func(ctx context.Context, operation string) error {
 			// DDL takes no parameters: quote the name as a SQL literal.
 			stmt := fmt.Sprintf(`CREATE TRIGGER idem_test_fail_claims_%d BEFORE INSERT ON idem_operations

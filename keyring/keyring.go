@@ -9,7 +9,9 @@
 // New bodies are sealed with the active key; bodies sealed with any other
 // key of the ring stay readable, so a rotation is: add a key, make it
 // active, restart the writers, run `idem keys rotate` to re-seal the old
-// bodies, and only then drop the old key from the file. A body whose key
+// bodies, and only then drop the old key from the file. A server seals
+// through a Gate, which holds the active key back until every live
+// instance has announced it in the registry (registry.KeyRoster). A body whose key
 // is missing, or that was moved to another record, does not open
 // (registry.ErrUnreadable) and is never served.
 //
@@ -46,7 +48,8 @@ const version = 1
 // Errors of Open.
 var (
 	// ErrUnknownKey: the sealed body names a key the ring does not hold.
-	ErrUnknownKey = errors.New("keyring: no key with that ID")
+	// It wraps registry.ErrUnknownKey, so a Store tells it from tampering.
+	ErrUnknownKey = fmt.Errorf("keyring: %w", registry.ErrUnknownKey)
 	// ErrOpen: the sealed body does not authenticate under its key and
 	// associated data (tampered, truncated or moved to another record).
 	ErrOpen = errors.New("keyring: sealed body does not authenticate")
@@ -59,6 +62,7 @@ var idPattern = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
 // safe for concurrent use. It implements registry.Sealer.
 type Ring struct {
 	active string
+	order  []string // key IDs in file order
 	aeads  map[string]cipher.AEAD
 }
 
@@ -125,6 +129,7 @@ func New(f File) (*Ring, error) {
 			return nil, fmt.Errorf("keyring: key %q: %w", k.ID, err)
 		}
 		r.aeads[k.ID] = aead
+		r.order = append(r.order, k.ID)
 	}
 	if _, ok := r.aeads[f.Active]; !ok {
 		return nil, fmt.Errorf("keyring: the active key %q is not in the file", f.Active)
@@ -145,14 +150,22 @@ func NewKey(id string) (Key, error) {
 // ActiveKeyID returns the ID of the key Seal uses.
 func (r *Ring) ActiveKeyID() string { return r.active }
 
+// KeyIDs returns the IDs of the ring's keys in the file's order.
+func (r *Ring) KeyIDs() []string { return append([]string(nil), r.order...) }
+
 // Seal encrypts plaintext under the active key, binding aad, with a fresh
 // random nonce.
 func (r *Ring) Seal(plaintext, aad []byte) (string, []byte, error) {
-	aead := r.aeads[r.active]
+	return r.sealWith(r.active, plaintext, aad)
+}
+
+// sealWith is Seal under the key keyID, which the ring holds.
+func (r *Ring) sealWith(keyID string, plaintext, aad []byte) (string, []byte, error) {
+	aead := r.aeads[keyID]
 	out := make([]byte, 1+aead.NonceSize(), 1+aead.NonceSize()+len(plaintext)+aead.Overhead())
 	out[0] = version
 	rand.Read(out[1:])
-	return r.active, aead.Seal(out, out[1:], plaintext, aad), nil
+	return keyID, aead.Seal(out, out[1:], plaintext, aad), nil
 }
 
 // Open decrypts sealed bytes made by Seal with key keyID and the same aad.

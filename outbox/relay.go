@@ -164,16 +164,34 @@ func (r *Relay) runOnce(ctx context.Context) (claimed, delivered int, err error)
 		delivered, err = r.deliverEach(ctx, d, msgs)
 		return len(msgs), delivered, err
 	}
-	perr := r.Publisher.Publish(ctx, msgs)
+	// A message whose payload the Store could not open (m.Unreadable) is
+	// never published: a dead letter at once.
+	unreadable := DeliveryErrors{}
+	var readable []registry.OutboxMessage
+	for _, m := range msgs {
+		if m.Unreadable != nil {
+			unreadable[m.ID] = Permanent(m.Unreadable)
+		} else {
+			readable = append(readable, m)
+		}
+	}
+	var perr error
+	if len(readable) > 0 {
+		perr = r.Publisher.Publish(ctx, readable)
+	}
 	var failed DeliveryErrors
 	switch {
 	case perr == nil:
+		failed = DeliveryErrors{}
 	case errors.As(perr, &failed):
 	default:
 		failed = DeliveryErrors{}
-		for _, m := range msgs {
+		for _, m := range readable {
 			failed[m.ID] = perr
 		}
+	}
+	for id, err := range unreadable {
+		failed[id] = err
 	}
 	// The deliveries happened: record them even if Run is stopping.
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
@@ -213,7 +231,14 @@ func (r *Relay) deliverEach(ctx context.Context, d Deliverer, msgs []registry.Ou
 	)
 	for _, m := range msgs {
 		wg.Go(func() {
-			derr := d.Deliver(ctx, m)
+			var derr error
+			if m.Unreadable != nil {
+				// The Store's key ring does not open the payload for this
+				// message: never delivered, a dead letter at once.
+				derr = Permanent(m.Unreadable)
+			} else {
+				derr = d.Deliver(ctx, m)
+			}
 			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
 			defer cancel()
 			var err error

@@ -170,6 +170,12 @@ type OutboxMessage struct {
 	// PublishedAt is when a relay published the message; zero unless it
 	// was (claimed and dead messages never are).
 	PublishedAt time.Time
+	// Unreadable is set, and Payload nil, when the Store has a key ring
+	// and the stored payload does not open for this message (plaintext,
+	// tampered, moved, or under a key the ring lacks): it wraps
+	// ErrUnreadable (ErrTampered for all but a missing key). A relay never
+	// delivers such a message; it makes it a dead letter.
+	Unreadable error
 }
 
 // Tx is the business transaction handed to business functions. Queries

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"slices"
 	"strings"
 	"time"
@@ -113,12 +114,19 @@ func withStore(ctx context.Context, name, dsn, keysPath string, std stdio, fn fu
 		fmt.Fprintf(std.err, "idem %s: %s\n", name, printable(err.Error()))
 		return exitRefused
 	}
+	gate := gateOptions(&opts)
 	store, err := idemstore.Open(ctx, dsn, opts)
 	if err != nil {
 		fmt.Fprintf(std.err, "idem %s: %s\n", name, printable(err.Error()))
 		return exitRefused
 	}
 	defer store.Close()
+	stopGate, err := gateStore(ctx, slog.New(slog.NewTextHandler(io.Discard, nil)), gate, store, defaultKeyRefresh)
+	if err != nil {
+		fmt.Fprintf(std.err, "idem %s: %v\n", name, err)
+		return exitRefused
+	}
+	defer stopGate()
 	if err := fn(store); err != nil {
 		fmt.Fprintf(std.err, "idem %s: %s\n", name, printable(err.Error()))
 		return exitRefused

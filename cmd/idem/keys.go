@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	"github.com/idemkit/idem/idemstore"
 	"github.com/idemkit/idem/internal/secretfile"
@@ -52,11 +53,17 @@ func storeOptions(keysPath string) (idemstore.Options, error) {
 //
 //	idem keys rotate --db DSN --encryption-keys FILE [--batch N] [--json]
 //
-// re-seals every stored body that is not under the file's active key
-// (plaintext ones included), N records per transaction, printing a
-// progress line per batch and then the bodies per key ID; it can be
-// stopped and run again (bodies already re-sealed are skipped). Once no
-// body uses an old key, that key can leave the file.
+// refuses, naming them, while an instance seen alive within
+// keyring.DefaultHolderWindow has not announced the file's active key in
+// the registry (the body it re-seals would be unreadable there); then
+// re-seals every stored body that is sealed under another key than the
+// file's active one, N records per transaction, printing a progress line
+// per batch and then the bodies per key ID; it can be stopped and run
+// again (bodies already re-sealed are left alone). A body it cannot open
+// — its key is not in the file, it fails authentication, or it is in
+// plaintext (never sealed: it could be a forgery) — is left as it is and
+// named on stderr; the rest goes on, and the exit status is 1 if any was
+// skipped. Once no body uses an old key, that key can leave the file.
 func runKeys(ctx context.Context, args []string, std stdio) int {
 	f := newFlags("keys", "add|rotate --encryption-keys FILE [--id ID] [--db DSN] [--batch N] [--json]", std)
 	path := addKeysFlag(f.FlagSet)
@@ -147,6 +154,7 @@ type rotateJSON struct {
 	Active   string           `json:"active"`
 	Resealed int              `json:"resealed"`
 	Batches  int              `json:"batches"`
+	Skipped  []string         `json:"skipped"`
 	Usage    map[string]int64 `json:"usage"`
 }
 
@@ -170,19 +178,36 @@ func keysRotate(ctx context.Context, dsn, path string, batch int, asJSON bool, s
 		return exitRefused
 	}
 	active := opts.Sealer.ActiveKeyID()
-	out := rotateJSON{Active: active}
+	if roster, ok := store.(registry.KeyRoster); ok {
+		holders, err := roster.KeyHolders(ctx, keyring.DefaultHolderWindow)
+		if err != nil {
+			fmt.Fprintln(std.err, "idem keys rotate:", err)
+			return exitRefused
+		}
+		if lacking := registry.Lacking(holders, active); len(lacking) > 0 {
+			fmt.Fprintf(std.err, "idem keys rotate: refused: %d live instances do not hold key %s yet: %s; "+
+				"restart them with this key file (a stopped instance drops out at once, a crashed one after %s), then run it again\n",
+				len(lacking), active, oneLine(strings.Join(lacking, ", ")), keyring.DefaultHolderWindow)
+			return exitRefused
+		}
+	}
+	out := rotateJSON{Active: active, Skipped: []string{}}
 	for cursor := ""; ; {
-		next, n, err := rs.Reseal(ctx, cursor, batch)
+		b, err := rs.Reseal(ctx, cursor, batch)
 		if err != nil {
 			fmt.Fprintf(std.err, "idem keys rotate: %s (%d bodies re-sealed before the error; run it again once fixed)\n", printable(err.Error()), out.Resealed)
 			return exitRefused
 		}
-		out.Resealed += n
+		out.Resealed += b.Changed
 		out.Batches++
-		if !asJSON {
-			fmt.Fprintf(std.out, "batch %d: re-sealed %d bodies under %s (%d so far)\n", out.Batches, n, active, out.Resealed)
+		for _, s := range b.Skipped {
+			out.Skipped = append(out.Skipped, s.Body)
+			fmt.Fprintf(std.err, "idem keys rotate: skipped %s: %s\n", oneLine(s.Body), oneLine(s.Err.Error()))
 		}
-		if cursor = next; cursor == "" {
+		if !asJSON {
+			fmt.Fprintf(std.out, "batch %d: re-sealed %d bodies under %s (%d so far)\n", out.Batches, b.Changed, active, out.Resealed)
+		}
+		if cursor = b.Next; cursor == "" {
 			break
 		}
 	}
@@ -190,12 +215,21 @@ func keysRotate(ctx context.Context, dsn, path string, batch int, asJSON bool, s
 		fmt.Fprintln(std.err, "idem keys rotate:", printable(err.Error()))
 		return exitRefused
 	}
+	code := exitOK
+	if len(out.Skipped) > 0 {
+		// The rest is done, but an operator must look at these before
+		// the old key leaves the file.
+		fmt.Fprintf(std.err, "idem keys rotate: %d bodies could not be opened and were left as they are "+
+			"(a key missing from the file, or a body written to the database by someone else): %s\n",
+			len(out.Skipped), oneLine(strings.Join(out.Skipped, ", ")))
+		code = exitRefused
+	}
 	if asJSON {
 		if err := printJSON(std.out, out); err != nil {
 			fmt.Fprintln(std.err, "idem keys rotate:", printable(err.Error()))
 			return exitRefused
 		}
-		return exitOK
+		return code
 	}
 	for _, k := range slices.Sorted(maps.Keys(out.Usage)) {
 		name := printable(k) // a key ID as stored with a body
@@ -204,5 +238,5 @@ func keysRotate(ctx context.Context, dsn, path string, batch int, asJSON bool, s
 		}
 		fmt.Fprintf(std.out, "%s: %d bodies\n", name, out.Usage[k])
 	}
-	return exitOK
+	return code
 }

@@ -129,7 +129,7 @@ func TestKeysRotate(t *testing.T) {
 
 	// A database writer copies the first response, whole, onto the second
 	// record (dropping the guard that forbids it): it does not open there.
-	if _, err := db.Exec(`DROP TRIGGER idem_operations_terminal`); err != nil {
+	if _, err := db.Exec(`DROP TRIGGER idem_operations_terminal; DROP TRIGGER idem_operations_settled_body`); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := db.Exec(`UPDATE idem_operations SET
@@ -162,4 +162,69 @@ func wantUnreadable(t *testing.T, what string, resp *http.Response, b []byte) {
 		bytes.Contains(b, []byte("marker-")) {
 		t.Errorf("%s: %d %v %s, want 503 RESPONSE_UNREADABLE with Retry-After", what, resp.StatusCode, resp.Header, b)
 	}
+}
+
+// TestKeysRotateSkips: a rotation over a registry with one tampered body
+// re-seals the others, names the tampered one in --json's skipped and on
+// stderr, and exits 1; the tampered record still fails closed and the
+// others replay under the new key.
+//
+// threat:rotation-stops-or-seals-forgery
+func TestKeysRotateSkips(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	keys, dbPath := filepath.Join(dir, "keys.json"), filepath.Join(dir, "serve.db")
+	if code, out, errs := runCmd(t, "", "keys", "add", "--encryption-keys", keys, "--id", "k1"); code != exitOK {
+		t.Fatalf("keys add k1: %d %s %s", code, out, errs)
+	}
+	s := startServe(t, "--db", "sqlite:"+dbPath, "--encryption-keys", keys)
+	type sent struct{ key, body, op string }
+	var reqs []sent
+	for _, marker := range []string{"marker-tampered", "marker-good-1", "marker-good-2"} {
+		r := sent{key: opaqueKey(), body: `{"amount":"3","currency":"EUR","payee":"acct_9","memo":"` + marker + `"}`}
+		resp, b := s.post(t, "demo", r.key, r.body)
+		if resp.StatusCode != http.StatusCreated {
+			t.Fatalf("create: %d %s", resp.StatusCode, b)
+		}
+		r.op = resp.Header.Get("Idempotency-Operation")
+		reqs = append(reqs, r)
+	}
+	s.stop(t)
+
+	db, err := sql.Open("sqlite", "file:"+dbPath+"?_pragma=busy_timeout(10000)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Exec(`DROP TRIGGER idem_operations_terminal; DROP TRIGGER idem_operations_settled_body`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(`UPDATE idem_operations SET resp_body = x'01deadbeefdeadbeefdeadbeefdeadbeefdeadbeefdeadbeef' WHERE operation_id = $1`, reqs[0].op); err != nil {
+		t.Fatal(err)
+	}
+
+	if code, out, errs := runCmd(t, "", "keys", "add", "--encryption-keys", keys, "--id", "k2"); code != exitOK {
+		t.Fatalf("keys add k2: %d %s %s", code, out, errs)
+	}
+	code, out, errs := runCmd(t, "", "keys", "rotate", "--db", "sqlite:"+dbPath, "--encryption-keys", keys, "--batch", "1", "--json")
+	var rot rotateJSON
+	if json.Unmarshal([]byte(out), &rot) != nil {
+		t.Fatalf("keys rotate: %d %q %s", code, out, errs)
+	}
+	if code != exitRefused || rot.Resealed != 2 || len(rot.Skipped) != 1 || rot.Skipped[0] != "operation "+reqs[0].op ||
+		!strings.Contains(errs, reqs[0].op) || !strings.Contains(errs, "1 bodies could not be opened") {
+		t.Errorf("keys rotate: exit %d %+v stderr %s, want exit 1, 2 re-sealed and %s skipped", code, rot, errs, reqs[0].op)
+	}
+	if rot.Usage["k2"] != 2 || rot.Usage["k1"] != 1 {
+		t.Errorf("usage after the rotation: %v, want k2: 2 and the tampered body still under k1", rot.Usage)
+	}
+	s = startServe(t, "--db", "sqlite:"+dbPath, "--encryption-keys", keys)
+	resp, b := s.post(t, "demo", reqs[0].key, reqs[0].body)
+	wantUnreadable(t, "the tampered body", resp, b)
+	for _, r := range reqs[1:] {
+		if resp, b := s.post(t, "demo", r.key, r.body); resp.StatusCode != http.StatusCreated || resp.Header.Get("Idempotent-Replayed") != "true" {
+			t.Errorf("replay after the rotation: %d %s", resp.StatusCode, b)
+		}
+	}
+	s.stop(t)
 }

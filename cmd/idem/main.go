@@ -84,7 +84,7 @@ func commands() []command {
 		{name: "help", summary: "list the commands, or show one command's help: idem help CMD"},
 		{name: "keys", summary: "manage the key ring that seals stored bodies at rest", run: runKeys, actions: []action{
 			{"add", "add a fresh key to the key file and make it active"},
-			{"rotate", "re-seal every stored body under the active key, in batches"},
+			{"rotate", "re-seal sealed bodies under the active key once every instance holds it"},
 		}},
 		{name: "migrate", summary: "apply the registry's migrations to a database", run: runMigrate},
 		{name: "ops", summary: "the operator's view of operations, outbox dead letters and the audit log", run: runOps, actions: []action{

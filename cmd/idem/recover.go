@@ -66,14 +66,22 @@ func runRecover(ctx context.Context, args []string, std stdio) int {
 		fmt.Fprintln(std.err, "idem recover:", printable(err.Error()))
 		return exitRefused
 	}
+	gate := gateOptions(&opts)
 	store, err := idemstore.Open(ctx, *dsn, opts)
 	if err != nil {
 		fmt.Fprintln(std.err, "idem recover:", printable(err.Error()))
 		return exitRefused
 	}
 	defer store.Close()
+	log := slog.New(slog.NewTextHandler(std.err, nil))
+	stopGate, err := gateStore(ctx, log, gate, store, defaultKeyRefresh)
+	if err != nil {
+		fmt.Fprintln(std.err, "idem recover:", err)
+		return exitRefused
+	}
+	defer stopGate()
 	w := &recovery.Worker{Store: store, Effects: transferEffects(*providerURL, *providerTimeout), Lease: *lease, Batch: *batch,
-		Logger: slog.New(slog.NewTextHandler(std.err, nil))}
+		Logger: log}
 	if *once {
 		rep, err := w.RunOnce(ctx)
 		if err != nil {

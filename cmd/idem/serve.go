@@ -106,6 +106,7 @@ func runServe(ctx context.Context, args []string, std stdio) int {
 	windows := addRetentionFlags(fs.FlagSet)
 	pruneEvery := fs.Duration("prune-interval", time.Minute, "how often to retire expired records and delete expired tombstones; 0 turns it off (run \"idem prune\" instead)")
 	apiRevision := fs.String("api-revision", payments.APIRevision, "API major `REVISION` bound into every operation's scope; for testing a revision change, the routes stay the same")
+	keyRefresh := fs.Duration("key-refresh", defaultKeyRefresh, "with --encryption-keys: how often this instance announces the keys it holds in the registry and re-checks that every live instance holds the active key before sealing with it")
 	storeTimeout := fs.Duration("store-timeout", registry.DefaultCallTimeout, "bound on each registry call made for a request; a call that takes longer fails the request with 503 STORE_UNAVAILABLE (0: unbounded)")
 	twoPhase := fs.Bool("two-phase", false, "run POST /v1/payments in the two-phase style: reserve the key (committed), then run the payment and record its outcome; a duplicate sent meanwhile gets 409 IN_PROGRESS or waits (Prefer: wait). Default: one database transaction — payment, outbox message and operation record commit together, and a duplicate sent meanwhile waits for it and replays")
 	webhook := addWebhookFlags(fs.FlagSet)
@@ -138,6 +139,9 @@ func runServe(ctx context.Context, args []string, std stdio) int {
 	if err := admin.check(); err != nil {
 		return fs.usage(err.Error())
 	}
+	if *keyRefresh <= 0 {
+		return fs.usage("--key-refresh must be positive")
+	}
 	if *epoch < -1 {
 		fmt.Fprintln(std.err, "idem serve: --writer-epoch must be -1 (the registry's at start) or an epoch >= 0")
 		return exitUsage
@@ -163,12 +167,19 @@ func runServe(ctx context.Context, args []string, std stdio) int {
 	if opts.Sealer == nil {
 		log.Warn("no --encryption-keys file: response bodies are stored in plaintext (required for production: docs/operations.md, \"Encryption at rest\")")
 	}
+	gate := gateOptions(&opts)
 	store, err := idemstore.Open(ctx, *dsn, opts)
 	if err != nil {
 		log.Error("idem serve: cannot open the database", "err", err)
 		return exitRefused
 	}
 	defer store.Close()
+	stopGate, err := gateStore(ctx, log, gate, store, *keyRefresh)
+	if err != nil {
+		log.Error("idem serve: cannot start", "err", err)
+		return exitRefused
+	}
+	defer stopGate()
 	warnDurability(ctx, log, store)
 
 	reg := prometheus.NewRegistry()

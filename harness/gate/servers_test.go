@@ -40,8 +40,14 @@ func dsnFor(t *testing.T, kind string) string {
 // newBundle starts the bundle; each option adjusts the services' Config.
 func newBundle(t *testing.T, kind string, n int, tokens payments.Tokens, options ...func(*payments.Config)) *bundle {
 	t.Helper()
+	return newBundleWith(t, kind, n, tokens, idemstore.Options{}, options...)
+}
+
+// newBundleWith is newBundle with the store's options (a key ring).
+func newBundleWith(t *testing.T, kind string, n int, tokens payments.Tokens, opts idemstore.Options, options ...func(*payments.Config)) *bundle {
+	t.Helper()
 	ctx := context.Background()
-	store, err := idemstore.Open(ctx, dsnFor(t, kind), idemstore.Options{})
+	store, err := idemstore.Open(ctx, dsnFor(t, kind), opts)
 	if err != nil {
 		t.Fatal(err)
 	}

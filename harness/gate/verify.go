@@ -271,6 +271,7 @@ func readEffects(ctx context.Context, store registry.Store, plan Plan, outboxMar
 		i, err := strconv.Atoi(s)
 		return i, err == nil && i >= 0 && i < len(plan.Keys)
 	}
+	var ops []string // operations with "payment.created" messages since the mark
 	err = store.InTx(ctx, func(ctx context.Context, tx registry.Tx) error {
 		if err := eachRow(ctx, tx, queries.Get("payments_of_run"), []any{prefix + "%"}, func(scan func(...any) error) error {
 			var memo, op string
@@ -284,24 +285,40 @@ func readEffects(ctx context.Context, store registry.Store, plan Plan, outboxMar
 		}); err != nil {
 			return fmt.Errorf("payments: %w", err)
 		}
-		return eachRow(ctx, tx, queries.Get("outbox_since"), []any{payments.TopicCreated, outboxMark}, func(scan func(...any) error) error {
+		return eachRow(ctx, tx, queries.Get("outbox_ops_since"), []any{payments.TopicCreated, outboxMark}, func(scan func(...any) error) error {
 			var op string
-			var payload []byte
-			if err := scan(&op, &payload); err != nil {
+			if err := scan(&op); err != nil {
 				return err
 			}
-			var p payments.Payment
-			if json.Unmarshal(payload, &p) != nil || p.Memo == nil {
-				return nil // not one of the run's
-			}
-			if i, ok := keyOf(*p.Memo); ok {
-				outbox[i] = append(outbox[i], op)
-			}
+			ops = append(ops, op)
 			return nil
 		})
 	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("gate: reading the business rows: %w", err)
+	}
+	// The payloads through the Store, which opens them when they are
+	// sealed (--encryption-keys).
+	for _, op := range ops {
+		msgs, err := store.OperationOutbox(ctx, op)
+		if err != nil {
+			return nil, nil, fmt.Errorf("gate: reading the outbox of %s: %w", op, err)
+		}
+		for _, m := range msgs {
+			if m.Topic != payments.TopicCreated || m.Seq <= outboxMark {
+				continue
+			}
+			if m.Unreadable != nil {
+				return nil, nil, fmt.Errorf("gate: %w", m.Unreadable)
+			}
+			var p payments.Payment
+			if json.Unmarshal(m.Payload, &p) != nil || p.Memo == nil {
+				continue // not one of the run's
+			}
+			if i, ok := keyOf(*p.Memo); ok {
+				outbox[i] = append(outbox[i], op)
+			}
+		}
 	}
 	return pays, outbox, nil
 }

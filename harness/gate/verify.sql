@@ -8,8 +8,10 @@ SELECT COALESCE(MAX(seq), 0) FROM idem_outbox
 -- name: payments_of_run
 SELECT memo, operation_id FROM payments WHERE memo LIKE $1
 
--- name: outbox_since
-SELECT operation_id, payload FROM idem_outbox WHERE topic = $1 AND seq > $2
+-- name: outbox_ops_since
+-- The operations with messages of topic $1 after seq $2; the payloads are
+-- read through the Store, which opens them if they are sealed.
+SELECT DISTINCT operation_id FROM idem_outbox WHERE topic = $1 AND seq > $2 ORDER BY operation_id
 
 -- name: records_5xx
 SELECT scope, operation_id, resp_status FROM idem_operations WHERE operation = $1 AND resp_status >= 500

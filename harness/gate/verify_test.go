@@ -208,7 +208,8 @@ func tamperRecord(t *testing.T, b *bundle, query string, args ...any) {
 	err := b.store.InTx(context.Background(), func(ctx context.Context, tx registry.Tx) error {
 		pre := []string{"pg_no_triggers"}
 		if b.kind == "sqlite" {
-			pre = []string{"sqlite_drop_transition", "sqlite_drop_retire", "sqlite_drop_terminal", "sqlite_drop_tombstone", "sqlite_drop_identity"}
+			pre = []string{"sqlite_drop_transition", "sqlite_drop_retire", "sqlite_drop_terminal", "sqlite_drop_tombstone", "sqlite_drop_identity",
+				"sqlite_drop_settled_body"}
 		}
 		for _, q := range pre {
 			if _, err := tx.Exec(ctx, tamper.Get(q)); err != nil {

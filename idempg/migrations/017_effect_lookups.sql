@@ -34,17 +34,8 @@ CREATE TABLE idem_pending_settlements (
     CHECK ((approved_by IS NULL) = (approved_at IS NULL))
 );
 
--- A row may be deleted only when its operation is retired or gone.
-CREATE FUNCTION idem_evidence_delete_guard() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    IF EXISTS (SELECT 1 FROM idem_operations o
-               WHERE o.operation_id = OLD.operation_id AND o.tombstone_until IS NULL) THEN
-        RAISE EXCEPTION 'idem: % keeps every row of a live operation', TG_TABLE_NAME
-            USING ERRCODE = 'restrict_violation';
-    END IF;
-    RETURN OLD;
-END
-$$;
+-- A row may be deleted only when its operation is retired or gone:
+-- idem_evidence_delete_guard (migration 015), as for effects.
 
 CREATE FUNCTION idem_evidence_append_only() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN

@@ -4,6 +4,7 @@ package reseal
 
 import (
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -64,33 +65,46 @@ func (c Cursor) Next(n, limit int) string {
 	}
 }
 
+// Unopenable reports whether err is a body that could not be opened — a
+// key the ring lacks, tampering, plaintext, or a digest mismatch — which
+// Reseal skips, as opposed to a database error, which stops it.
+func Unopenable(err error) bool {
+	return errors.Is(err, registry.ErrUnreadable) || errors.Is(err, idem.ErrDigestMismatch)
+}
+
 // Response re-seals a stored response body under the active key, after
 // opening it and checking the response against its digest. resp holds
-// the stored fields with the stored (sealed) body.
+// the stored fields with the stored (sealed) body. A body it cannot open
+// is an error for which Unopenable is true.
 func Response(s registry.Sealer, operationID string, scope idem.ScopeHash, keyID *string,
 	resp idem.Response, digest []byte) (newKey string, sealed []byte, err error) {
-	newKey, sealed, plain, err := registry.ResealBody(s, keyID, resp.Body, registry.ResponseOf(scope))
+	newKey, sealed, plain, err := registry.ResealBody(s, keyID, resp.Body, registry.ResponseOf(scope, operationID, digest))
 	if err != nil {
-		return "", nil, fmt.Errorf("operation %s: %w", operationID, err)
+		return "", nil, err
 	}
 	resp.Body = plain
 	if err := resp.Verify(digest); err != nil {
-		return "", nil, fmt.Errorf("operation %s: %w", operationID, err)
+		return "", nil, err
 	}
 	return newKey, sealed, nil
 }
 
 // Part re-seals one part ("request" or "answer") of an effect attempt
 // unless it is absent or already sealed with the active key, in which case
-// it is returned as stored; changed says whether it was re-sealed.
-func Part(s registry.Sealer, operationID, name, part string, keyID *string, stored []byte) (*string, []byte, bool, error) {
+// it is returned as stored; changed says whether it was re-sealed. A part
+// it cannot open is returned as stored, with skip naming it.
+func Part(s registry.Sealer, operationID, name, part string, keyID *string, stored []byte) (
+	newKey *string, out []byte, changed bool, skip *registry.SkippedBody, err error) {
 	active := s.ActiveKeyID()
 	if stored == nil || (keyID != nil && *keyID == active) {
-		return keyID, stored, false, nil
+		return keyID, stored, false, nil, nil
 	}
-	newKey, sealed, _, err := registry.ResealBody(s, keyID, stored, registry.EffectPartOf(operationID, name, part))
-	if err != nil {
-		return nil, nil, false, fmt.Errorf("effect %s/%s %s: %w", operationID, name, part, err)
+	id, sealed, _, err := registry.ResealBody(s, keyID, stored, registry.EffectPartOf(operationID, name, part))
+	switch {
+	case Unopenable(err):
+		return keyID, stored, false, &registry.SkippedBody{Body: "effect " + operationID + "/" + name + " " + part, Err: err}, nil
+	case err != nil:
+		return nil, nil, false, nil, fmt.Errorf("effect %s/%s %s: %w", operationID, name, part, err)
 	}
-	return &newKey, sealed, true, nil
+	return &id, sealed, true, nil, nil
 }

@@ -47,6 +47,13 @@ type Harness struct {
 	// It must also implement registry.Resealer.
 	Sealed func(t *testing.T, s registry.Sealer) registry.Store
 
+	// DropGuards removes or disables every trigger on idem_operations and
+	// idem_effects, as
+	// a database writer with the rights to do so would, so the suite can
+	// check that what the key ring authenticates fails closed without
+	// them.
+	DropGuards func(ctx context.Context) error
+
 	// Name is the driver's name, used in subtest names.
 	Name string
 }

@@ -22,6 +22,9 @@ DROP TRIGGER IF EXISTS idem_operations_tombstone
 -- name: sqlite_drop_identity
 DROP TRIGGER IF EXISTS idem_operations_identity
 
+-- name: sqlite_drop_settled_body
+DROP TRIGGER IF EXISTS idem_operations_settled_body
+
 -- name: corrupt_body
 UPDATE idem_operations SET resp_body = $1 WHERE operation_id = $2
 
