@@ -124,7 +124,7 @@ func TestCommandHelp(t *testing.T) {
 // jsonCommands are the commands and actions that take --json, as the
 // README's "Commands" section says.
 var jsonCommands = []string{"bench", "check", "drain", "epoch", "gate", "keys", "prune", "recover",
-	"ops list", "ops show", "ops reconcile", "ops dead-letters", "ops requeue", "ops audit"}
+	"ops list", "ops show", "ops reconcile", "ops approve", "ops lookup", "ops dead-letters", "ops requeue", "ops audit"}
 
 // TestJSONFlag: exactly the commands of jsonCommands take --json, and
 // the README says which those are.
