@@ -117,6 +117,7 @@ func utf16Body(s string, bigEndian, bom bool) []byte {
 	return out
 }
 
+// Proves threat:same-key-different-request (docs/threat-model.md).
 func TestFingerprintEquivalence(t *testing.T) {
 	t.Parallel()
 	payments := paymentsSchema(t, "payments.v1")
@@ -422,6 +423,7 @@ func TestFingerprintBoundHeaderOrder(t *testing.T) {
 	}
 }
 
+// Proves threat:header-smuggling (docs/threat-model.md).
 func TestFingerprintErrors(t *testing.T) {
 	t.Parallel()
 	payments := paymentsSchema(t, "payments.v1")

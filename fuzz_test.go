@@ -118,6 +118,7 @@ var fuzzKeySeeds = []string{
 	"aaaaaaaaaaaaaaaaaaaa",
 }
 
+// Proves threat:weak-keys (docs/threat-model.md).
 func FuzzParseKey(f *testing.F) {
 	for _, s := range fuzzKeySeeds {
 		f.Add(s)

@@ -16,6 +16,7 @@ import (
 // shaped like an e-mail address or an order, repetitive, a card number —
 // are KEY_INVALID under StrictKeyPolicy, each with the reason that names
 // what is wrong.
+// Proves threat:weak-keys (docs/threat-model.md).
 func TestStrictKeyPolicyRefusesContent(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct{ key, reason string }{
@@ -49,6 +50,7 @@ func TestStrictKeyPolicyRefusesContent(t *testing.T) {
 // TestStrictKeyPolicyAcceptsRandomKeys: random keys of the usual shapes —
 // UUIDv4, ULID, 22 base64url characters, NewKey — always pass (20,000
 // draws of each), so a client that follows the contract is never refused.
+// Proves threat:weak-keys (docs/threat-model.md).
 func TestStrictKeyPolicyAcceptsRandomKeys(t *testing.T) {
 	t.Parallel()
 	n := 20000
@@ -102,6 +104,7 @@ func newULID() string {
 	return string(out)
 }
 
+// Proves threat:weak-keys (docs/threat-model.md).
 func TestEstimateKeyEntropy(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct {

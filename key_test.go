@@ -59,6 +59,7 @@ func checkKeyResult(t *testing.T, input any, err error, want idem.Code) {
 	}
 }
 
+// Proves threat:header-smuggling (docs/threat-model.md).
 func TestParseKeyFieldLines(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -298,6 +299,7 @@ func TestParseKeyFromHeader(t *testing.T) {
 
 // TestKeyRedacted checks that no way of printing or encoding a Key shows
 // the key text.
+// Proves threat:secrets-in-logs (docs/threat-model.md).
 func TestKeyRedacted(t *testing.T) {
 	t.Parallel()
 	const secret = "Zq7SecretKeyMaterial-9x"

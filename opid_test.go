@@ -12,6 +12,7 @@ import (
 // share only their timestamp prefix; the 80 random bits after it differ
 // (no counter, nothing derived from the client's key), so an ID cannot be
 // guessed from another one.
+// Proves threat:guessed-operation-ids (docs/threat-model.md).
 func TestOperationIDUnguessable(t *testing.T) {
 	t.Parallel()
 	now := time.UnixMilli(1_900_000_000_000)

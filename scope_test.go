@@ -50,6 +50,7 @@ var scopeBase = scopeInput{
 	key:         "0f8fad5b-d9cb-469f-a165-70867728950e",
 }
 
+// Proves threat:another-principal-outcome (docs/threat-model.md).
 func TestScopeOfEachFieldMatters(t *testing.T) {
 	t.Parallel()
 	base := scopeBase.hash(t)

@@ -211,6 +211,7 @@ func nested(depth int) string {
 	return b.String()
 }
 
+// Proves threat:deep-json (docs/threat-model.md).
 func TestDepthLimit(t *testing.T) {
 	t.Parallel()
 	for _, tt := range []struct{ opt, limit int }{{0, DefaultMaxDepth}, {1, 1}, {3, 3}, {200, 200}} {

@@ -145,6 +145,7 @@ func TestUTF16Refusals(t *testing.T) {
 	}
 }
 
+// Proves threat:oversized-bodies (docs/threat-model.md).
 func TestBodyTooLarge(t *testing.T) {
 	t.Parallel()
 	padded := func(n int) []byte { // a JSON string of exactly n bytes

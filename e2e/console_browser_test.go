@@ -383,9 +383,8 @@ func (c *consoleRun) operatorSettles(ctx context.Context) {
 // nothing is refused (422 EVIDENCE_TOO_WEAK), and then, with a ticket,
 // the decision itself (409 CONTRADICTS_EVIDENCE); the page shows the
 // recorded lookup, and the operation stays UNKNOWN with nothing settled
-// and no request waiting.
-//
-// threat:operator-contradicts-lookup threat:weak-evidence
+// and no request waiting (TestConsoleBrowser's proof of the threats it
+// names).
 func (c *consoleRun) contradictingRefused(ctx context.Context) {
 	t := c.t
 	c.wantText(ctx, `tr.recorded-lookup td.answer`, "executed")

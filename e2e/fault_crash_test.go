@@ -24,6 +24,7 @@ var crashFlags = []string{twoPhaseFlag, "--lease", "1s", "--recover-interval", "
 // the key, and every later retry replays the first 201 byte for byte.
 // After after-commit the first 201 seen is already a replay of the
 // committed outcome; before it, nothing was committed, so it is not.
+// Proves threat:crashed-owner-rerun (docs/threat-model.md).
 func TestFaultCrashPayments(t *testing.T) {
 	for _, seam := range []string{"after-reserve", "before-commit", "after-commit"} {
 		t.Run(seam, func(t *testing.T) {
@@ -123,6 +124,7 @@ func crashPayment(t *testing.T, dsn, seam string) {
 // executes anew; afterwards retries replay the settled outcome; the
 // provider executed exactly once (no UNKNOWN re-executed before
 // reconciliation).
+// Proves threat:lost-downstream-answer (docs/threat-model.md).
 func TestFaultCrashTransfer(t *testing.T) {
 	eachDB(t, func(t *testing.T, dsn string) {
 		f := newFault(t, dsn)

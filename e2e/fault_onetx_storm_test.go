@@ -21,6 +21,7 @@ import (
 // row per storm. A request may also fail closed (503 STORE_UNAVAILABLE)
 // on an overloaded machine, as in TestFaultStorm; sequential retries then
 // settle it. The long form repeats it with more keys.
+// Proves threat:concurrent-duplicates (docs/threat-model.md).
 func TestOneTxStorm(t *testing.T) {
 	eachDB(t, func(t *testing.T, dsn string) {
 		f := newFault(t, dsn)

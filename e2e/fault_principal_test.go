@@ -12,6 +12,7 @@ import (
 // separate operations — each principal gets its own outcome, never
 // another's, and conflicts only with its own first request. A principal
 // cannot read another's payment or operation.
+// Proves threat:another-principal-outcome (docs/threat-model.md).
 func TestFaultPrincipal(t *testing.T) {
 	eachDB(t, func(t *testing.T, dsn string) {
 		f := newFault(t, dsn)

@@ -13,6 +13,7 @@ import (
 // gives 409 OUTCOME_UNKNOWN — a 5xx is no evidence and is never stored —
 // and the retry settles the transfer SUCCEEDED from the provider's lookup,
 // executed once.
+// Proves threat:lost-downstream-answer (docs/threat-model.md).
 func TestFaultProviderModes(t *testing.T) {
 	eachDB(t, func(t *testing.T, dsn string) {
 		f := newFault(t, dsn)

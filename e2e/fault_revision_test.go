@@ -15,6 +15,7 @@ import (
 // different body conflicts only with v2's own operation, and both
 // revisions keep replaying their own outcome — also while both servers
 // run at once.
+// Proves threat:another-principal-outcome (docs/threat-model.md).
 func TestFaultRevision(t *testing.T) {
 	eachDB(t, func(t *testing.T, dsn string) {
 		f := newFault(t, dsn)

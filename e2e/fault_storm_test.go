@@ -15,6 +15,7 @@ import (
 // row. Any request may also fail closed (503 STORE_UNAVAILABLE) on an
 // overloaded machine; sequential retries then settle it. The long form
 // repeats it with more keys.
+// Proves threat:concurrent-duplicates (docs/threat-model.md).
 func TestFaultStorm(t *testing.T) {
 	eachDB(t, func(t *testing.T, dsn string) {
 		f := newFault(t, dsn)

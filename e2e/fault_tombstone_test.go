@@ -19,6 +19,7 @@ import (
 // replay of the one execution or 409 KEY_RETIRED naming the operation —
 // never a second execution — and once a client has been told KEY_RETIRED
 // no later request of that key replays.
+// Proves threat:restored-backup (docs/threat-model.md).
 func TestFaultTombstone(t *testing.T) {
 	eachDB(t, func(t *testing.T, dsn string) {
 		f := newFault(t, dsn)

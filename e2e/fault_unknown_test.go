@@ -19,6 +19,7 @@ import (
 // downstream key, finds the execution, and settles the transfer
 // SUCCEEDED; the retry then replays the transfer's own 201 (Location and
 // body), under the same operation ID, and the provider executed once.
+// Proves threat:lost-downstream-answer (docs/threat-model.md).
 func TestFaultUnknown(t *testing.T) {
 	eachDB(t, func(t *testing.T, dsn string) {
 		f := newFault(t, dsn)

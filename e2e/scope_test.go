@@ -25,6 +25,8 @@ func authFile(t *testing.T) string {
 // tenant, or from a principal of the same name in another tenant, is a
 // different operation; resources and operations are visible to their
 // owner only.
+// Proves threat:another-principal-outcome (docs/threat-model.md).
+// Proves threat:leaked-key (docs/threat-model.md).
 func TestScoping(t *testing.T) {
 	eachDB(t, func(t *testing.T, dsn string) {
 		s := startServer(t, dsn, "--auth", authFile(t))

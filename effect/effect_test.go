@@ -10,6 +10,7 @@ import (
 // TestEvidence pins the one evidence rule: only an execution, a final
 // refusal, or a "not found" that voids the key settle an effect; every
 // other answer proves nothing.
+// Proves threat:lost-downstream-answer (docs/threat-model.md).
 func TestEvidence(t *testing.T) {
 	for _, c := range []struct {
 		a      Answer

@@ -138,6 +138,7 @@ func TestControlAdmitterConcurrent(t *testing.T) {
 // runs (it waits for the commit), so the in-flight steps run on
 // PostgreSQL only; the conformance suite covers a bump between Reserve and
 // Complete on every driver.
+// Proves threat:rolled-back-writer (docs/threat-model.md).
 func TestDrainAndFenceMiddleware(t *testing.T) {
 	stores(t, func(t *testing.T, store registry.Store) {
 		concurrentWriters := strings.HasSuffix(t.Name(), "/postgres")

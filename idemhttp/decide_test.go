@@ -114,6 +114,7 @@ func TestStateFor(t *testing.T) {
 	}
 }
 
+// Proves threat:key-flooding (docs/threat-model.md).
 func TestKeyLimitRetryAfter(t *testing.T) {
 	for lease, want := range map[time.Duration]string{
 		0: "30", time.Second: "1", 1500 * time.Millisecond: "2", time.Millisecond: "1", 2 * time.Minute: "120",

@@ -191,6 +191,7 @@ func exchangeOnce(addr, raw, method string) (*http.Response, []byte, error) {
 // request neither runs the handler nor writes a record; and that no
 // request with both Content-Length and Transfer-Encoding is accepted.
 // threat:cl-te-smuggling
+// Proves threat:hostile-http-input (docs/threat-model.md).
 func FuzzMiddleware(f *testing.F) {
 	deep := strings.Repeat("[", 65) + strings.Repeat("]", 65)
 	deepObj := strings.Repeat(`{"a":`, 70) + "1" + strings.Repeat("}", 70)

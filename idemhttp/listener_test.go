@@ -101,6 +101,7 @@ func checkProblem(t *testing.T, what string, resp rawResponse, status int, code 
 	}
 }
 
+// Proves threat:server-refusals-plain-text (docs/threat-model.md).
 func TestProblemListenerMalformedHeader(t *testing.T) {
 	t.Parallel()
 	addr := problemServer(t, okHandler)
@@ -117,6 +118,7 @@ func TestProblemListenerMalformedHeader(t *testing.T) {
 	}
 }
 
+// Proves threat:server-refusals-plain-text (docs/threat-model.md).
 func TestProblemListenerHeadersTooLarge(t *testing.T) {
 	t.Parallel()
 	addr := problemServer(t, okHandler)
@@ -124,6 +126,7 @@ func TestProblemListenerHeadersTooLarge(t *testing.T) {
 	checkProblem(t, "1 MiB of header fields", exchange(t, addr, raw, 1)[0], 431, "HEADERS_TOO_LARGE")
 }
 
+// Proves threat:server-refusals-plain-text (docs/threat-model.md).
 func TestProblemListenerTransferEncodingAndVersion(t *testing.T) {
 	t.Parallel()
 	addr := problemServer(t, okHandler)
@@ -136,6 +139,7 @@ func TestProblemListenerTransferEncodingAndVersion(t *testing.T) {
 // are never rewritten, not even a 400 that mimics net/http's own, and a
 // refusal after a response on a keep-alive connection keeps net/http's
 // form (documented: the wrapper cannot tell where that response ended).
+// Proves threat:server-refusals-plain-text (docs/threat-model.md).
 func TestProblemListenerPassesHandlerResponses(t *testing.T) {
 	t.Parallel()
 	addr := problemServer(t, okHandler)

@@ -244,6 +244,7 @@ func code(r result) string {
 	return rest[:strings.IndexByte(rest, '"')]
 }
 
+// Proves threat:same-key-different-request (docs/threat-model.md).
 func TestExecuteReplayConflict(t *testing.T) {
 	stores(t, func(t *testing.T, store registry.Store) {
 		f := newFixture(t, store, idemhttp.Enforce)

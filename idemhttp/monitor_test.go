@@ -15,6 +15,7 @@ import (
 // (in flight, then terminal with its status and resource) to its owner;
 // another principal and an unknown ID get the same 404 bytes; no identity
 // gets 401. Without MonitorPrefix a 409 carries no Link at all.
+// Proves threat:monitor-oracle (docs/threat-model.md).
 func TestMonitor(t *testing.T) {
 	stores(t, func(t *testing.T, store registry.Store) {
 		f := newFixture(t, store, idemhttp.Enforce)

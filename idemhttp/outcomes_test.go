@@ -186,6 +186,7 @@ func TestClientDisconnectAfterAcceptance(t *testing.T) {
 	})
 }
 
+// Proves threat:key-flooding (docs/threat-model.md).
 func TestAdmitAndKeyLimit(t *testing.T) {
 	stores(t, func(t *testing.T, store registry.Store) {
 		f := newFixture(t, store, idemhttp.Enforce)
@@ -247,6 +248,7 @@ func TestShadowMode(t *testing.T) {
 	})
 }
 
+// Proves threat:storage-trouble-fails-open (docs/threat-model.md).
 func TestStoreDownFailsClosed(t *testing.T) {
 	stores(t, func(t *testing.T, store registry.Store) {
 		f := newFixture(t, store, idemhttp.Enforce)
@@ -262,6 +264,7 @@ func TestStoreDownFailsClosed(t *testing.T) {
 // TestUnreadableBody: a body that cannot be read (a broken chunked
 // encoding) is the client's fault, 400 MALFORMED_REQUEST, not the
 // registry's: nothing is reserved and the handler never runs.
+// Proves threat:unreadable-body (docs/threat-model.md).
 func TestUnreadableBody(t *testing.T) {
 	stores(t, func(t *testing.T, store registry.Store) {
 		f := newFixture(t, store, idemhttp.Enforce)

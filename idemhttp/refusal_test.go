@@ -7,6 +7,7 @@ import (
 
 // TestRewriteRefusalStrict: only net/http's own refusals, byte for byte,
 // are rewritten; anything else, however close, passes through.
+// Proves threat:server-refusals-plain-text (docs/threat-model.md).
 func TestRewriteRefusalStrict(t *testing.T) {
 	const h = serverErrorHeaders
 	rewritten := map[string]string{

@@ -66,6 +66,7 @@ func checkRetired(t *testing.T, what string, r result, opID string) {
 	}
 }
 
+// Proves threat:restored-backup (docs/threat-model.md).
 func TestReplayAfterPruneIsRetired(t *testing.T) {
 	stores(t, func(t *testing.T, store registry.Store) {
 		f := retentionFixture(t, store, idemhttp.Enforce, 0)

@@ -35,6 +35,9 @@ func (f *fixture) rawPost(body string, hdr ...string) result {
 // lines or a key list, JSON nested past the limit, a body past the limit —
 // are refused with a stable code in problem+json, in both integration
 // styles, before any record is written or the handler runs.
+// Proves threat:oversized-bodies (docs/threat-model.md).
+// Proves threat:deep-json (docs/threat-model.md).
+// Proves threat:header-smuggling (docs/threat-model.md).
 func TestSmugglingRefusals(t *testing.T) {
 	for _, style := range styles {
 		t.Run(style.name, func(t *testing.T) {
@@ -86,6 +89,7 @@ func TestSmugglingRefusals(t *testing.T) {
 // TestLogsRedactKeysAndBodies: whatever the middleware logs, on every
 // path (execution, replay, conflict, refusals, a handler failure, a
 // store that is down), never holds the client's key or the request body.
+// Proves threat:secrets-in-logs (docs/threat-model.md).
 func TestLogsRedactKeysAndBodies(t *testing.T) {
 	const key, secret = "key-SECRET-7f3e9c", "BODY-SECRET-41c2"
 	for _, style := range styles {

@@ -31,6 +31,7 @@ func newRing(t *testing.T, active string, ids ...string) (*keyring.Ring, keyring
 // TestSealOpen: a sealed body opens with its key and associated data
 // only; every other key, associated data, or a changed byte fails with
 // ErrOpen or ErrUnknownKey, and two seals of one plaintext differ.
+// Proves threat:reading-bodies-at-rest (docs/threat-model.md).
 func TestSealOpen(t *testing.T) {
 	t.Parallel()
 	r, f := newRing(t, "b", "a", "b")

@@ -43,6 +43,7 @@ func TestDownstreamKeyShapeAndSeparation(t *testing.T) {
 	}
 }
 
+// Proves threat:settled-on-a-guess (docs/threat-model.md).
 func TestReconciliationValidate(t *testing.T) {
 	ok := Reconciliation{Outcome: idem.StateSucceeded, Method: ReconcileOperator, Actor: "a", Evidence: "e",
 		Response: idem.Response{Status: 200}}

@@ -157,6 +157,7 @@ func TestNewResponseKeepsOnlySnapshotFields(t *testing.T) {
 	}
 }
 
+// Proves threat:unstorable-answer (docs/threat-model.md).
 func TestNewResponseCap(t *testing.T) {
 	for _, tc := range []struct {
 		size, max int

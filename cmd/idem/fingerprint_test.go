@@ -69,6 +69,7 @@ func TestFingerprintShowsWhyRequestsDiffer(t *testing.T) {
 	}
 }
 
+// Proves threat:same-key-different-request (docs/threat-model.md).
 func TestFingerprintRefusals(t *testing.T) {
 	t.Parallel()
 	code, _, stderr := runCmd(t, `{}`, "fingerprint", "--target", "/x", "--content-type", "text/plain")

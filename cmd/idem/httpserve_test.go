@@ -36,6 +36,8 @@ func startHTTP(t *testing.T, srv *http.Server) string {
 // TestServeLimits: the serving commands' server refuses oversized header
 // fields and malformed requests in problem+json (its listener is an
 // idemhttp.ProblemListener), and has every client limit set.
+// Proves threat:slow-clients (docs/threat-model.md).
+// Proves threat:server-refusals-plain-text (docs/threat-model.md).
 func TestServeLimits(t *testing.T) {
 	t.Parallel()
 	var srv http.Server
@@ -77,6 +79,7 @@ func TestServeLimits(t *testing.T) {
 
 // TestServeCutsOffSlowHeaders: a client that sends its header fields one
 // byte at a time, more slowly than the header timeout allows, is cut off.
+// Proves threat:slow-clients (docs/threat-model.md).
 func TestServeCutsOffSlowHeaders(t *testing.T) {
 	t.Parallel()
 	const timeout = 300 * time.Millisecond

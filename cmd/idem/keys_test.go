@@ -30,6 +30,10 @@ func opaqueKey() string {
 // the old key, and a server that has only the new key replays every old
 // response byte-identical; a sealed response copied onto another record,
 // or read without its key, fails closed with 503 RESPONSE_UNREADABLE.
+// Proves threat:reading-bodies-at-rest (docs/threat-model.md).
+// Proves threat:moved-sealed-body (docs/threat-model.md).
+// Proves threat:missing-key (docs/threat-model.md).
+// Proves threat:compromised-key (docs/threat-model.md).
 func TestKeysRotate(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()

@@ -104,6 +104,7 @@ func listIDs(l listOut) (ids []string) {
 	return ids
 }
 
+// Proves threat:settled-on-a-guess (docs/threat-model.md).
 func TestOps(t *testing.T) {
 	t.Parallel()
 	registries(t, func(t *testing.T, dsn string) {
@@ -211,6 +212,7 @@ func TestOps(t *testing.T) {
 
 // TestOpsReconcileRace: operators reconciling one operation at once —
 // exactly one succeeds.
+// Proves threat:racing-settlements (docs/threat-model.md).
 func TestOpsReconcileRace(t *testing.T) {
 	t.Parallel()
 	registries(t, func(t *testing.T, dsn string) {

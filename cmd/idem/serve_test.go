@@ -260,6 +260,7 @@ func serveExit(t *testing.T, args ...string) (int, string) {
 // reason on stderr, never listening) when --retention is shorter than any
 // of the four windows, the defaults included, and starts when it covers
 // the longest.
+// Proves threat:restored-backup (docs/threat-model.md).
 func TestServeRetentionWindows(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()

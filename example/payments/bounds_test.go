@@ -182,6 +182,7 @@ func testLargestRefund(t *testing.T, b *testBundle) {
 // TestLargestTransfer: POST /v1/transfers reads the payments schema; its
 // largest valid request is 201 through a real provider, stored and
 // replayed, and one over a bound is refused before the provider is called.
+// Proves threat:unstorable-answer (docs/threat-model.md).
 func TestLargestTransfer(t *testing.T) {
 	t.Parallel()
 	b := newTrBench(t, "sqlite:"+t.TempDir()+"/x.db", 0, true)

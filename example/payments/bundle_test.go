@@ -110,11 +110,15 @@ var testDrivers = map[string]func(*testing.T) string{
 	"Postgres": func(t *testing.T) string { return pgtest.DSN(t) },
 }
 
+// Proves threat:weak-keys (docs/threat-model.md).
+// Proves threat:unstorable-answer (docs/threat-model.md).
 func TestServiceSQLite(t *testing.T) {
 	t.Parallel()
 	runServiceTests(t, testDrivers["SQLite"])
 }
 
+// Proves threat:weak-keys (docs/threat-model.md).
+// Proves threat:unstorable-answer (docs/threat-model.md).
 func TestServicePostgres(t *testing.T) {
 	t.Parallel()
 	runServiceTests(t, testDrivers["Postgres"])

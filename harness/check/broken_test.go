@@ -30,6 +30,7 @@ func fakeConfig(srv *httptest.Server) Config {
 // TestBrokenServers runs the whole check against a fake API with each
 // flaw: the check must fail exactly the scenarios the flaw breaks, say
 // why, and pass every other one (none skipped).
+// Proves threat:weak-keys-elsewhere (docs/threat-model.md).
 func TestBrokenServers(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct {
@@ -107,6 +108,7 @@ func TestBrokenServers(t *testing.T) {
 // TestKeyEntropyWarning: an API that takes guessable keys gets a warning
 // from key-entropy, with both keys as evidence, in the table and the
 // counts, and the run still passes; one that refuses them passes it.
+// Proves threat:weak-keys-elsewhere (docs/threat-model.md).
 func TestKeyEntropyWarning(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct {

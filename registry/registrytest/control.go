@@ -96,6 +96,7 @@ func testBumpEpochAtomic(t *testing.T, nh NewHarness) {
 // cannot reserve a new scope (nothing written, with or without an active
 // limit), but still gets the record of an existing scope, finished or in
 // flight; writers at or above the epoch reserve as before.
+// Proves threat:rolled-back-writer (docs/threat-model.md).
 func testReserveFencedByEpoch(t *testing.T, nh NewHarness) {
 	e := setup(t, nh)
 	done := e.claim("conformance.epoch")
@@ -151,6 +152,7 @@ func testReserveFencedByEpoch(t *testing.T, nh NewHarness) {
 // completed at its old epoch — nothing commits, business rows and outbox
 // included, and the record stays in flight — while the same owner
 // generation completes it under the current epoch.
+// Proves threat:rolled-back-writer (docs/threat-model.md).
 func testCompleteFencedByEpoch(t *testing.T, nh NewHarness) {
 	e := setup(t, nh)
 	c := e.claim("conformance.epoch")

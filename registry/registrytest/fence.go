@@ -82,6 +82,7 @@ func testWinnerRollbackFreesScope(t *testing.T, nh NewHarness) {
 
 // testStaleOwnerCannotCommit: after a takeover, the old owner's Complete
 // and Release are fenced and leave nothing behind.
+// Proves threat:crashed-owner-rerun (docs/threat-model.md).
 func testStaleOwnerCannotCommit(t *testing.T, nh NewHarness) {
 	e := setup(t, nh)
 	e.setNow(base)
@@ -175,6 +176,7 @@ func testStaleOwnerCannotCommit(t *testing.T, nh NewHarness) {
 // testLeaseExpiryRecovery: an owner that crashed after reserving is
 // recovered by exactly one recoverer, which completes once; the late
 // original owner is fenced.
+// Proves threat:crashed-owner-rerun (docs/threat-model.md).
 func testLeaseExpiryRecovery(t *testing.T, nh NewHarness) {
 	e := setup(t, nh)
 	e.setNow(base)

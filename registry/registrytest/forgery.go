@@ -85,6 +85,8 @@ func (e *env) wantTampered(st registry.Store, what string, c registry.Claim) {
 // still reads. So does an effect's request replaced by a plaintext one.
 //
 // threat:sealed-body-forgery
+// Proves threat:moved-sealed-body (docs/threat-model.md).
+// Proves threat:tampered-response (docs/threat-model.md).
 func testSealedForgeryFailsClosed(t *testing.T, nh NewHarness) {
 	e := setup(t, nh)
 	if e.h.DropGuards == nil {
@@ -152,6 +154,8 @@ func testSealedForgeryFailsClosed(t *testing.T, nh NewHarness) {
 // change, is stored; a re-seal-shaped change is.
 //
 // threat:settled-body-rewrite
+// Proves threat:editing-finished-records (docs/threat-model.md).
+// Proves threat:writer-without-ring (docs/threat-model.md).
 func testSettledBodyGuard(t *testing.T, nh NewHarness) {
 	e := setup(t, nh)
 	sealed := e.settledSealed(e.sealedStore(ring(t, "k1")), "guarded")

@@ -96,6 +96,7 @@ func (e *env) refused(what string, c registry.Claim) {
 // then: existing scopes, other owners, other operations, unbounded claims
 // and terminal or released records are not affected; UNKNOWN ones count.
 // ClaimAndExecute honours the bound the same way.
+// Proves threat:key-flooding (docs/threat-model.md).
 func testMaxActive(t *testing.T, nh NewHarness) {
 	e := setup(t, nh)
 	const op, max = "conformance.limit", 3
@@ -180,6 +181,7 @@ func testMaxActive(t *testing.T, nh NewHarness) {
 // testMaxActiveRace: racing reservations of distinct scopes by one owner
 // may overshoot MaxActive (registry.Claim documents by how much) but
 // never stop short of it, and every refusal is ErrActiveLimit.
+// Proves threat:key-flooding (docs/threat-model.md).
 func testMaxActiveRace(t *testing.T, nh NewHarness) {
 	e := setup(t, nh)
 	const op, max, n = "conformance.limit-race", 5, 20

@@ -302,6 +302,7 @@ func checkOnceRace(e *env, round string, claims []registry.Claim, hist []onceObs
 // and one operation's outbox rows commit. With one request of another
 // fingerprint among them, whoever wins, every request of the other
 // fingerprint conflicts.
+// Proves threat:concurrent-duplicates (docs/threat-model.md).
 func testOnceConcurrentSameScope(t *testing.T, nh NewHarness) {
 	t.Run("SameFingerprint", func(t *testing.T) {
 		t.Parallel()

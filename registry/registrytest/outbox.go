@@ -16,6 +16,7 @@ import (
 // testNonConflictErrorSurfaced: a claim insert that fails for any reason
 // but a unique conflict returns that error — never a verdict, never a
 // conflict — and leaves no record.
+// Proves threat:storage-trouble-fails-open (docs/threat-model.md).
 func testNonConflictErrorSurfaced(t *testing.T, nh NewHarness) {
 	e := setup(t, nh)
 	if err := e.h.FailClaims(e.ctx, "conformance.explode"); err != nil {

@@ -14,6 +14,7 @@ import (
 // testConcurrentSameFingerprint: racers Reserve one scope with one
 // fingerprint; exactly one creates it and completes it while the others
 // see it in flight (InProgress) or terminal (Replay, byte-identical).
+// Proves threat:concurrent-duplicates (docs/threat-model.md).
 func testConcurrentSameFingerprint(t *testing.T, nh NewHarness) {
 	e := setup(t, nh)
 	c := e.claim("conformance.same")

@@ -28,6 +28,7 @@ func reconciliation(actor string) registry.Reconciliation {
 // (replayed, digest stored) and logs who, when and how; it refuses invalid
 // reconciliations, records that are not UNKNOWN (ErrFenced, nothing
 // written) and missing records (ErrNotFound).
+// Proves threat:settled-on-a-guess (docs/threat-model.md).
 func testReconcile(t *testing.T, nh NewHarness) {
 	e := setup(t, nh)
 	e.setNow(base)
@@ -146,6 +147,7 @@ func checkLog(e *env, opID string, want ...registry.ReconciliationEntry) {
 // testReconcileRace: of concurrent reconciliations of one UNKNOWN record,
 // exactly one succeeds; the others are fenced; the record holds the
 // winner's outcome and the log its row only.
+// Proves threat:racing-settlements (docs/threat-model.md).
 func testReconcileRace(t *testing.T, nh NewHarness) {
 	e := setup(t, nh)
 	const reconcilers = 5

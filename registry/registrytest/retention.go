@@ -181,6 +181,7 @@ func testPruneRetiresExpired(t *testing.T, nh NewHarness) {
 // testRetiredScopeRefused: a retry on a tombstone gets the tombstone, never
 // a new record, from Reserve and from ClaimAndExecute: Decide says Retired
 // for the same fingerprint and Conflict for another; nothing runs.
+// Proves threat:restored-backup (docs/threat-model.md).
 func testRetiredScopeRefused(t *testing.T, nh NewHarness) {
 	e := setup(t, nh)
 	e.setNow(base)
@@ -306,6 +307,7 @@ func testTombstoneTTL(t *testing.T, nh NewHarness) {
 // way or to delete one kept forever, to delete, half-retire or otherwise
 // change a live terminal record, and to retire a record that is not
 // terminal; the one legal change of a terminal record is its retirement.
+// Proves threat:editing-finished-records (docs/threat-model.md).
 func testTombstoneImmutable(t *testing.T, nh NewHarness) {
 	e := setup(t, nh)
 	e.setNow(base)

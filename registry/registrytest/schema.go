@@ -60,6 +60,7 @@ func pathTo(s idem.State) []idem.State {
 // testTransitionsEnforced: the database accepts exactly the transitions
 // idem.CanTransition allows, keeps identity columns and never lowers the
 // owner generation.
+// Proves threat:editing-finished-records (docs/threat-model.md).
 func testTransitionsEnforced(t *testing.T, nh NewHarness) {
 	e := setup(t, nh)
 	for _, from := range idem.States() {
@@ -130,6 +131,7 @@ func testTransitionsEnforced(t *testing.T, nh NewHarness) {
 
 // testDigestCheckedOnReplay: a stored response that does not match its
 // digest is never returned — every read reports idem.ErrDigestMismatch.
+// Proves threat:tampered-response (docs/threat-model.md).
 func testDigestCheckedOnReplay(t *testing.T, nh NewHarness) {
 	e := setup(t, nh)
 	checkMismatch := func(what string, c registry.Claim, opID string) {

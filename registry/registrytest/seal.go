@@ -85,6 +85,7 @@ func sealedOutcome(marker string) registry.Outcome {
 // plaintext; each names its key; the sealed Store reads them back as they
 // were, and a Store without the key cannot (ErrUnreadable), never
 // returning the sealed bytes.
+// Proves threat:reading-bodies-at-rest (docs/threat-model.md).
 func testSealedAtRest(t *testing.T, nh NewHarness) {
 	e := setup(t, nh)
 	st := e.sealedStore(ring(t, "k1"))
@@ -167,6 +168,8 @@ func testSealedAtRest(t *testing.T, nh NewHarness) {
 // read fails closed with ErrUnreadable and nothing is replayed. In place,
 // the database refuses to change a terminal record's sealed body without a
 // change of key.
+// Proves threat:editing-finished-records (docs/threat-model.md).
+// Proves threat:moved-sealed-body (docs/threat-model.md).
 func testSealedBodyBound(t *testing.T, nh NewHarness) {
 	e := setup(t, nh)
 	st := e.sealedStore(ring(t, "k1"))
@@ -207,6 +210,7 @@ func testSealedBodyBound(t *testing.T, nh NewHarness) {
 // and a second pass changes nothing. A plaintext body is never sealed (it
 // could be a forgery): it stays plaintext and a Store with a ring refuses
 // it.
+// Proves threat:compromised-key (docs/threat-model.md).
 func testResealRotates(t *testing.T, nh NewHarness) {
 	e := setup(t, nh)
 	old := e.sealedStore(ring(t, "k1"))
