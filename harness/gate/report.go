@@ -345,7 +345,8 @@ func (r *Report) WriteText(w io.Writer) {
 		fmt.Fprintf(w, "  re-sent   %s\n", strings.Join(parts, ", "))
 	}
 	if r.Workload == WorkloadTransfers {
-		fmt.Fprintf(w, "  database  %d operations, %d storing a 5xx response\n", r.Verification.Operations, r.Stored5xx)
+		fmt.Fprintf(w, "  database  %d operations, %d storing a 5xx response, %d answered keys' records retired during the run\n",
+			r.Verification.Operations, r.Stored5xx, r.Verification.RetiredKeys)
 	} else {
 		fmt.Fprintf(w, "  database  %d operations, %d payment rows, %d outbox messages\n",
 			r.Verification.Operations, r.Verification.PaymentRows, r.Verification.OutboxRows)

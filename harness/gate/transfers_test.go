@@ -3,7 +3,6 @@ package gate
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -219,58 +218,4 @@ func TestTransfersRun(t *testing.T) {
 		len(r.Faults) == 0 || r.Verification.ProviderExecutions != r.Succeeded {
 		t.Fatalf("%s\nprogress:\n%s", text.String(), progress.String())
 	}
-}
-
-// TestLateSettlementRun is the gate's late-settlement phase on SQLite
-// against real "idem serve" and "idem provider" processes: the instances
-// keep records for a retention of 2 s and prune every 100 ms, the provider
-// refuses every new transfer for 5 s as the load starts, so the keys then
-// in flight stay UNKNOWN for longer than the retention; once the outage is
-// over and they settled (one declined, the others executed), each is
-// retried after a prune pass that began after its settlement and must
-// replay its settled answer — never 409 KEY_RETIRED, never a second
-// execution. threat:late-settlement-lost
-func TestLateSettlementRun(t *testing.T) {
-	bin := filepath.Join(t.TempDir(), "idem")
-	if out, err := exec.Command("go", "build", "-o", bin, "../../cmd/idem").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	var progress strings.Builder
-	cfg := Config{
-		DSN: "sqlite:" + filepath.Join(t.TempDir(), "gate.db"), Bin: bin, Workload: WorkloadTransfers,
-		Instances: 1, Requests: 160, Retries: 4, Concurrency: 16, Lease: 2 * time.Second,
-		RecoverInterval: 200 * time.Millisecond, LatencyBudget: time.Minute, FaultInterval: 200 * time.Millisecond,
-		FaultKeys: 3, Retention: 2 * time.Second, Outage: 5 * time.Second, Seed: 42, Progress: &progress,
-	}
-	r, err := Run(context.Background(), cfg)
-	if err != nil {
-		t.Fatalf("%v\n%s", err, progress.String())
-	}
-	var text, page strings.Builder
-	r.WriteText(&text)
-	if err := r.WriteHTML(&page); err != nil {
-		t.Fatal(err)
-	}
-	l := r.Late
-	if !r.Passed || l == nil || l.Settled < 2 || l.Replayed != l.Settled || r.LateSettledReplayed != 1 ||
-		r.DuplicateEffects != 0 || r.ReExecuted != 0 || r.OutageSeconds <= cfg.Retention.Seconds() ||
-		!slices.ContainsFunc(r.Gates, func(g Gate) bool { return g.Name == "late_settled_replayed" && g.Passed }) {
-		t.Fatalf("%s\nprogress:\n%s", text.String(), progress.String())
-	}
-	// One of the late keys settled as the provider's decline, the others
-	// executed: both kinds replayed.
-	declined := 0
-	for _, kr := range r.Load.Keys {
-		if kr.Late != nil && !kr.Answers[0].succeeded() {
-			declined++
-		}
-	}
-	if declined != 1 {
-		t.Errorf("%d late-settled keys declined, want 1\n%s", declined, text.String())
-	}
-	want := fmt.Sprintf("%d late-settled operations, %d replayed", l.Settled, l.Replayed)
-	if !strings.Contains(text.String(), want) || !strings.Contains(page.String(), "late-settled operations replayed after a prune pass") {
-		t.Errorf("the reports lack the late-settlement counts (%q):\n%s", want, text.String())
-	}
-	t.Logf("%s", text.String())
 }
