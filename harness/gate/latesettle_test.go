@@ -18,8 +18,8 @@ import (
 
 // TestLateSettlementRun is the gate's late-settlement phase on SQLite
 // against real "idem serve" and "idem provider" processes: the instances
-// keep records for a retention of 2 s and prune every 100 ms, the provider
-// refuses every new transfer for 5 s as the load starts, so the keys then
+// keep records for a retention of 3 s and prune every 100 ms, the provider
+// refuses every new transfer for 7 s as the load starts, so the keys then
 // in flight stay UNKNOWN for longer than the retention; once the outage is
 // over and they settled (one declined, the others executed), each is
 // retried after a prune pass that began after its settlement and must
@@ -35,7 +35,7 @@ func TestLateSettlementRun(t *testing.T) {
 		DSN: "sqlite:" + filepath.Join(t.TempDir(), "gate.db"), Bin: bin, Workload: WorkloadTransfers,
 		Instances: 1, Requests: 160, Retries: 4, Concurrency: 16, Lease: 2 * time.Second,
 		RecoverInterval: 200 * time.Millisecond, LatencyBudget: time.Minute, FaultInterval: 200 * time.Millisecond,
-		FaultKeys: 3, Retention: 2 * time.Second, Outage: 5 * time.Second, Seed: 42, Progress: &progress,
+		FaultKeys: 3, Retention: 3 * time.Second, Outage: 7 * time.Second, Seed: 42, Progress: &progress,
 	}
 	r, err := Run(context.Background(), cfg)
 	if err != nil {
