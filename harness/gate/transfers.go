@@ -130,7 +130,8 @@ type faultStats struct {
 // until changed) before it returns, so the first keys of a load started
 // next all go UNKNOWN; after outage it sets mode decline for one request
 // with a new key (so one of those keys settles as declined, the others
-// execute) and goes on as above. A failed switch to fail is reported to
+// execute), waits until that decline was used (awaitCount) and goes on
+// as above. A failed switch to fail is reported to
 // say and leaves the outage out (faultStats.outage stays 0).
 func startFaults(ctx context.Context, p providerClient, interval, hang time.Duration, count int, outage time.Duration, say func(string, ...any)) (stop func() faultStats) {
 	ctx, cancel := context.WithCancel(ctx)
@@ -153,6 +154,7 @@ func startFaults(ctx context.Context, p providerClient, interval, hang time.Dura
 				say("%v", err)
 			} else {
 				say("provider outage over after %v; the next new key is declined", st.outage.Round(time.Millisecond))
+				ok = ok && awaitCount(ctx, p, say)
 			}
 			if !ok {
 				done <- st
@@ -201,6 +203,29 @@ func startFaults(ctx context.Context, p providerClient, interval, hang time.Dura
 		}
 		return st
 	}
+}
+
+// outageDecline bounds how long the schedule waits for the decline that
+// ends an outage to be used before it goes on.
+const outageDecline = 30 * time.Second
+
+// awaitCount waits until the provider's counted mode is used up (its
+// count left is 0), so that the next phase does not replace it unused, or
+// outageDecline passed (said); it reports whether ctx is still live.
+func awaitCount(ctx context.Context, p providerClient, say func(string, ...any)) bool {
+	deadline := time.Now().Add(outageDecline)
+	for ctx.Err() == nil {
+		left, err := p.left(ctx)
+		if err == nil && left == 0 {
+			return true
+		}
+		if time.Now().After(deadline) {
+			say("the decline after the outage was not used within %v (%v)", outageDecline, err)
+			return true
+		}
+		sleep(ctx, 20*time.Millisecond)
+	}
+	return false
 }
 
 // wait waits d and reports whether ctx is still live.
