@@ -27,7 +27,13 @@ import (
 // instead, through an "idem provider" child the gate starts and injects
 // faults into (every --fault-interval, at most --fault-keys new keys a
 // phase), with --provider-timeout passed to the instances; a key must settle within --unknown-slo of its first
-// request (gate.Config.Workload, docs/gate.md).
+// request (gate.Config.Workload, docs/gate.md). With --retention it also
+// runs the late-settlement phase: the instances run with that short
+// retention and prune every --prune-interval, the provider is out for
+// --outage (longer than the retention) as the load starts, and every
+// operation that stayed UNKNOWN for longer than the retention must replay
+// its settled answer when retried after a prune pass
+// (gate.Config.Retention).
 func runGate(ctx context.Context, args []string, std stdio) int {
 	fs := newFlags("gate", "--db DSN [--workload payments|transfers] [--instances N] [--requests N] [--retries R] [--concurrency C] [--crash] [--json] [--html FILE] …", std)
 	var cfg gate.Config
@@ -45,6 +51,9 @@ func runGate(ctx context.Context, args []string, std stdio) int {
 	fs.DurationVar(&cfg.ProviderTimeout, "provider-timeout", gate.DefaultProviderTimeout, "transfers: --provider-timeout of the instances (if idem serve has the flag)")
 	fs.DurationVar(&cfg.FaultInterval, "fault-interval", gate.DefaultFaultInterval, "transfers: length of each phase of the provider fault schedule")
 	fs.IntVar(&cfg.FaultKeys, "fault-keys", gate.DefaultFaultKeys, "transfers: requests with a new key one fault phase hits at most (negative: no bound)")
+	fs.DurationVar(&cfg.Retention, "retention", 0, "transfers: the late-settlement phase — instances run with this --retention and prune often, the provider is out for --outage first, and every operation UNKNOWN for longer than the retention must replay once settled (0: no such phase)")
+	fs.DurationVar(&cfg.Outage, "outage", 0, "transfers, with --retention: length of the opening provider outage, longer than the retention (0: twice the retention)")
+	fs.DurationVar(&cfg.PruneInterval, "prune-interval", gate.DefaultPruneInterval, "transfers, with --retention: --prune-interval of the instances")
 	fs.BoolVar(&cfg.Crash, "crash", false, "kill one instance with SIGKILL midway and restart it")
 	fs.DurationVar(&cfg.LatencyBudget, "latency-budget", gate.DefaultLatencyBudget, "the endpoint's latency budget; reservation p99 must stay within 5 % of it")
 	fs.DurationVar(&cfg.RecoverySLO, "recovery-slo", gate.DefaultRecoverySLO, "how long an operation may stay UNKNOWN")

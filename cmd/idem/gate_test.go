@@ -148,6 +148,12 @@ func TestGateUsage(t *testing.T) {
 	if code, _, stderr := runCmd(t, "", "gate", "--db", "sqlite:x.db", "--workload", "refunds", "--bin", "/nonexistent"); code != exitRefused || !strings.Contains(stderr, "unknown workload") {
 		t.Errorf("unknown workload: exit %d, stderr %q", code, stderr)
 	}
+	if code, _, stderr := runCmd(t, "", "gate", "--db", "sqlite:x.db", "--retention", "2s", "--bin", "/nonexistent"); code != exitRefused || !strings.Contains(stderr, "needs the transfers workload") {
+		t.Errorf("retention with payments: exit %d, stderr %q", code, stderr)
+	}
+	if code, _, stderr := runCmd(t, "", "gate", "--db", "sqlite:x.db", "--workload", "transfers", "--retention", "2s", "--outage", "2s", "--bin", "/nonexistent"); code != exitRefused || !strings.Contains(stderr, "must be longer than the retention") {
+		t.Errorf("outage not longer than the retention: exit %d, stderr %q", code, stderr)
+	}
 	if code, _, _ := runCmd(t, "", "gate", "--db", "mysql://x"); code != exitRefused {
 		t.Errorf("unknown database: exit %d, want %d", code, exitRefused)
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idem/idemstore"
+	"github.com/idemkit/idem/registry"
 )
 
 // Defaults of Config fields left at zero.
@@ -45,6 +46,9 @@ const (
 	// DefaultFaultKeys is how many requests with a new key each fault
 	// phase of the transfers workload hits at most.
 	DefaultFaultKeys = 2
+	// DefaultPruneInterval is the --prune-interval of the instances of a
+	// run with Config.Retention set.
+	DefaultPruneInterval = 100 * time.Millisecond
 )
 
 // The workloads.
@@ -114,6 +118,26 @@ type Config struct {
 	// DefaultFaultKeys, negative no bound (the mode holds for the whole
 	// phase).
 	FaultKeys int
+	// Retention (transfers), if set, is the late-settlement phase
+	// (docs/gate.md): every instance runs with --retention Retention,
+	// the four retention windows at 0 and --prune-interval
+	// PruneInterval, and the fault schedule opens with a provider outage
+	// (mode fail, every new key refused with a 503) of Outage, longer
+	// than Retention, before the load starts; the outage ends with one
+	// decline. Every key that was UNKNOWN for longer than Retention is
+	// sent once more after it settled, once a prune pass that began
+	// after its settlement finished, and must replay its settled answer
+	// (Report.LateSettled). Records retire during such a run, so the
+	// replay-digest check of a retired record is limited to its
+	// operation ID. 0: no such phase, and the instances prune never.
+	Retention time.Duration
+	// Outage (with Retention) is the length of the opening outage; 0
+	// means twice Retention. It must be longer than Retention and, with
+	// Retention, shorter than UnknownSLO.
+	Outage time.Duration
+	// PruneInterval (with Retention) is the instances' --prune-interval;
+	// 0 means DefaultPruneInterval.
+	PruneInterval time.Duration
 	// Crash kills one instance with SIGKILL when half the planned requests
 	// were sent and starts it again; the other instances keep serving.
 	Crash bool
@@ -170,6 +194,10 @@ type Config struct {
 	// Progress receives a line a second while the load runs and a line
 	// per phase; nil means io.Discard.
 	Progress io.Writer
+
+	// pruneLog is where the load reads the instances' prune passes (the
+	// database's registry.PruneLog); set by Run for a run with Retention.
+	pruneLog registry.PruneLog
 }
 
 // withDefaults returns c with its zero values replaced by the defaults.
@@ -199,6 +227,10 @@ func (c Config) withDefaults() Config {
 	defD(&c.ProviderTimeout, DefaultProviderTimeout)
 	defD(&c.FaultInterval, DefaultFaultInterval)
 	def(&c.FaultKeys, DefaultFaultKeys)
+	if c.Retention > 0 {
+		defD(&c.Outage, 2*c.Retention)
+		defD(&c.PruneInterval, DefaultPruneInterval)
+	}
 	if c.Workload == "" {
 		c.Workload = WorkloadPayments
 	}
@@ -225,8 +257,14 @@ func (c Config) validate() error {
 	case c.Workload != WorkloadPayments && c.Workload != WorkloadTransfers:
 		return fmt.Errorf("gate: unknown workload %q (want %s or %s)", c.Workload, WorkloadPayments, WorkloadTransfers)
 	case c.LatencyBudget < 0 || c.RecoverySLO < 0 || c.KeyTimeout < 0 || c.Lease < 0 || c.RecoverInterval < 0 ||
-		c.UnknownSLO < 0 || c.ProviderTimeout < 0 || c.FaultInterval < 0:
+		c.UnknownSLO < 0 || c.ProviderTimeout < 0 || c.FaultInterval < 0 || c.Retention < 0 || c.Outage < 0 || c.PruneInterval < 0:
 		return errors.New("gate: durations must not be negative")
+	case c.Retention > 0 && !c.transfers():
+		return errors.New("gate: a retention (the late-settlement phase) needs the transfers workload")
+	case c.Retention > 0 && (c.Outage <= c.Retention || c.Outage+c.Retention >= c.UnknownSLO):
+		return fmt.Errorf("gate: the outage (%v) must be longer than the retention (%v), and both together shorter than the unknown SLO (%v)", c.Outage, c.Retention, c.UnknownSLO)
+	case c.Retention > 0 && c.Resend:
+		return errors.New("gate: a retention retires records during the run; a re-send after the load would find them retired")
 	case c.Crash && c.Instances < 2:
 		return errors.New("gate: crash injection needs at least 2 instances, so retries continue on the others")
 	}

@@ -31,7 +31,12 @@
 // verifies against the provider's executions, attributed to keys by
 // payee: at most one per key, exactly one for a key answered 2xx, none
 // for a key answered 422; no stored 5xx response; every key settled
-// within Config.UnknownSLO of its first request (VerifyTransfers).
+// within Config.UnknownSLO of its first request (VerifyTransfers). With
+// Config.Retention it also runs the late-settlement phase: a short
+// retention on the instances, a provider outage longer than it as the
+// load starts, and every operation UNKNOWN for longer than the retention
+// retried after it settled and a prune pass ran — it must replay its
+// settled answer (Report.Late, gate late_settled_replayed).
 //
 // For failover tests, Config.Midway is a hook called once midway through
 // the load while it goes on (kill the database's primary, promote its

@@ -65,6 +65,17 @@ func (r *Report) WriteHTML(w io.Writer) error {
 			outcome{"records storing a 5xx response", int64(v.Stored5xx)},
 			outcome{"keys without a definite answer within the unknown SLO", int64(v.UnknownPastSLO)},
 		)
+		if l := r.Late; l != nil {
+			outcomes = append(outcomes,
+				outcome{"late-settled operations (UNKNOWN longer than the retention)", int64(l.Settled)},
+				outcome{"late-settled operations replayed after a prune pass", int64(l.Replayed)},
+				outcome{"late-settled operations answered KEY_RETIRED", int64(l.Retired)},
+				outcome{"late-settled operations executed again", int64(l.Executed)},
+				outcome{"late-settled operations answered otherwise", int64(l.Other)},
+				outcome{"late-settled operations not judged in time", int64(l.Unjudged)},
+				outcome{"answered keys whose record retired during the run", int64(v.RetiredKeys)},
+			)
+		}
 		for _, m := range slices.Sorted(maps.Keys(r.Faults)) {
 			outcomes = append(outcomes, outcome{"provider fault phases " + m, int64(r.Faults[m])},
 				outcome{"requests decided by " + m, int64(r.FaultRequests[m])})

@@ -98,6 +98,15 @@ type KeyResult struct {
 	Start        time.Time
 	Settled      bool
 	SettledAfter time.Duration
+	// FirstUnknown (transfers) is when the key's first 409
+	// OUTCOME_UNKNOWN answer came, LastUnknownSent when the last request
+	// answered so was sent; zero if none was. The record was UNKNOWN
+	// when the server read it for that last request, so it settled
+	// later.
+	FirstUnknown, LastUnknownSent time.Time
+	// Late (Config.Retention) is the key's late retry, nil if it was not
+	// late-settled (latesettle.go).
+	Late *LateRetry
 }
 
 // LoadResult is the outcome of Load.
@@ -216,16 +225,17 @@ func (l *loader) runKey(ctx context.Context, i int) {
 	var wg sync.WaitGroup
 	for j := range l.plan.Retries {
 		wg.Go(func() {
-			a, ok, note := l.request(ctx, k, res.Start, (k.Index+j)%len(l.targets), k.Body(j))
+			a, ok, note := l.request(ctx, k, res, &mu, (k.Index+j)%len(l.targets), k.Body(j))
 			mu.Lock()
 			defer mu.Unlock()
 			l.record(res, a, ok, note)
 		})
 	}
 	wg.Wait()
+	l.lateRetry(ctx, k, res)
 	if k.Conflict && ctx.Err() == nil {
 		res.ConflictSent = true
-		a, ok, note := l.request(ctx, k, res.Start, (k.Index+l.plan.Retries)%len(l.targets), k.ConflictBody())
+		a, ok, note := l.request(ctx, k, res, &mu, (k.Index+l.plan.Retries)%len(l.targets), k.ConflictBody())
 		switch {
 		case ok && a.Code != "":
 			res.ConflictCode = a.Code
@@ -273,7 +283,7 @@ func (l *loader) resendAll(ctx context.Context) int {
 		wg.Go(func() {
 			for i := range idx {
 				k, res := l.plan.Keys[i], &l.results[i]
-				a, ok, note := l.request(ctx, k, time.Now(), k.Index%len(l.targets), k.Body(0))
+				a, ok, note := l.request(ctx, k, &KeyResult{Start: time.Now()}, nil, k.Index%len(l.targets), k.Body(0))
 				l.record(res, a, ok, note)
 				n.Add(1)
 			}
@@ -293,10 +303,12 @@ func (l *loader) resendAll(ctx context.Context) int {
 // request sends one request, starting at target t, and re-sends it until
 // it gets an answer that is not "try again". ok is false when none came
 // before the key timeout (or, for transfers, the key's unknown SLO after
-// start, its first request) or ctx ended. note describes the answer.
-func (l *loader) request(ctx context.Context, k Key, start time.Time, t int, body string) (a Answer, ok bool, note string) {
+// res.Start, its first request) or ctx ended. note describes the answer.
+// A 409 OUTCOME_UNKNOWN is noted in res.FirstUnknown and
+// res.LastUnknownSent under mu (if mu is nil, res is the caller's alone).
+func (l *loader) request(ctx context.Context, k Key, res *KeyResult, mu *sync.Mutex, t int, body string) (a Answer, ok bool, note string) {
 	deadline := time.Now().Add(l.cfg.KeyTimeout)
-	if slo := start.Add(l.cfg.UnknownSLO); l.cfg.transfers() && slo.Before(deadline) {
+	if slo := res.Start.Add(l.cfg.UnknownSLO); l.cfg.transfers() && slo.Before(deadline) {
 		deadline = slo
 	}
 	first := !l.resending.Load() // the re-send after the load is not planned
@@ -311,6 +323,7 @@ func (l *loader) request(ctx context.Context, k Key, start time.Time, t int, bod
 			l.planned.Add(1)
 			first = false
 		}
+		sent := time.Now()
 		a, note, retryAfter, err := l.exchange(ctx, url, k, body)
 		if err != nil {
 			l.resend("connection")
@@ -323,6 +336,9 @@ func (l *loader) request(ctx context.Context, k Key, start time.Time, t int, bod
 			l.resend(string(a.Code))
 			sleep(ctx, retryAfter)
 			continue
+		}
+		if l.cfg.transfers() && a.Code == idem.CodeOutcomeUnknown {
+			noteUnknown(res, mu, sent, a.At)
 		}
 		if l.cfg.transfers() && (a.Code == idem.CodeOutcomeUnknown || a.Status == http.StatusServiceUnavailable) {
 			l.resend(cmp.Or(string(a.Code), strconv.Itoa(a.Status)))

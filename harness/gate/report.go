@@ -78,6 +78,16 @@ type Report struct {
 	ProviderTimeoutSeconds float64        `json:"provider_timeout_seconds,omitempty"`
 	Faults                 map[string]int `json:"faults,omitempty"`
 	FaultRequests          map[string]int `json:"fault_requests,omitempty"`
+	// The late-settlement phase (Config.Retention): RetentionSeconds is
+	// the instances' --retention, OutageSeconds how long the opening
+	// provider outage lasted (set by Run), Late what the retries of the
+	// late-settled keys got after their settlement and
+	// LateSettledReplayed the share of them that replayed (the gate: = 1,
+	// with at least one late-settled key). nil and 0 without the phase.
+	RetentionSeconds    float64     `json:"retention_seconds,omitempty"`
+	OutageSeconds       float64     `json:"outage_seconds,omitempty"`
+	Late                *LateCounts `json:"late_settled,omitempty"`
+	LateSettledReplayed float64     `json:"late_settled_replayed,omitempty"`
 	// InstanceProblems counts what went wrong with the instances
 	// themselves: a histogram that could not be scraped (the latency gate
 	// would judge part of the run), an instance that exited on its own or
@@ -198,9 +208,31 @@ func NewReport(cfg Config, plan Plan, res LoadResult, v Verification, reservatio
 		r.UnknownSLOSeconds = cfg.UnknownSLO.Seconds()
 	}
 	r.ReplayDigestMismatches = v.DigestMismatches
+	consistent := v.ConsistentKeys
+	if cfg.Retention == 0 && v.RetiredKeys > 0 {
+		// Nothing may retire within the default retention: each such
+		// key's answers have no stored response to match.
+		consistent -= v.RetiredKeys
+		r.ReplayDigestMismatches += v.RetiredKeys
+		r.problem(fmt.Sprintf("%d answered keys' records retired during a run without a retention", v.RetiredKeys))
+	}
 	r.ReplayDigestConsistency = 1
 	if v.AnsweredKeys > 0 {
-		r.ReplayDigestConsistency = float64(v.ConsistentKeys) / float64(v.AnsweredKeys)
+		r.ReplayDigestConsistency = float64(consistent) / float64(v.AnsweredKeys)
+	}
+	if cfg.transfers() && cfg.Retention > 0 {
+		c, problems := countLate(res)
+		r.Late, r.RetentionSeconds = &c, cfg.Retention.Seconds()
+		if c.Settled > 0 {
+			r.LateSettledReplayed = float64(c.Replayed) / float64(c.Settled)
+		}
+		r.ReExecuted += c.Executed // a second execution of a settled key
+		for _, p := range problems {
+			r.problem(p)
+		}
+		if c.Settled == 0 {
+			r.problem("no key was UNKNOWN for longer than the retention: the late-settlement phase proved nothing")
+		}
 	}
 	switch {
 	case cfg.transfers() && len(plan.Keys) > 0:
@@ -253,6 +285,12 @@ func (r *Report) decide() {
 		// histogram is missing from the p99, fails the run it was part of.
 		{Name: "instance_problems", Value: float64(r.InstanceProblems), Limit: "= 0", Passed: r.InstanceProblems == 0},
 	}
+	if r.Late != nil {
+		// Retention from settlement: every retry of a key that settled
+		// after an outage longer than the retention replays its answer.
+		r.Gates = append(r.Gates, Gate{Name: "late_settled_replayed", Value: r.LateSettledReplayed, Limit: "= 1",
+			Passed: r.Late.Settled > 0 && r.Late.Replayed == r.Late.Settled})
+	}
 	if r.Workload != WorkloadTransfers {
 		// Payments store 201 and 422 only; the gate is the transfers'.
 		r.Gates = slices.DeleteFunc(r.Gates, func(g Gate) bool { return g.Name == "stored_5xx" })
@@ -295,6 +333,10 @@ func (r *Report) WriteText(w io.Writer) {
 		fmt.Fprintf(w, "  failover  %d keys re-sent after the load; %d acknowledged operations lost, %d keys executed again\n",
 			r.ResentKeys, r.AcknowledgedLost, r.ReExecuted)
 	}
+	if l := r.Late; l != nil {
+		fmt.Fprintf(w, "  late      outage %s, retention %s: %d late-settled operations, %d replayed, %d KEY_RETIRED, %d executed again, %d other, %d not judged in time\n",
+			seconds(r.OutageSeconds), seconds(r.RetentionSeconds), l.Settled, l.Replayed, l.Retired, l.Executed, l.Other, l.Unjudged)
+	}
 	if len(r.Resends) > 0 {
 		var parts []string
 		for _, k := range slices.Sorted(maps.Keys(r.Resends)) {
@@ -303,7 +345,8 @@ func (r *Report) WriteText(w io.Writer) {
 		fmt.Fprintf(w, "  re-sent   %s\n", strings.Join(parts, ", "))
 	}
 	if r.Workload == WorkloadTransfers {
-		fmt.Fprintf(w, "  database  %d operations, %d storing a 5xx response\n", r.Verification.Operations, r.Stored5xx)
+		fmt.Fprintf(w, "  database  %d operations, %d storing a 5xx response, %d answered keys' records retired during the run\n",
+			r.Verification.Operations, r.Stored5xx, r.Verification.RetiredKeys)
 	} else {
 		fmt.Fprintf(w, "  database  %d operations, %d payment rows, %d outbox messages\n",
 			r.Verification.Operations, r.Verification.PaymentRows, r.Verification.OutboxRows)
@@ -351,6 +394,11 @@ func formatValue(v float64) string {
 		return fmt.Sprintf("%.0f", v)
 	}
 	return fmt.Sprintf("%.4g", v)
+}
+
+// seconds formats a number of seconds as a duration, to the millisecond.
+func seconds(s float64) time.Duration {
+	return time.Duration(s * float64(time.Second)).Round(time.Millisecond)
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

@@ -30,6 +30,12 @@ import (
 // (Verify). It returns the report; an error means the gate could not run
 // (the database or an instance did not come up), not that it failed.
 //
+// With cfg.Retention (transfers), the late-settlement phase: the instances
+// run with that --retention and prune every cfg.PruneInterval, the fault
+// schedule opens with a provider outage of cfg.Outage, and the load sends
+// every key that was UNKNOWN for longer than the retention once more after
+// it settled (Config.Retention, latesettle.go).
+//
 // The transfers workload (cfg.Workload) also starts an "idem provider"
 // child first and gives every instance --provider (and
 // --provider-timeout cfg.ProviderTimeout, when "idem serve" has that
@@ -92,7 +98,17 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, fmt.Errorf("gate: %w", err)
 	}
 	args := []string{"--db", cfg.DSN, "--auth", authPath, "--lease", cfg.Lease.String(),
-		"--recover-interval", cfg.RecoverInterval.String(), "--prune-interval", "0"}
+		"--recover-interval", cfg.RecoverInterval.String()}
+	if cfg.Retention > 0 {
+		// The late-settlement phase: a short retention, which the
+		// retention windows checked at start-up must allow, and a prune
+		// pass every PruneInterval.
+		args = append(args, "--retention", cfg.Retention.String(), "--prune-interval", cfg.PruneInterval.String(),
+			"--client-retry-window", "0s", "--queue-backlog-window", "0s", "--reconciliation-window", "0s", "--restore-window", "0s")
+		cfg.pruneLog = store
+	} else {
+		args = append(args, "--prune-interval", "0")
+	}
 	if cfg.TwoPhase {
 		args = append(args, "--two-phase")
 	}
@@ -182,7 +198,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	stopFaults := func() faultStats { return faultStats{} }
 	if cfg.transfers() {
-		stopFaults = startFaults(ctx, provider, cfg.FaultInterval, providerTimeout*3/2, cfg.FaultKeys, say)
+		stopFaults = startFaults(ctx, provider, cfg.FaultInterval, providerTimeout*3/2, cfg.FaultKeys, cfg.Outage, say)
 	}
 	loadBefore := loadAverage()
 	res := Load(ctx, cfg, plan, fleet.targets, midway)
@@ -233,6 +249,10 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if cfg.transfers() {
 		r.ProviderTimeoutSeconds = providerTimeout.Seconds()
 		r.Faults, r.FaultRequests = faults.phases, faults.requests
+		r.OutageSeconds = faults.outage.Seconds()
+		if cfg.Retention > 0 && faults.outage <= cfg.Retention {
+			problems = append(problems, fmt.Sprintf("the provider outage lasted %v, not longer than the retention %v", faults.outage, cfg.Retention))
+		}
 	}
 	r.DB = idemstore.Kind(cfg.DSN)
 	r.ServeFlags = fleet.serveFlags()

@@ -111,6 +111,8 @@ var faultModes = []provider.Mode{provider.ModeHang, provider.ModeFailAfter, prov
 // counted phases, the requests with a new key each mode decided.
 type faultStats struct {
 	phases, requests map[string]int
+	// outage is how long the opening outage lasted; 0 without one.
+	outage time.Duration
 }
 
 // startFaults runs the fault schedule against p until the returned stop is
@@ -122,11 +124,43 @@ type faultStats struct {
 // most count keys however fast the load goes. stop sets "ok" again,
 // waits for the schedule to end and returns what it did. Failed switches
 // are reported to say and the schedule goes on.
-func startFaults(ctx context.Context, p providerClient, interval, hang time.Duration, count int, say func(string, ...any)) (stop func() faultStats) {
+//
+// With outage > 0 the schedule opens with an outage: startFaults sets
+// mode fail (no count: every request with a new key is refused with a 503
+// until changed) before it returns, so the first keys of a load started
+// next all go UNKNOWN; after outage it sets mode decline for one request
+// with a new key (so one of those keys settles as declined, the others
+// execute), waits until that decline was used (awaitCount) and goes on
+// as above. A failed switch to fail is reported to
+// say and leaves the outage out (faultStats.outage stays 0).
+func startFaults(ctx context.Context, p providerClient, interval, hang time.Duration, count int, outage time.Duration, say func(string, ...any)) (stop func() faultStats) {
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan faultStats, 1)
+	st := faultStats{phases: map[string]int{}, requests: map[string]int{}}
+	if outage > 0 {
+		if err := p.setMode(ctx, provider.ModeFail, 0); err != nil {
+			say("outage: %v", err)
+			outage = 0
+		} else {
+			say("provider outage (mode %s) for %v", provider.ModeFail, outage)
+		}
+	}
 	go func() {
-		st := faultStats{phases: map[string]int{}, requests: map[string]int{}}
+		if outage > 0 {
+			began := time.Now()
+			ok := wait(ctx, outage)
+			st.outage = time.Since(began)
+			if err := p.setMode(context.WithoutCancel(ctx), provider.ModeDecline, 1); err != nil {
+				say("%v", err)
+			} else {
+				say("provider outage over after %v; the next new key is declined", st.outage.Round(time.Millisecond))
+				ok = ok && awaitCount(ctx, p, say)
+			}
+			if !ok {
+				done <- st
+				return
+			}
+		}
 		for i := 0; ; i++ {
 			if !wait(ctx, interval) {
 				break
@@ -169,6 +203,29 @@ func startFaults(ctx context.Context, p providerClient, interval, hang time.Dura
 		}
 		return st
 	}
+}
+
+// outageDecline bounds how long the schedule waits for the decline that
+// ends an outage to be used before it goes on.
+const outageDecline = 30 * time.Second
+
+// awaitCount waits until the provider's counted mode is used up (its
+// count left is 0), so that the next phase does not replace it unused, or
+// outageDecline passed (said); it reports whether ctx is still live.
+func awaitCount(ctx context.Context, p providerClient, say func(string, ...any)) bool {
+	deadline := time.Now().Add(outageDecline)
+	for ctx.Err() == nil {
+		left, err := p.left(ctx)
+		if err == nil && left == 0 {
+			return true
+		}
+		if time.Now().After(deadline) {
+			say("the decline after the outage was not used within %v (%v)", outageDecline, err)
+			return true
+		}
+		sleep(ctx, 20*time.Millisecond)
+	}
+	return false
 }
 
 // wait waits d and reports whether ctx is still live.

@@ -176,7 +176,7 @@ func TestFaultSchedule(t *testing.T) {
 	}))
 	defer ts.Close()
 	var said []string
-	stop := startFaults(context.Background(), newProviderClient(ts.URL), time.Millisecond, time.Millisecond, 3,
+	stop := startFaults(context.Background(), newProviderClient(ts.URL), time.Millisecond, time.Millisecond, 3, 0,
 		func(f string, args ...any) { said = append(said, f) })
 	select {
 	case <-all:

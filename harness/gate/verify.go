@@ -72,6 +72,12 @@ type Verification struct {
 	DuplicateTransfers int `json:"duplicate_transfers,omitempty"`
 	DeclinedExecuted   int `json:"declined_executed,omitempty"`
 	Stored5xx          int `json:"stored_5xx"`
+	// RetiredKeys (transfers) counts answered keys whose record is a
+	// tombstone at the check: retired during a run with a short
+	// retention (Config.Retention), its response gone, so their answers
+	// are held to its operation ID only (checkRetired). Without a
+	// retention NewReport counts each as a digest mismatch.
+	RetiredKeys int `json:"retired_keys,omitempty"`
 	// Problems describes the first failures found.
 	Problems []string `json:"problems,omitempty"`
 }

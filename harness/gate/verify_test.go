@@ -206,10 +206,11 @@ func corruptBody(t *testing.T, b *bundle, op string) {
 func tamperRecord(t *testing.T, b *bundle, query string, args ...any) {
 	t.Helper()
 	err := b.store.InTx(context.Background(), func(ctx context.Context, tx registry.Tx) error {
-		pre := []string{"pg_no_triggers"}
+		pre := []string{"pg_no_triggers", "pg_drop_checks"}
 		if b.kind == "sqlite" {
 			pre = []string{"sqlite_drop_transition", "sqlite_drop_retire", "sqlite_drop_terminal", "sqlite_drop_tombstone", "sqlite_drop_identity",
-				"sqlite_drop_settled_body"}
+				"sqlite_drop_settled_body", "sqlite_ignore_checks"}
+			defer tx.Exec(ctx, tamper.Get("sqlite_heed_checks")) // the connection goes back to the pool
 		}
 		switch { // a CHECK refuses a 5xx too: the writer drops that first
 		case query == "store_502" && b.kind == "sqlite":

@@ -25,7 +25,9 @@ import (
 //     came later than slo after its first request, or never, or when its
 //     operation is UNKNOWN now;
 //   - no record of the run may store a 5xx response (a 5xx is never
-//     evidence of an outcome).
+//     evidence of an outcome);
+//   - a key whose record retired (a tombstone: the response is gone) has
+//     its answers held to the record's operation ID only (checkRetired).
 //
 // ctx governs the reads.
 func VerifyTransfers(ctx context.Context, store registry.Store, plan Plan, res LoadResult, list []ProviderTransfer, slo time.Duration) (Verification, error) {
@@ -73,13 +75,48 @@ func VerifyTransfers(ctx context.Context, store registry.Store, plan Plan, res L
 			v.UnknownPastSLO++
 			v.problem("key %d: operation %s answered, yet UNKNOWN at the check", i, r.rec.OperationID)
 		}
-		v.checkAnswers(i, k, kr, r)
+		if r.err == nil && r.rec.Retired() {
+			v.checkRetired(i, k, kr, r)
+		} else {
+			v.checkAnswers(i, k, kr, r)
+		}
 		v.checkTransfers(i, k, kr, execs[i])
 	}
 	for _, e := range execs {
 		v.ProviderExecutions += len(e)
 	}
 	return v, nil
+}
+
+// checkRetired is checkAnswers for a key whose record r is a tombstone:
+// its response is gone, so every answer must name its operation, and no
+// digest can be compared.
+func (v *Verification) checkRetired(i int, k Key, kr KeyResult, r keyRecord) {
+	if len(kr.Answers) == 0 {
+		return
+	}
+	v.AnsweredKeys++
+	v.TerminalAnswers += len(kr.Answers)
+	v.RetiredKeys++
+	ops := map[string]bool{}
+	bad := 0
+	for _, a := range kr.Answers {
+		ops[a.OperationID] = true
+		if a.OperationID != r.rec.OperationID {
+			bad++
+		}
+	}
+	if len(ops) > 1 {
+		v.ReExecuted++
+		v.problem("key %d (%s): executed again — the terminal answers name %d operations: %s", i, k.Key, len(ops), opList(ops))
+	}
+	if bad > 0 {
+		v.AcknowledgedLost++
+		v.DigestMismatches += bad
+		v.problem("key %d (%s): acknowledged operation lost — answers name %s, the database holds %s", i, k.Key, opList(ops), describe(r))
+		return
+	}
+	v.ConsistentKeys++
 }
 
 // checkTransfers checks a key's provider executions against its answers.
