@@ -212,12 +212,6 @@ func tamperRecord(t *testing.T, b *bundle, query string, args ...any) {
 				"sqlite_drop_settled_body", "sqlite_ignore_checks"}
 			defer tx.Exec(ctx, tamper.Get("sqlite_heed_checks")) // the connection goes back to the pool
 		}
-		switch { // a CHECK refuses a 5xx too: the writer drops that first
-		case query == "store_502" && b.kind == "sqlite":
-			pre = append(pre, "sqlite_ignore_checks")
-		case query == "store_502":
-			pre = append(pre, "pg_drop_checks")
-		}
 		for _, q := range pre {
 			if _, err := tx.Exec(ctx, tamper.Get(q)); err != nil {
 				return err

@@ -51,11 +51,3 @@ DELETE FROM payments WHERE operation_id = $1
 
 -- name: store_502
 UPDATE idem_operations SET resp_status = 502 WHERE operation_id = $1
-
--- A database writer who stores what the CHECKs refuse (a 5xx, say)
--- drops them first (migrations pg 015 / sqlite 011 refuse it otherwise).
--- name: pg_drop_checks
-ALTER TABLE idem_operations DROP CONSTRAINT idem_operations_valid
-
--- name: sqlite_ignore_checks
-PRAGMA ignore_check_constraints = ON
