@@ -402,7 +402,7 @@ func (c *consoleRun) contradictingRefused(ctx context.Context) {
 			browser.ClickNavigate("#reconcile-submit"),
 			chromedp.WaitVisible(chromedp.CSS("#error")),
 			browser.Capture("refused-"+strings.ToLower(step.code)))
-		code := browserValue(c, ctx, "the error's code", chromedp.JavascriptAttribute[string](chromedp.CSS("#error"), "data-code"))
+		code := browserValue(c, ctx, "the error's code", chromedp.AttributeValue(chromedp.CSS("#error"), "data-code")).Value
 		if code != step.code {
 			t.Fatalf("reconcile failed with %q after an executed lookup: #error %q; want %s", step.evidence, code, step.code)
 		}
