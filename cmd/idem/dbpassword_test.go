@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -28,8 +29,10 @@ func TestDBPasswordOffArgv(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Close(ctx)
-	const role, password = "idem_pw_user", "pw-Zr4kW9pQ2mX7vT1nB8yL5c"
+	t.Cleanup(func() { conn.Close(ctx) }) // after the cleanups below, which use it
+	// Roles are the cluster's, which the test binary shares: a role of its
+	// own for each run (-count=N runs it again on the same cluster).
+	role, password := fmt.Sprintf("idem_pw_user_%d", rand.Uint32()), "pw-Zr4kW9pQ2mX7vT1nB8yL5c"
 	var hba string
 	if err := conn.QueryRow(ctx, "SHOW hba_file").Scan(&hba); err != nil {
 		t.Fatal(err)
@@ -56,7 +59,10 @@ func TestDBPasswordOffArgv(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	t.Cleanup(func() { conn.Exec(context.Background(), "DROP ROLE IF EXISTS "+role) })
+	t.Cleanup(func() { // it owns what migrate made in this test's database
+		conn.Exec(context.Background(), "REASSIGN OWNED BY "+role+" TO CURRENT_USER")
+		conn.Exec(context.Background(), "DROP ROLE IF EXISTS "+role)
+	})
 
 	u, _ := url.Parse(dsn)
 	u.User = url.User(role)
