@@ -67,10 +67,10 @@ func (o *Operation) ApproveByOperator(ctx context.Context, store registry.Store,
 		return unsettled, &OperatorError{CodeNothingToApprove, fmt.Sprintf("operation %s has no settlement request waiting for approval", rec.OperationID)}
 	case err != nil:
 		return unsettled, fmt.Errorf("effect: approve %s: %w", rec.OperationID, err)
-	case p.RequestedBy == approver:
+	case sameActor(p.RequestedBy, approver):
 		return unsettled, &OperatorError{CodeSelfApproval, fmt.Sprintf(
 			"%s requested this settlement and cannot approve it: a second operator must; nothing was changed", approver)}
-	case p.ApprovedBy != "" && p.ApprovedBy != approver:
+	case p.ApprovedBy != "" && !sameActor(p.ApprovedBy, approver):
 		return unsettled, alreadyApproved(rec, p)
 	}
 	d := Decision{Kind: Declined, Handle: p.Handle}
@@ -104,4 +104,12 @@ func (o *Operation) ApproveByOperator(ctx context.Context, store registry.Store,
 func alreadyApproved(rec registry.Record, p registry.PendingSettlement) error {
 	return &OperatorError{CodeAlreadyApproved, fmt.Sprintf(
 		"the settlement of operation %s was approved by %s already; nothing was changed", rec.OperationID, p.ApprovedBy)}
+}
+
+// sameActor reports whether two actor names name the same person as far
+// as names can tell: equal but for case and surrounding white space
+// ("alice" and " Alice" are one operator, who cannot approve their own
+// request).
+func sameActor(a, b string) bool {
+	return strings.EqualFold(strings.TrimSpace(a), strings.TrimSpace(b))
 }

@@ -31,11 +31,18 @@ func (o *Operation) window(name string) time.Duration {
 }
 
 // answerAt reports the effect result that a, answered at "at" about e's
-// key, proves: Answer.Evidence, except that a "not found" before e began
-// plus the downstream's visibility window proves nothing.
+// key, proves: Answer.Evidence, except that a "not found" before e's last
+// send plus the downstream's visibility window proves nothing. The last
+// send is the later of the attempt's creation and its last update: an
+// owner that took the operation over re-sends the same key and updates
+// the attempt, and the window counts from that send, not the first.
 func (o *Operation) answerAt(a Answer, e registry.Effect, at time.Time) (result string, ok bool) {
 	result, ok = a.Evidence()
-	if ok && a.Kind == NotFound && at.Before(e.CreatedAt.Add(o.window(e.Name))) {
+	sent := e.CreatedAt
+	if e.UpdatedAt.After(sent) {
+		sent = e.UpdatedAt
+	}
+	if ok && a.Kind == NotFound && at.Before(sent.Add(o.window(e.Name))) {
 		return "", false
 	}
 	return result, ok

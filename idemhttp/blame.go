@@ -15,11 +15,16 @@ import (
 // statement failed). Only the first is ever answered or counted as
 // storage trouble.
 
-// gone reports whether r's client went away: net/http cancelled its
-// context (the connection closed or was half-closed, or the client was
-// slower than the server's read timeout). A deadline the application put
-// on the request is not that: a store too slow for it is storage trouble.
-func gone(r *http.Request) bool { return errors.Is(r.Context().Err(), context.Canceled) }
+// gone reports whether err, the failure of serving r, is r's client
+// going away: net/http cancelled its context (the connection closed or
+// was half-closed, or the client was slower than the server's read
+// timeout) and err is that cancellation. Timing alone is not enough: a
+// store error that is not the cancellation (an outage, a lost commit
+// reply) stays storage trouble even when the client left meanwhile, and a
+// deadline the application put on the request is not the client going.
+func gone(r *http.Request, err error) bool {
+	return errors.Is(r.Context().Err(), context.Canceled) && errors.Is(err, context.Canceled)
+}
 
 // clientGone answers a request whose client went away before it was
 // accepted (its context ended, net/http's sign that the connection

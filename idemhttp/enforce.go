@@ -81,8 +81,8 @@ func (m *Middleware) serveEnforce(w http.ResponseWriter, r *http.Request, next h
 				if m.awaitFlight(r.Context(), done) {
 					continue
 				}
-				if gone(r) {
-					m.clientGone(w, r, r.Context().Err())
+				if err := r.Context().Err(); gone(r, err) {
+					m.clientGone(w, r, err)
 					return
 				}
 				m.refuseInFlight(w, rec.OperationID, d.Code)
@@ -404,15 +404,13 @@ func (m *Middleware) writeStored(w http.ResponseWriter, rec registry.Record, rep
 
 // refuseErr answers an error of serving r: a contract code if it
 // carries one, 503 STORE_UNAVAILABLE for storage trouble (fail closed),
-// except when r's own context was cancelled first (gone) — the client went away, or
-// half-closed its connection, before the request was accepted, so the
-// store call failed for that reason and says nothing about the store:
-// 499 CLIENT_GONE (clientGone).
+// except when the store call failed because r's own context was
+// cancelled (gone) — the client went away, or half-closed its
+// connection, before the request was accepted, which says nothing about
+// the store: 499 CLIENT_GONE (clientGone).
 func (m *Middleware) refuseErr(w http.ResponseWriter, r *http.Request, err error) {
 	code := idem.CodeOf(err)
-	if (code == "" || code == idem.CodeStoreUnavailable) && gone(r) &&
-		!errors.Is(err, registry.ErrActiveLimit) && !errors.Is(err, registry.ErrWriterFenced) &&
-		!errors.Is(err, registry.ErrUnreadable) && !errors.Is(err, idem.ErrDigestMismatch) {
+	if (code == "" || code == idem.CodeStoreUnavailable) && gone(r, err) {
 		m.clientGone(w, r, err)
 		return
 	}

@@ -94,7 +94,7 @@ func (mo *Monitor) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case errors.Is(err, registry.ErrNotFound) || err == nil && rec.Owner != registry.OwnerOf(id):
 		Problem{Status: http.StatusNotFound, Code: CodeNotFound, Detail: "no such operation"}.Write(w)
 		return
-	case err != nil && gone(r): // the client went away: no storage trouble
+	case gone(r, err): // the client went away: no storage trouble
 		WriteProblem(w, CodeClientGone, "the request ended before it was answered")
 		return
 	case err != nil:

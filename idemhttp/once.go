@@ -55,8 +55,8 @@ func (m *Middleware) executeOnce(w http.ResponseWriter, r *http.Request, next ht
 		// answered as in progress.
 		m.Metrics.join(op.Name)
 		if !m.awaitFlight(r.Context(), done) {
-			if gone(r) {
-				m.clientGone(w, r, r.Context().Err())
+			if err := r.Context().Err(); gone(r, err) {
+				m.clientGone(w, r, err)
 				return registry.Record{}, true, nil
 			}
 			w.Header().Set("Retry-After", "1")

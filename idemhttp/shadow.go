@@ -34,8 +34,11 @@ func (m *Middleware) plain(w http.ResponseWriter, r *http.Request, next http.Han
 	case err == nil, err == errRelease, err == errPanic:
 		rw.flushTo(w, nil)
 		return rw
-	case gone(r): // the client went away: its context ended the transaction
-		m.clientGone(w, r, err)
+	case gone(r, err): // the client went away: its context ended the transaction
+		// No record is kept here: say nothing about the outcome, and
+		// nothing about retrying with the key (a retry executes again).
+		m.log().Info("the client went away before its transaction ended", "operation", m.Operation.Name, "err", err)
+		m.refuse(w, CodeClientGone, "the request ended before its transaction did", "")
 		return nil
 	default:
 		m.log().Error("business transaction failed", "operation", m.Operation.Name, "err", err)

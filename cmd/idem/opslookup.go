@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/idemkit/idem"
@@ -64,10 +65,14 @@ func opsLookup(ctx context.Context, args []string, std stdio) int {
 
 func opsApprove(ctx context.Context, args []string, std stdio) int {
 	f := newOpsFlags("approve", std)
-	actor := f.String("actor", defaultActor(), "who approves (`NAME`; default $USER, else operator): not the requester")
+	actor := f.String("actor", "", "who approves (`NAME`, as the requester was named — the console's operator name; required, no default: a login name like $USER would pass as a second person): not the requester")
 	words, code, ok := f.parse(args, 1)
 	if !ok {
 		return code
+	}
+	if strings.TrimSpace(*actor) == "" {
+		fmt.Fprintln(std.err, "idem ops approve: --actor is required: name yourself as the operators file (and the requester) names operators")
+		return exitUsage
 	}
 	id := words[0]
 	return withStore(ctx, "ops approve", *f.db, *f.keys, std, func(store registry.Store) error {

@@ -102,6 +102,14 @@ func TestOpsFailedNeedsApproval(t *testing.T) {
 		if code, _, stderr := runCmd(t, "", "ops", "approve", u.OperationID, "--actor", "alice", "--db", dsn); code != exitRefused || !strings.Contains(stderr, "SELF_APPROVAL") {
 			t.Errorf("approval by the requester: code %d, stderr %q", code, stderr)
 		}
+		// The requester under another spelling of the name, or under
+		// a login name the default would have taken: refused too.
+		if code, _, stderr := runCmd(t, "", "ops", "approve", u.OperationID, "--actor", " Alice", "--db", dsn); code != exitRefused || !strings.Contains(stderr, "SELF_APPROVAL") {
+			t.Errorf("approval by the requester as ' Alice': code %d, stderr %q", code, stderr)
+		}
+		if code, _, stderr := runCmd(t, "", "ops", "approve", u.OperationID, "--db", dsn); code != exitUsage || !strings.Contains(stderr, "--actor is required") {
+			t.Errorf("approval without --actor: code %d, stderr %q", code, stderr)
+		}
 		code, out, stderr = runCmd(t, "", "ops", "approve", u.OperationID, "--actor", "bob", "--db", dsn)
 		if code != exitOK || !strings.Contains(out, "UNKNOWN -> FAILED_FINAL") {
 			t.Fatalf("ops approve by bob: code %d, out %q, stderr %q", code, out, stderr)
