@@ -28,10 +28,14 @@ const conflictLine = "Idem-Conflicting-Framing\r\n"
 // could read the stream differently from net/http — an unparsable
 // Content-Length or chunk size, several Transfer-Encoding lines, an
 // unsupported coding, a version other than HTTP/1.x, bytes that are not
-// HTTP at all (a TLS handshake), a CONNECT or Upgrade after which the
-// connection carries something else — net/http either refuses the
-// request and closes the connection or stops speaking HTTP/1.x on it, and
-// the framer stops looking (off): from then on the bytes pass unchanged.
+// HTTP at all (a TLS handshake) — net/http either refuses the request and
+// closes the connection or stops speaking HTTP/1.x on it, and the framer
+// stops looking (off): from then on the bytes pass unchanged. A CONNECT
+// or an Upgrade is no such point: net/http serves it as any request
+// unless a handler takes the connection over, so the framer goes on (a
+// client could otherwise switch the check off with one Upgrade line); on
+// a connection a handler did take over, another protocol's bytes fail the
+// next request line's check and the framer stops there.
 type framer struct {
 	off      bool
 	state    int
@@ -45,7 +49,6 @@ type framer struct {
 	te       int    // Transfer-Encoding lines
 	teValue  string // the last Transfer-Encoding value, continued lines joined
 	last     string // the name of the last field, lower case, for continued lines
-	stop     bool   // CONNECT or Upgrade: the connection may leave HTTP after this request
 	injected bool   // conflictLine was added to a head
 	left     uint64
 }
@@ -181,8 +184,6 @@ func (f *framer) endLine(out []byte) []byte {
 		case bytes.EqualFold(name, []byte("Transfer-Encoding")):
 			f.te++
 			f.teValue, f.last = string(value), "transfer-encoding"
-		case bytes.EqualFold(name, []byte("Upgrade")):
-			f.stop = true
 		}
 		if f.hasCL && f.te > 0 && !f.off {
 			// The request is refused: net/http answers it, unread,
@@ -197,7 +198,7 @@ func (f *framer) endLine(out []byte) []byte {
 // startHead reads a request line: method, target and version as net/http
 // splits them.
 func (f *framer) startHead(line []byte) {
-	method, rest, _ := bytes.Cut(line, []byte(" "))
+	_, rest, _ := bytes.Cut(line, []byte(" "))
 	_, proto, _ := bytes.Cut(rest, []byte(" "))
 	if len(proto) != len("HTTP/1.1") || !bytes.HasPrefix(proto, []byte("HTTP/1.")) || proto[7] < '0' || proto[7] > '9' {
 		f.off = true // net/http refuses it, or it is not HTTP/1.x
@@ -205,15 +206,12 @@ func (f *framer) startHead(line []byte) {
 	}
 	f.first, f.http11 = false, proto[7] >= '1'
 	f.hasCL, f.cl, f.te, f.teValue, f.last = false, "", 0, "", ""
-	f.stop = string(method) == "CONNECT"
 }
 
 // endHead decides how the body of the head just read is framed.
 func (f *framer) endHead() {
 	f.first = true
 	switch {
-	case f.stop:
-		f.off = true // after CONNECT or an upgrade the bytes may be anything
 	case f.te > 0 && f.http11:
 		if f.te > 1 || !strings.EqualFold(f.teValue, "chunked") {
 			f.off = true // 501

@@ -132,6 +132,23 @@ func TestConflictingFraming(t *testing.T) {
 	if n := calls.Load() - before; n != 4 {
 		t.Errorf("keep-alive: the handler ran %d times, want 4", n)
 	}
+
+	// An Upgrade or CONNECT that no handler takes over is served as any
+	// request, and the connection stays HTTP: a conflict behind it is
+	// refused like any other (a framer that stopped looking at an
+	// Upgrade let a client switch the check off).
+	for _, first := range []string{
+		"GET /upgrade HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n",
+		"CONNECT x:443 HTTP/1.1\r\nHost: x:443\r\n\r\n",
+	} {
+		answers, bodies, closed := pipeline(t, addr, first,
+			"POST /conflict HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+			smuggled)
+		if len(answers) != 2 || !closed {
+			t.Fatalf("after %.12q: %d answers %q, closed %v; want it answered, one refusal, then the connection closed", first, len(answers), bodies, closed)
+		}
+		requireFramingRefusal(t, "after "+first[:12], answers[1], bodies[1])
+	}
 }
 
 func requireFramingRefusal(t *testing.T, name string, resp *http.Response, body string) {
