@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 
 	"github.com/idemkit/idem/idemhttp"
@@ -65,10 +66,17 @@ func (f *adminFlags) tlsConfig() (*tls.Config, error) {
 	if *f.tlsCert == "" {
 		return nil, nil
 	}
-	if err := secretfile.Check(*f.tlsKey, "TLS key file"); err != nil {
+	// The key is read once, from the file whose mode was checked (no
+	// check-then-reopen gap).
+	key, err := secretfile.Read(*f.tlsKey, "TLS key file", 1<<16)
+	if err != nil {
 		return nil, err
 	}
-	cert, err := tls.LoadX509KeyPair(*f.tlsCert, *f.tlsKey)
+	certPEM, err := os.ReadFile(*f.tlsCert)
+	if err != nil {
+		return nil, fmt.Errorf("admin TLS certificate: %w", err)
+	}
+	cert, err := tls.X509KeyPair(certPEM, key)
 	if err != nil {
 		return nil, fmt.Errorf("admin TLS certificate: %w", err)
 	}

@@ -56,16 +56,6 @@ func Read(path, what string, max int64) ([]byte, error) {
 	return b, nil
 }
 
-// Check reports whether the file at path may hold a secret, as Read
-// checks it, without reading it. A missing file is the os error.
-func Check(path, what string) error {
-	st, err := os.Stat(path)
-	if err != nil {
-		return err
-	}
-	return check(path, what, st.Mode())
-}
-
 func check(path, what string, mode fs.FileMode) error {
 	if runtime.GOOS == "windows" || mode.Perm()&0o077 == 0 {
 		return nil
