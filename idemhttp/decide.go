@@ -26,7 +26,8 @@ type Request struct {
 }
 
 // Prepare reduces r (whose body has been read into body) to a Request:
-// key, scope, fingerprint and wait preference. It touches no storage.
+// key, scope (computed with Operation.AcceptsRecordsOf when set, else
+// APIRevision), fingerprint and wait preference. It touches no storage.
 // Refusals are errors carrying a contract code (idem.CodeOf).
 func (m *Middleware) Prepare(r *http.Request, id idem.Identity, body []byte) (Request, error) {
 	op := &m.Operation
@@ -40,7 +41,7 @@ func (m *Middleware) Prepare(r *http.Request, id idem.Identity, body []byte) (Re
 	}
 	return Request{
 		Identity:    id,
-		Scope:       idem.ScopeOf(id, op.Name, op.APIRevision, key),
+		Scope:       idem.ScopeOf(id, op.Name, op.scopeRevision(), key),
 		Fingerprint: fp,
 		Parts:       parts,
 		Wait:        min(preferWait(r.Header), m.waitCap()),

@@ -200,7 +200,8 @@ type effBench struct {
 	release chan struct{}
 }
 
-func newEffBench(t *testing.T, dsn string) *effBench {
+// shape, if given, is applied to the middleware before it serves.
+func newEffBench(t *testing.T, dsn string, shape ...func(*idemhttp.Middleware)) *effBench {
 	t.Helper()
 	b := &effBench{results: make(chan string, 100), started: make(chan string, 10), release: make(chan struct{})}
 	store, err := idemstore.Open(t.Context(), dsn, idemstore.Options{Now: func() time.Time {
@@ -225,6 +226,9 @@ func newEffBench(t *testing.T, dsn string) *effBench {
 			return idem.Identity{Tenant: "t", Principal: "p"}, nil
 		},
 		Logger: slog.New(slog.DiscardHandler),
+	}
+	for _, f := range shape {
+		f(mw)
 	}
 	b.srv = httptest.NewServer(mw.Handler(http.HandlerFunc(b.serve)))
 	t.Cleanup(b.srv.Close)

@@ -14,7 +14,7 @@ import (
 // nothing. Safe for concurrent use.
 type Metrics struct {
 	requests    *prometheus.CounterVec
-	shadow      *prometheus.CounterVec
+	verdicts    *prometheus.CounterVec
 	reservation *prometheus.HistogramVec
 	inFlight    *prometheus.GaugeVec
 	joined      *prometheus.CounterVec
@@ -24,7 +24,7 @@ type Metrics struct {
 // NewMetrics creates the metrics and registers them with reg:
 //
 //	idem_requests_total{operation, outcome}        executed, replayed, released, conflict, in_progress, client_gone, …
-//	idem_shadow_decisions_total{operation, decision} what enforce mode would have done
+//	idem_rollout_verdicts_total{operation, mode, verdict} what enforce answered (mode enforce) or would have answered (mode shadow): execute, replay, conflict, in_flight, key_refused, key_retired, refused
 //	idem_reservation_seconds{operation}            latency of the acceptance point
 //	idem_in_flight{operation}                      executions running in this process
 //	idem_joined_total{operation}                   requests that waited for an execution of their key in this process
@@ -35,10 +35,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "idem_requests_total",
 			Help: "Idempotent requests by operation and outcome.",
 		}, []string{"operation", "outcome"}),
-		shadow: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "idem_shadow_decisions_total",
-			Help: "Decisions enforce mode would have taken, for operations in shadow mode.",
-		}, []string{"operation", "decision"}),
+		verdicts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "idem_rollout_verdicts_total",
+			Help: "Requests by the verdict enforce answered (mode enforce) or would have answered (mode shadow). Per tenant in the registry (idem rollout report).",
+		}, []string{"operation", "mode", "verdict"}),
 		reservation: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "idem_reservation_seconds",
 			Help:    "Latency of the reservation (the acceptance point).",
@@ -57,7 +57,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Name: "idem_tampered_total",
 		Help: "Stored bodies refused (503 RESPONSE_UNREADABLE) because they are not sealed for their record under the key ring: plaintext, edited or moved — a sign that someone wrote to the database.",
 	}, []string{"operation"})
-	reg.MustRegister(m.requests, m.shadow, m.reservation, m.inFlight, m.joined, m.tampered)
+	reg.MustRegister(m.requests, m.verdicts, m.reservation, m.inFlight, m.joined, m.tampered)
 	return m
 }
 
@@ -91,9 +91,9 @@ func (m *Metrics) join(op string) {
 	}
 }
 
-func (m *Metrics) shadowDecision(op, decision string) {
+func (m *Metrics) verdict(op, mode, verdict string) {
 	if m != nil {
-		m.shadow.WithLabelValues(op, decision).Inc()
+		m.verdicts.WithLabelValues(op, mode, verdict).Inc()
 	}
 }
 

@@ -76,6 +76,16 @@ type Middleware struct {
 	// Empty, the default, sends no Link: a link the application does not
 	// serve would answer 404.
 	MonitorPrefix string
+	// Rollouts, if set, makes the registry's rollout row of the operation
+	// govern each request's mode (Rollouts, registry.Rollout.ModeFor):
+	// enforce, shadow, off, or read-only for an operation that was
+	// enforced and is configured off; Operation.Mode is then the mode
+	// used while the row sets none. It also records, before this process
+	// first accepts a request under enforce, that the operation has been
+	// enforced (registry.RolloutStore.MarkEnforced), and keeps the
+	// verdict counts per tenant. nil: Operation.Mode alone, no read-only
+	// guard and no MarkEnforced; shadow is the same safe shadow.
+	Rollouts *Rollouts
 	// Metrics, if set, receives counts and latencies.
 	Metrics *Metrics
 	// Logger receives structured logs; nil means slog.Default().
@@ -124,13 +134,24 @@ func (m *Middleware) Handler(next http.Handler) http.Handler {
 	}
 	fl := newFlightSet() // this handler's executions of one-transaction keys (flights.go)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		switch m.Operation.mode() {
-		case Off:
+		id, idErr := m.Identity(r) // once per request: every mode uses it
+		c := &call{id: id, idErr: idErr, mode: string(m.Operation.mode())}
+		if m.Rollouts != nil {
+			row, err := m.Rollouts.Rollout(r.Context(), m.Operation.Name)
+			if err != nil {
+				w.Header().Set(HeaderContract, idem.ContractVersion)
+				m.refuseErr(w, r, err) // no row in hand: fail closed
+				return
+			}
+			c.row, c.mode = row, row.ModeFor(c.mode, id)
+		}
+		switch c.mode {
+		case registry.RolloutOff:
 			m.serveOff(w, r, next)
-		case Shadow:
-			m.serveShadow(w, r, next)
+		case registry.RolloutReadOnly:
+			m.serveReadOnly(w, r, c)
 		default:
-			m.serveEnforce(w, r, next, fl)
+			m.serveEnforce(w, r, next, fl, c)
 		}
 	})
 }

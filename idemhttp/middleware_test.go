@@ -150,6 +150,8 @@ type fixture struct {
 	srv   *httptest.Server
 	reg   *prometheus.Registry
 	admit atomic.Pointer[error]
+	// rollouts is the middleware's Rollouts, if a shape set one.
+	rollouts *idemhttp.Rollouts
 }
 
 func newFixture(t *testing.T, store registry.Store, mode idemhttp.Mode) *fixture {
@@ -183,6 +185,7 @@ func newFixtureWith(t *testing.T, store registry.Store, mode idemhttp.Mode, shap
 	if shape != nil {
 		shape(mw)
 	}
+	f.rollouts = mw.Rollouts
 	mux := http.NewServeMux()
 	mux.Handle("/things", mw.Handler(f.app))
 	if mw.MonitorPrefix != "" {

@@ -30,7 +30,7 @@ import (
 // this process, or lost the scope to a concurrent one in another, waited
 // as a duplicate waits for an operation in flight: only its lookups
 // count.
-func (m *Middleware) executeOnce(w http.ResponseWriter, r *http.Request, next http.Handler, fl *flightSet, c registry.Claim, req Request, body []byte) (rec registry.Record, answered bool, err error) {
+func (m *Middleware) executeOnce(w http.ResponseWriter, r *http.Request, next http.Handler, fl *flightSet, cl *call, c registry.Claim, req Request, body []byte) (rec registry.Record, answered bool, err error) {
 	op := &m.Operation
 	var lookup time.Duration
 	var land func() // wakes this key's waiters; at once after the commit, at the latest on return
@@ -88,6 +88,9 @@ func (m *Middleware) executeOnce(w http.ResponseWriter, r *http.Request, next ht
 		return business(ctx, tx, rec)
 	})
 	land() // the outcome is committed, or nothing will be: the waiters may look
+	if err != nil || res.Verdict == registry.Execute {
+		m.count(cl, registry.VerdictExecute)
+	}
 	if err == nil && res.Verdict != registry.Execute {
 		// Another request won the scope: this one's insert waited for
 		// the winner's transaction, as a duplicate of an operation in

@@ -3,6 +3,7 @@ package idemhttp
 import (
 	"cmp"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/idemkit/idem"
@@ -10,20 +11,35 @@ import (
 	"github.com/idemkit/idem/registry"
 )
 
-// Mode says how the middleware treats an operation.
+// Mode says how the middleware treats an operation. With
+// Middleware.Rollouts the registry's rollout row, when an operator set a
+// mode, overrides it per request (docs/contract.md, "Rollout").
 type Mode string
 
 const (
 	// Enforce (the default): replays, conflicts and in-flight answers as
 	// the contract says.
 	Enforce Mode = "enforce"
-	// Shadow executes every request as if there were no middleware, while
-	// recording each request in the registry and counting what enforce
-	// mode would have done (would-replay, would-conflict, …). Registry
-	// failures never fail a request in shadow mode.
+	// Shadow introduces idempotency without changing what clients get
+	// while the operation has never been enforced: a new operation
+	// executes exactly as under enforce — its record commits with its
+	// business writes, so a later switch to enforce replays it and never
+	// executes it again — while a request enforce would refuse (no key,
+	// a bad key) or answer from a record (replay, conflict, in flight,
+	// retired) executes plainly, without a record; what enforce would
+	// have answered is counted (idem_rollout_verdicts_total). Once the
+	// operation has been enforced (registry.Rollout.EnforcedAt) requests
+	// that meet a record are answered as enforce answers them, so no
+	// stored answer is lost. Storage trouble fails the request closed
+	// (503), as in enforce: an execution without its record is not safe
+	// to leave. An effect-bearing operation (Effects) never executes
+	// plainly: only new operations execute; every other request is
+	// answered as under enforce.
 	Shadow Mode = "shadow"
 	// Off passes requests through; handlers still get a plain business
-	// transaction from Tx.
+	// transaction from Tx. With Middleware.Rollouts, an operation that
+	// has been enforced and was not turned off with force is served
+	// read-only instead (CodeReadOnly).
 	Off Mode = "off"
 )
 
@@ -36,6 +52,16 @@ type Operation struct {
 	Name string
 	// APIRevision is the API major revision bound into the scope.
 	APIRevision string
+	// AcceptsRecordsOf, when set, names an older API revision whose
+	// records this revision accepts as its own: the scope is computed
+	// with it instead of APIRevision, so a retry that crosses the deploy
+	// of this revision finds the first request's record — replayed, or
+	// 422 PAYLOAD_CONFLICT when its fingerprint differs. Name the oldest
+	// revision of the compatible family (v3 accepting v2, which accepted
+	// v1, names v1). It must differ from APIRevision. "" (the default):
+	// a new revision never replays, conflicts with or waits for an older
+	// revision's operations (docs/contract.md §3).
+	AcceptsRecordsOf string
 	// Binding says what the fingerprint binds and how the payload is
 	// canonicalised (canon mode, schema, significant query parameters,
 	// business headers, body limit).
@@ -99,8 +125,11 @@ type Operation struct {
 	// nil — and, once an effect was begun, the stored outcome is the
 	// rendered one and the reservation is never released. A retry of an
 	// UNKNOWN operation settles it on evidence when it can (effect.Settle).
-	// See effect.go for the whole policy. Effect works in enforce mode
-	// only. nil: the operation has no effects outside the database.
+	// See effect.go for the whole policy. In shadow, new operations run
+	// their effects as under enforce (their downstream keys recorded) and
+	// every other request is answered as enforce answers it; Off is
+	// refused with Effects. nil: the operation has no effects outside the
+	// database.
 	Effects *effect.Operation
 	// OneTransaction runs a first execution in ONE database transaction
 	// (registry.Store.ExecuteOnce): the handler's writes, then the
@@ -155,8 +184,13 @@ func (op *Operation) validate() error {
 	default:
 		return fmt.Errorf("idemhttp: operation %s: unknown mode %q", op.Name, op.Mode)
 	}
-	if op.Effects != nil && op.mode() != Enforce {
-		return fmt.Errorf("idemhttp: operation %s: Effects needs the enforce mode", op.Name)
+	if op.Effects != nil && op.mode() == Off {
+		// A plain execution would call the downstream under a key no
+		// record holds: an effect nobody could settle on evidence.
+		return fmt.Errorf("idemhttp: operation %s: Effects needs the enforce or shadow mode", op.Name)
+	}
+	if op.AcceptsRecordsOf != "" && (op.AcceptsRecordsOf == op.APIRevision || strings.TrimSpace(op.AcceptsRecordsOf) == "") {
+		return fmt.Errorf("idemhttp: operation %s: AcceptsRecordsOf %q must name another, older API revision", op.Name, op.AcceptsRecordsOf)
 	}
 	if op.OneTransaction && op.Effects != nil {
 		return fmt.Errorf("idemhttp: operation %s: OneTransaction cannot run Effects (they need the two-phase reservation)", op.Name)
@@ -174,6 +208,10 @@ func (op *Operation) validate() error {
 	}
 	return nil
 }
+
+// scopeRevision is the revision the scope is computed with:
+// AcceptsRecordsOf when set, else APIRevision.
+func (op *Operation) scopeRevision() string { return cmp.Or(op.AcceptsRecordsOf, op.APIRevision) }
 
 func (op *Operation) mode() Mode {
 	if op.Mode == "" {

@@ -226,28 +226,6 @@ func TestAdmitAndKeyLimit(t *testing.T) {
 	})
 }
 
-func TestShadowMode(t *testing.T) {
-	stores(t, func(t *testing.T, store registry.Store) {
-		f := newFixture(t, store, idemhttp.Shadow)
-		a := f.post("s", `{"x":1}`)
-		b := f.post("s", `{"x":1}`)
-		c := f.post("s", `{"x":2}`)
-		for _, r := range []result{a, b, c} {
-			if r.status != 201 || r.header.Get("Idempotent-Replayed") != "" {
-				t.Errorf("shadow mode must execute like no middleware: %+v", r)
-			}
-		}
-		if f.app.calls.Load() != 3 || f.effects() != 3 {
-			t.Errorf("handler calls %d, effects %d; want 3 and 3", f.app.calls.Load(), f.effects())
-		}
-		for decision, want := range map[string]float64{"would_execute": 1, "would_replay": 1, "would_conflict": 1} {
-			if got := f.counted("idem_shadow_decisions_total", "decision", decision); got != want {
-				t.Errorf("%s = %v, want %v", decision, got, want)
-			}
-		}
-	})
-}
-
 // Proves threat:storage-trouble-fails-open (docs/threat-model.md).
 func TestStoreDownFailsClosed(t *testing.T) {
 	stores(t, func(t *testing.T, store registry.Store) {

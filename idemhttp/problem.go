@@ -93,7 +93,7 @@ func statusOf(c idem.Code) int {
 	switch c {
 	case CodeResponseTooLarge, CodeHandlerError:
 		return http.StatusInternalServerError
-	case CodeResponseUnreadable:
+	case CodeResponseUnreadable, CodeReadOnly:
 		return http.StatusServiceUnavailable
 	case CodeClientGone:
 		return StatusClientGone

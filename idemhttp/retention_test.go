@@ -131,20 +131,6 @@ func TestTombstoneTTLFreesKey(t *testing.T) {
 	})
 }
 
-func TestShadowCountsRetired(t *testing.T) {
-	stores(t, func(t *testing.T, store registry.Store) {
-		f := retentionFixture(t, store, idemhttp.Shadow, 0)
-		f.post("s", `{}`)
-		f.pruneAfter(20*time.Millisecond, registry.PruneResult{Retired: 1})
-		if r := f.post("s", `{}`); r.status != 201 || r.header.Get("Idempotent-Replayed") != "" {
-			t.Errorf("shadow mode must execute like no middleware: %+v", r)
-		}
-		if got := f.counted("idem_shadow_decisions_total", "decision", "would_retired"); got != 1 {
-			t.Errorf("would_retired = %v, want 1", got)
-		}
-	})
-}
-
 func TestDecideRetired(t *testing.T) {
 	fp, other := idem.Fingerprint{1}, idem.Fingerprint{2}
 	rec := registry.Record{State: idem.StateSucceeded, Fingerprint: fp, OperationID: "op_1", RetiredAt: time.Now()}

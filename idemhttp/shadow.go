@@ -8,18 +8,71 @@ import (
 	"github.com/idemkit/idem/registry"
 )
 
+// Shadow, safe to leave (docs/contract.md, "Rollout").
+//
+// A request served in shadow goes through serveEnforce, which differs in
+// three places only: where enforce would refuse the request (no key, a
+// bad key or payload, no identity), shadow counts that verdict and
+// executes it plainly, without a record; where enforce would answer from
+// a record (replay, conflict, in flight, unknown, retired), shadow counts
+// that verdict, reads the rollout row fresh (shadowAnswer) and executes
+// plainly only if the operation was never enforced — once it was, it
+// answers exactly as enforce, so no stored answer is ever lost or changed;
+// where enforce would execute, shadow executes exactly as enforce does,
+// so the record commits with the business writes (Complete, or
+// ExecuteOnce) and a switch to enforce finds it. An effect-bearing
+// operation never executes plainly: every request it would refuse or
+// answer from a record is answered as enforce answers it.
+
 // serveOff passes the request through with a plain business transaction.
 func (m *Middleware) serveOff(w http.ResponseWriter, r *http.Request, next http.Handler) {
-	m.plain(w, r, next, nil, registry.Record{})
+	m.plain(w, r, next, nil, idem.Identity{})
+}
+
+// shadowPlain executes a shadow request plainly (plain), as a server
+// without idempotency would: no record, no contract headers. r's body
+// must still be readable.
+func (m *Middleware) shadowPlain(w http.ResponseWriter, r *http.Request, next http.Handler, c *call, payload []byte) {
+	w.Header().Del(HeaderContract)
+	m.plain(w, r, next, payload, c.id)
+}
+
+// shadowAnswer decides, for a shadow request that enforce would answer
+// from a record, whether it executes plainly: it reads the rollout row
+// fresh from the store — not the cache: a record written under enforce
+// is always preceded by a committed EnforcedAt (MarkEnforced, SetRollout)
+// — and reports true only if the operation was never enforced. Otherwise
+// c is marked enforced and the caller answers as enforce does. An error
+// must refuse the request (fail closed).
+func (m *Middleware) shadowAnswer(ctx context.Context, c *call) (bool, error) {
+	if !c.plain(&m.Operation) {
+		return false, nil
+	}
+	var row registry.Rollout
+	var err error
+	if m.Rollouts != nil {
+		row, err = m.Rollouts.latest(ctx, m.Operation.Name)
+	} else {
+		rs, ok := m.Store.(registry.RolloutStore)
+		if !ok {
+			return false, errNoRolloutStore
+		}
+		row, err = rs.Rollout(ctx, m.Operation.Name)
+	}
+	if err != nil {
+		return false, err
+	}
+	c.enforced = !row.EnforcedAt.IsZero()
+	return !c.enforced, nil
 }
 
 // plain runs the handler in a plain transaction (Store.InTx), buffering
-// its response so a failed commit is never reported as success. It returns
-// the recorder, or nil if the response was already answered with an error.
-func (m *Middleware) plain(w http.ResponseWriter, r *http.Request, next http.Handler, payload []byte, rec registry.Record) *recorder {
+// its response so a failed commit is never reported as success; caller,
+// when known, is what Caller returns to the handler.
+func (m *Middleware) plain(w http.ResponseWriter, r *http.Request, next http.Handler, payload []byte, caller idem.Identity) {
 	rw := newRecorder(w, 1<<62)
 	err := m.Store.InTx(r.Context(), func(ctx context.Context, tx registry.Tx) error {
-		e := &execution{tx: tx, rec: rec, payload: payload}
+		e := &execution{tx: tx, payload: payload, caller: caller}
 		r2 := r.WithContext(withExecution(ctx, e))
 		if perr := callHandler(next, rw, r2); perr != nil {
 			m.log().Error("handler panicked", "operation", m.Operation.Name, "panic", perr)
@@ -33,79 +86,13 @@ func (m *Middleware) plain(w http.ResponseWriter, r *http.Request, next http.Han
 	switch {
 	case err == nil, err == errRelease, err == errPanic:
 		rw.flushTo(w, nil)
-		return rw
 	case gone(r, err): // the client went away: its context ended the transaction
 		// No record is kept here: say nothing about the outcome, and
 		// nothing about retrying with the key (a retry executes again).
 		m.log().Info("the client went away before its transaction ended", "operation", m.Operation.Name, "err", err)
 		m.refuse(w, CodeClientGone, "the request ended before its transaction did", "")
-		return nil
 	default:
 		m.log().Error("business transaction failed", "operation", m.Operation.Name, "err", err)
 		m.refuse(w, idem.CodeStoreUnavailable, "the request could not be committed", "")
-		return nil
-	}
-}
-
-// serveShadow executes every request as if there were no middleware, and
-// records what enforce mode would have decided: it reserves the scope and,
-// after the handler ran, records the outcome in its own transaction.
-// Registry trouble is logged and counted, never shown to the client.
-func (m *Middleware) serveShadow(w http.ResponseWriter, r *http.Request, next http.Handler) {
-	op := &m.Operation
-	shadow := func(decision string) { m.Metrics.shadowDecision(op.Name, decision) }
-	id, err := m.Identity(r)
-	if err != nil {
-		shadow("would_refuse")
-		m.plain(w, r, next, nil, registry.Record{})
-		return
-	}
-	body, err := readBody(r, op.Binding.Canon.MaxBytes)
-	if err != nil {
-		shadow("would_refuse")
-		m.refuseErr(w, r, err) // the body is gone; a server without idem could not serve it either
-		return
-	}
-	r = withBody(r, &execution{}, body)
-	req, err := m.Prepare(r, id, body)
-	if err != nil {
-		shadow("would_refuse")
-		m.plain(w, r, next, nil, registry.Record{})
-		return
-	}
-	c := op.claim(req.Scope, req.Fingerprint, id, m.WriterEpoch)
-	c.MaxActive = 0
-	rec, created, err := m.Store.Reserve(r.Context(), c)
-	if err != nil {
-		shadow("store_error")
-		m.log().Warn("shadow reservation failed", "operation", op.Name, "err", err)
-		m.plain(w, r, next, req.Parts.Payload, registry.Record{})
-		return
-	}
-	if !created {
-		shadow("would_" + Decide(rec, false, req).Verdict.String())
-		m.plain(w, r, next, req.Parts.Payload, registry.Record{})
-		return
-	}
-	shadow("would_execute")
-	rw := m.plain(w, r, next, req.Parts.Payload, rec)
-	ctx := context.WithoutCancel(r.Context())
-	state := idem.State("")
-	if rw != nil { // nil: nothing was committed
-		state = op.stateFor(rw.statusOrOK())
-	}
-	if state == "" {
-		m.release(ctx, rec)
-		return
-	}
-	resp, err := idem.NewResponse(rw.statusOrOK(), rw.header, rw.body.Bytes(), op.maxResponseBody())
-	if err != nil {
-		m.release(ctx, rec)
-		return
-	}
-	if _, err := m.Store.Complete(ctx, rec, func(context.Context, registry.Tx, registry.Record) (registry.Outcome, error) {
-		return registry.Outcome{State: state, Response: resp}, nil
-	}); err != nil {
-		m.log().Warn("shadow outcome not recorded", "operation", op.Name, "operation_id", rec.OperationID, "err", err)
 	}
 }

@@ -1,0 +1,198 @@
+package idemhttp
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/idemkit/idem/registry"
+)
+
+// Rollouts follows the registry's rollout rows (registry.Rollout) for
+// one or more Middlewares — one Rollouts per service is enough: with
+// Middleware.Rollouts set, each request is served in the mode its
+// operation's row gives its caller (registry.Rollout.ModeFor), and what
+// enforce answered or, in shadow, would have answered is counted here
+// per operation, tenant, mode and verdict.
+//
+// Rows are cached per operation and read again at most once per Refresh,
+// lazily, by the request that finds its row stale — no goroutine; while
+// it reads, concurrent requests use the row in hand. A failed read with
+// no row in hand fails the request closed (503 STORE_UNAVAILABLE); with
+// one, the row in hand is used and the next request retries. So an
+// operator's change reaches every instance within about Refresh.
+//
+// The verdict counts are kept in memory and added to the registry's
+// totals (registry.RolloutStore.AddVerdicts) at each refresh and by
+// Flush; a failed write keeps them for the next. A crash loses at most
+// one refresh's counts: they are statistics, not records.
+//
+// Set the exported fields before the first request and do not change
+// them; the zero value of the rest is ready. Safe for concurrent use.
+type Rollouts struct {
+	// Store is the registry. Required.
+	Store registry.RolloutStore
+	// Refresh is the longest a read row is used; 0 or less means
+	// DefaultAdmitRefresh.
+	Refresh time.Duration
+	// Logger receives failed reads and flushes; nil means slog.Default().
+	Logger *slog.Logger
+
+	mu      sync.Mutex // guards ops
+	ops     map[string]*rolloutEntry
+	countMu sync.Mutex // guards pending
+	pending map[verdictKey]int64
+	flushMu sync.Mutex // one Flush at a time
+}
+
+// rolloutEntry is one operation's cached row.
+type rolloutEntry struct {
+	mu     sync.Mutex // held by the request that reads the row
+	snap   atomic.Pointer[rolloutSnap]
+	marked atomic.Bool // MarkEnforced succeeded in this process
+}
+
+// rolloutSnap is a row and when it was read.
+type rolloutSnap struct {
+	row registry.Rollout
+	at  time.Time
+}
+
+type verdictKey struct{ operation, tenant, mode, verdict string }
+
+func (r *Rollouts) log() *slog.Logger { return cmp.Or(r.Logger, slog.Default()) }
+
+func (r *Rollouts) refresh() time.Duration { return cmp.Or(max(r.Refresh, 0), DefaultAdmitRefresh) }
+
+func (r *Rollouts) entry(operation string) *rolloutEntry {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	e := r.ops[operation]
+	if e == nil {
+		if r.ops == nil {
+			r.ops = map[string]*rolloutEntry{}
+		}
+		e = &rolloutEntry{}
+		r.ops[operation] = e
+	}
+	return e
+}
+
+// Rollout returns the operation's cached row, reading it first if the
+// cache is older than Refresh (or empty); see Rollouts. A read also
+// flushes the pending verdict counts (a failure is logged, the counts
+// kept). ctx governs the reads and the flush.
+func (r *Rollouts) Rollout(ctx context.Context, operation string) (registry.Rollout, error) {
+	e := r.entry(operation)
+	snap := e.snap.Load()
+	if r.fresh(snap) {
+		return snap.row, nil
+	}
+	if snap != nil {
+		if !e.mu.TryLock() {
+			return snap.row, nil // another request is reading it
+		}
+	} else {
+		e.mu.Lock() // nothing to fall back on: wait for the first read
+	}
+	defer e.mu.Unlock()
+	if snap = e.snap.Load(); r.fresh(snap) {
+		return snap.row, nil
+	}
+	row, err := r.Store.Rollout(ctx, operation)
+	if err != nil {
+		if snap != nil {
+			r.log().Warn("reading the rollout failed; the row in hand is used", "operation", operation, "err", err)
+			return snap.row, nil
+		}
+		return registry.Rollout{}, fmt.Errorf("idemhttp: reading the rollout of %s: %w", operation, err)
+	}
+	e.snap.Store(&rolloutSnap{row: row, at: time.Now()})
+	if err := r.Flush(ctx); err != nil {
+		r.log().Warn("writing the verdict counts failed; they are kept for the next refresh", "err", err)
+	}
+	return row, nil
+}
+
+// fresh reports whether snap may still be used.
+func (r *Rollouts) fresh(snap *rolloutSnap) bool {
+	return snap != nil && time.Since(snap.at) < r.refresh()
+}
+
+// latest reads the operation's row from the store, bypassing the cache
+// (which it updates): what shadow decides on before it answers from a
+// record, since only a committed EnforcedAt says a client may have been
+// answered under enforce.
+func (r *Rollouts) latest(ctx context.Context, operation string) (registry.Rollout, error) {
+	row, err := r.Store.Rollout(ctx, operation)
+	if err != nil {
+		return registry.Rollout{}, fmt.Errorf("idemhttp: reading the rollout of %s: %w", operation, err)
+	}
+	r.entry(operation).snap.Store(&rolloutSnap{row: row, at: time.Now()})
+	return row, nil
+}
+
+// markEnforced makes sure the registry records that operation has been
+// enforced before this process first accepts a request of it under
+// enforce: row is the row the request is served under. It calls
+// MarkEnforced once per process, when row has no EnforcedAt; its error
+// must refuse the request (fail closed).
+func (r *Rollouts) markEnforced(ctx context.Context, operation string, row registry.Rollout) error {
+	e := r.entry(operation)
+	if !row.EnforcedAt.IsZero() || e.marked.Load() {
+		return nil
+	}
+	now, err := r.Store.MarkEnforced(ctx, operation)
+	if err != nil {
+		return fmt.Errorf("idemhttp: marking %s enforced: %w", operation, err)
+	}
+	e.marked.Store(true)
+	e.snap.Store(&rolloutSnap{row: now, at: time.Now()})
+	return nil
+}
+
+// count adds one verdict to the pending counts.
+func (r *Rollouts) count(operation, tenant, mode, verdict string) {
+	r.countMu.Lock()
+	defer r.countMu.Unlock()
+	if r.pending == nil {
+		r.pending = map[verdictKey]int64{}
+	}
+	r.pending[verdictKey{operation, tenant, mode, verdict}]++
+}
+
+// Flush adds the pending verdict counts to the registry's totals in one
+// write. If it fails they are kept and added by the next Flush (or
+// refresh). Serve calls it at shutdown. ctx governs the write.
+func (r *Rollouts) Flush(ctx context.Context) error {
+	r.flushMu.Lock()
+	defer r.flushMu.Unlock()
+	r.countMu.Lock()
+	pending := r.pending
+	r.pending = nil
+	r.countMu.Unlock()
+	if len(pending) == 0 {
+		return nil
+	}
+	counts := make([]registry.VerdictCount, 0, len(pending))
+	for k, n := range pending {
+		counts = append(counts, registry.VerdictCount{Operation: k.operation, Tenant: k.tenant, Mode: k.mode, Verdict: k.verdict, Count: n})
+	}
+	err := r.Store.AddVerdicts(ctx, counts)
+	if err == nil {
+		return nil
+	}
+	r.countMu.Lock()
+	defer r.countMu.Unlock()
+	if r.pending == nil {
+		r.pending = map[verdictKey]int64{}
+	}
+	for k, n := range pending {
+		r.pending[k] += n
+	}
+	return fmt.Errorf("idemhttp: writing the verdict counts: %w", err)
+}
