@@ -262,6 +262,7 @@ type Store interface {
 	PruneLog       // recent pruning passes (retention.go)
 	LookupLog      // every downstream lookup of an effect (lookups.go)
 	ApprovalStore  // settlements waiting for a second operator (lookups.go)
+	RolloutStore   // the rollout of each operation and its verdict counts (rollout.go)
 	// Reserve is the two-phase acceptance point. It inserts a RESERVED
 	// record for c, owned by generation 1, and commits — or, when the scope
 	// exists, returns the existing record with created false. It never

@@ -121,6 +121,12 @@ var cases = []struct {
 	{"AbandonedReservationsRetire", testAbandonedReservationsRetire},
 	{"AbandonedRetireRace", testAbandonedRetireRace},
 	{"MaxActiveExpiredLeases", testMaxActiveExpiredLeases},
+	{"RolloutCompareAndSet", testRolloutCompareAndSet},
+	{"RolloutRace", testRolloutRace},
+	{"RolloutEnforcedAt", testRolloutEnforcedAt},
+	{"RolloutMarkEnforced", testRolloutMarkEnforced},
+	{"RolloutVerdictCounts", testVerdictCounts},
+	{"RolloutRulesInDatabase", testRolloutRulesInDatabase},
 }
 
 const (
