@@ -41,6 +41,23 @@
 // runs (header fields too large, a malformed request line or header
 // field), it answers in text/plain, and it serves a request with both
 // Content-Length and Transfer-Encoding; serve on ProblemListener to answer
-// those in problem+json too and refuse the last (RFC 9112 §6.3). Operations can run in
-// Shadow mode (execute as without idem, count would-be decisions) or Off.
+// those in problem+json too and refuse the last (RFC 9112 §6.3).
+//
+// Rollout (docs/contract.md §11): an operation runs in Enforce (the
+// default), Shadow or Off mode (Operation.Mode), and with
+// Middleware.Rollouts the registry's rollout row decides per request —
+// enforce for the callers a ramp selects (a stable bucket of tenant and,
+// optionally, principal; allow and deny lists), shadow for the others —
+// and every server follows a change within its refresh. Shadow executes
+// new keys exactly as enforce (the record commits with the business
+// writes, so a switch to enforce replays them), counts what enforce would
+// have answered, and executes plainly what enforce would refuse or answer
+// from a record only while the operation was never enforced. Once an
+// operation was enforced (registry.Rollout.EnforcedAt, committed before
+// the first enforced acceptance), a server that would serve it off serves
+// it read-only: replays, and 503 READ_ONLY for new keys. Verdicts are
+// counted per operation, tenant, mode and verdict
+// (idem_rollout_verdicts_total; per tenant in the registry).
+// Operation.AcceptsRecordsOf lets a new API revision replay an older
+// revision's records.
 package idemhttp

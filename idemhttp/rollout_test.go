@@ -78,6 +78,7 @@ func (f *fixture) enforced(tenant string) bool {
 // and a tenant never flips while the row holds; the allow and deny lists
 // override the bucket; a new percentage reaches the middleware within its
 // refresh.
+// Proves threat:ramp-flip (docs/threat-model.md).
 func TestRolloutRamp(t *testing.T) {
 	stores(t, func(t *testing.T, store registry.Store) {
 		f := newFixtureWith(t, store, idemhttp.Enforce, withRollouts(store, 20*time.Millisecond))

@@ -53,11 +53,7 @@ func (m *Middleware) shadowAnswer(ctx context.Context, c *call) (bool, error) {
 	if m.Rollouts != nil {
 		row, err = m.Rollouts.latest(ctx, m.Operation.Name)
 	} else {
-		rs, ok := m.Store.(registry.RolloutStore)
-		if !ok {
-			return false, errNoRolloutStore
-		}
-		row, err = rs.Rollout(ctx, m.Operation.Name)
+		row, err = m.Store.Rollout(ctx, m.Operation.Name)
 	}
 	if err != nil {
 		return false, err

@@ -96,14 +96,22 @@ func TestShadowSafeToLeave(t *testing.T) {
 // replays the first answer — also on the server whose cached row still
 // says shadow — and no key has a second execution with a record; the
 // only other executions are plain ones of retries sent before the switch.
-// Proves threat:shadow-crash-reexecution (docs/threat-model.md).
+// Proves threat:shadow-crash-reexecution and threat:shadow-answer-lost
+// (docs/threat-model.md).
 func TestShadowToEnforceUnderLoad(t *testing.T) {
 	bothStyles(t, func(t *testing.T, style func(*idemhttp.Middleware)) {
 		stores(t, func(t *testing.T, store registry.Store) {
-			// A long refresh: for a while after the switch the server
-			// still serves from a row that says shadow.
-			f := newFixtureWith(t, store, idemhttp.Enforce, withRollouts(store, 300*time.Millisecond, style))
+			f := newFixtureWith(t, store, idemhttp.Enforce, withRollouts(store, 50*time.Millisecond, style))
+			// A second server that reads the row once, before the
+			// switch, and would not read it again for an hour: its first
+			// request after the switch is served from a row that says
+			// shadow.
+			stale := newFixtureWith(t, store, idemhttp.Enforce, withRollouts(store, time.Hour, style))
 			setRollout(t, store, registry.RolloutChange{Mode: registry.RolloutShadow})
+			staleFirst := stale.post("stale", `{"n":"stale"}`)
+			if staleFirst.status != 201 {
+				t.Fatalf("second server, shadow: %+v", staleFirst)
+			}
 			const keys = 12
 			firsts := make([]result, keys)
 			for i := range keys {
@@ -147,6 +155,22 @@ func TestShadowToEnforceUnderLoad(t *testing.T) {
 			waitUntil(t, "enforce picked up", func() bool { return f.enforced("t") })
 			stop.Store(true)
 			wg.Wait()
+			if r := stale.post("stale", `{"n":"stale"}`); r.status != 201 || r.body != staleFirst.body || r.header.Get("Idempotent-Replayed") != "true" {
+				t.Errorf("retry on the server whose row still says shadow: %+v, want the replay of %+v", r, staleFirst)
+			}
+			if n := stale.verdicts(registry.RolloutShadow, registry.VerdictReplay); n != 1 {
+				t.Errorf("the second server counted %v shadow replays, want 1: it did not serve the retry from the row that says shadow", n)
+			}
+			if rows := f.businessRows(`{"n":"stale"}`); len(rows) != 1 || rows[staleFirst.header.Get("Idempotency-Operation")] != 1 {
+				t.Errorf("business rows of the second server's key: %v, want its one execution", rows)
+			}
+			total := 0
+			for _, n := range plainBefore {
+				total += n
+			}
+			if total == 0 {
+				t.Error("no retry before the switch executed plainly: the test proves nothing")
+			}
 			for i := range keys {
 				k := fmt.Sprintf("load-%d", i)
 				rows := f.businessRows(`{"n":"` + k + `"}`)
@@ -159,11 +183,36 @@ func TestShadowToEnforceUnderLoad(t *testing.T) {
 	})
 }
 
+// verdicts returns idem_rollout_verdicts_total for mode and verdict.
+func (f *fixture) verdicts(mode, verdict string) float64 {
+	f.t.Helper()
+	mfs, err := f.reg.Gather()
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "idem_rollout_verdicts_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["mode"] == mode && labels["verdict"] == verdict {
+				return m.GetCounter().GetValue()
+			}
+		}
+	}
+	return 0
+}
+
 // TestShadowNeverEnforced: while an operation was never enforced, shadow
 // answers a retry by executing it plainly (no record, no replay) and
 // counts replay, and another payload with the key executes and counts
 // conflict; once the operation was enforced (EnforcedAt), shadow replays
 // and answers conflicts as enforce.
+// Proves threat:shadow-answer-lost (docs/threat-model.md).
 func TestShadowNeverEnforced(t *testing.T) {
 	stores(t, func(t *testing.T, store registry.Store) {
 		f := newFixture(t, store, idemhttp.Shadow)

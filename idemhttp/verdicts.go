@@ -1,8 +1,6 @@
 package idemhttp
 
 import (
-	"errors"
-
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/registry"
 )
@@ -82,5 +80,3 @@ func decisionVerdict(d Decision, rec registry.Record) string {
 func executes(d Decision, rec registry.Record) bool {
 	return d.Verdict == registry.Execute || (d.Verdict == registry.InProgress && leaseExpired(rec))
 }
-
-var errNoRolloutStore = errors.New("idemhttp: the Store keeps no rollouts")
