@@ -131,13 +131,20 @@ func TestRolloutRamp(t *testing.T) {
 	})
 }
 
-// faultyStore is the real store with two faults a test turns on: reading
-// rollouts fails, MarkEnforced fails. It also counts the reservations
+// faultyStore is the real store with faults a test turns on: reading
+// rollouts fails, MarkEnforced fails, AddVerdicts fails. It also counts the reservations
 // made while the operation's row had no EnforcedAt.
 type faultyStore struct {
 	registry.Store
-	failRead, failMark atomic.Bool
-	unmarked           atomic.Int32
+	failRead, failMark, failAdd atomic.Bool
+	unmarked                    atomic.Int32
+}
+
+func (s *faultyStore) AddVerdicts(ctx context.Context, counts []registry.VerdictCount) error {
+	if s.failAdd.Load() {
+		return fmt.Errorf("%w: %w", registry.ErrUnavailable, errInjected)
+	}
+	return s.Store.AddVerdicts(ctx, counts)
 }
 
 var errInjected = errors.New("injected: the registry is unreachable")
@@ -281,6 +288,43 @@ func TestAcceptsRecordsOf(t *testing.T) {
 				mw.Identity = func(*http.Request) (idem.Identity, error) { return idem.Identity{}, nil }
 				mw.Handler(http.NotFoundHandler())
 			}()
+		}
+	})
+}
+
+// TestVerdictFlushKeepsCounts: counts a failed Flush could not write are
+// kept and written by the next one, added to what was counted meanwhile.
+func TestVerdictFlushKeepsCounts(t *testing.T) {
+	stores(t, func(t *testing.T, store registry.Store) {
+		fs := &faultyStore{Store: store}
+		f := newFixtureWith(t, fs, idemhttp.Enforce, withRollouts(fs, time.Hour))
+		fs.failAdd.Store(true)
+		f.post("k", `{}`)
+		if err := f.rollouts.Flush(t.Context()); err == nil {
+			t.Fatal("Flush succeeded with AddVerdicts failing")
+		}
+		f.post("k", `{}`)
+		fs.failAdd.Store(false)
+		if err := f.rollouts.Flush(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		counts, err := store.Verdicts(t.Context(), thingsOp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]int64{}
+		for _, c := range counts {
+			got[c.Tenant+"/"+c.Mode+"/"+c.Verdict] += c.Count
+		}
+		want := map[string]int64{"t/enforce/execute": 1, "t/enforce/replay": 1}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("verdicts %v, want %v", got, want)
+		}
+		if err := f.rollouts.Flush(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		if again, _ := store.Verdicts(t.Context(), thingsOp); fmt.Sprint(again) != fmt.Sprint(counts) {
+			t.Errorf("a Flush with nothing pending changed the totals: %v, then %v", counts, again)
 		}
 	})
 }
