@@ -58,7 +58,9 @@ func Caller(ctx context.Context) (idem.Identity, bool) {
 }
 
 // OperationID returns the server-generated operation ID of the request,
-// or "" when there is none (outside the middleware, or in off mode).
+// or "" outside the middleware. A request executed without a record (off
+// mode, and shadow's plain executions) gets a fresh operation ID that no
+// record holds.
 // Handlers may use it to derive resource IDs; the client's key is never
 // available to them.
 func OperationID(ctx context.Context) string {

@@ -147,7 +147,7 @@ func (m *Middleware) Handler(next http.Handler) http.Handler {
 		}
 		switch c.mode {
 		case registry.RolloutOff:
-			m.serveOff(w, r, next)
+			m.serveOff(w, r, next, c)
 		case registry.RolloutReadOnly:
 			m.serveReadOnly(w, r, c)
 		default:

@@ -3,6 +3,7 @@ package idemhttp
 import (
 	"context"
 	"net/http"
+	"time"
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/registry"
@@ -25,8 +26,8 @@ import (
 // answer from a record is answered as enforce answers it.
 
 // serveOff passes the request through with a plain business transaction.
-func (m *Middleware) serveOff(w http.ResponseWriter, r *http.Request, next http.Handler) {
-	m.plain(w, r, next, nil, idem.Identity{})
+func (m *Middleware) serveOff(w http.ResponseWriter, r *http.Request, next http.Handler, c *call) {
+	m.plain(w, r, next, nil, c.id)
 }
 
 // shadowPlain executes a shadow request plainly (plain), as a server
@@ -64,11 +65,14 @@ func (m *Middleware) shadowAnswer(ctx context.Context, c *call) (bool, error) {
 
 // plain runs the handler in a plain transaction (Store.InTx), buffering
 // its response so a failed commit is never reported as success; caller,
-// when known, is what Caller returns to the handler.
+// when known, is what Caller returns to the handler, and OperationID
+// returns a fresh operation ID that no record holds.
 func (m *Middleware) plain(w http.ResponseWriter, r *http.Request, next http.Handler, payload []byte, caller idem.Identity) {
 	rw := newRecorder(w, 1<<62)
 	err := m.Store.InTx(r.Context(), func(ctx context.Context, tx registry.Tx) error {
-		e := &execution{tx: tx, payload: payload, caller: caller}
+		// A fresh operation ID that no record holds, so that a handler
+		// deriving resource IDs from it works as it does under enforce.
+		e := &execution{tx: tx, payload: payload, caller: caller, rec: registry.Record{OperationID: idem.NewOperationID(time.Now())}}
 		r2 := r.WithContext(withExecution(ctx, e))
 		if perr := callHandler(next, rw, r2); perr != nil {
 			m.log().Error("handler panicked", "operation", m.Operation.Name, "panic", perr)
