@@ -29,7 +29,7 @@ func tenantAt(t *testing.T, op string, percent int, want bool) string {
 // instance's configured mode — the row's mode when an operator set one,
 // the ramp for enforce, the configured one for Mode "" or no row, and
 // read-only for off (configured or set) once the operation was enforced
-// unless forced. threat:rollout-guard-bypass
+// unless forced. threat:rollout-off-unforced
 func TestRolloutModeFor(t *testing.T) {
 	const op = "payments.create"
 	in, out := tenantAt(t, op, 30, true), tenantAt(t, op, 30, false)

@@ -181,7 +181,7 @@ func testRolloutRace(t *testing.T, nh NewHarness) {
 // after; shadow and enforce at 0% with no allowed tenant leave it unset.
 // Off without force after enforcement is ErrForceRequired and writes
 // nothing; with force it is stored Forced, EnforcedAt kept.
-// threat:rollout-guard-bypass
+// threat:rollout-off-unforced
 func testRolloutEnforcedAt(t *testing.T, nh NewHarness) {
 	e := setup(t, nh)
 	at := func(i int) time.Time { return base.Add(time.Duration(i) * time.Second) }
@@ -240,7 +240,7 @@ func testRolloutEnforcedAt(t *testing.T, nh NewHarness) {
 // EnforcedAt set, is idempotent (EnforcedAt and Version unchanged by a
 // second call), sets EnforcedAt on a staged row that had none, and
 // writes no audit entry; after it, off needs force.
-// threat:rollout-guard-bypass
+// threat:rollout-off-unforced
 func testRolloutMarkEnforced(t *testing.T, nh NewHarness) {
 	e := setup(t, nh)
 	e.setNow(base)
