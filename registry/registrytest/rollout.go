@@ -238,8 +238,9 @@ func testRolloutEnforcedAt(t *testing.T, nh NewHarness) {
 
 // testRolloutMarkEnforced: MarkEnforced creates a row with Mode "" and
 // EnforcedAt set, is idempotent (EnforcedAt and Version unchanged by a
-// second call), sets EnforcedAt on a staged row that had none, and
-// writes no audit entry; after it, off needs force.
+// second call), sets EnforcedAt on a staged row that had none (raising
+// its version), leaves a row set off without force as it is, and writes
+// no audit entry; after it, off needs force.
 // threat:rollout-off-unforced
 func testRolloutMarkEnforced(t *testing.T, nh NewHarness) {
 	e := setup(t, nh)
@@ -266,6 +267,18 @@ func testRolloutMarkEnforced(t *testing.T, nh NewHarness) {
 	}
 	if a := e.rolloutAudits(); len(a) != 1 {
 		t.Fatalf("%d rollout audit entries, want 1 (MarkEnforced writes none)", len(a))
+	}
+
+	// A row an operator set off (never enforced, so without force) is
+	// left as it is: no instance following it enforces the operation,
+	// and the returned row says so.
+	const off = "conformance.off"
+	o := e.setRollout(registry.RolloutChange{Operation: off, Mode: registry.RolloutOff, Actor: "a"})
+	if r, err = e.h.Store.MarkEnforced(e.ctx, off); err != nil || !sameRollout(r, o) {
+		t.Fatalf("MarkEnforced on an unforced off row: %+v, %v; want it unchanged %+v", r, err, o)
+	}
+	if _, err := e.h.Store.MarkEnforced(e.ctx, ""); err == nil {
+		t.Error("MarkEnforced of no operation succeeded")
 	}
 }
 
