@@ -282,8 +282,9 @@ func testRolloutMarkEnforced(t *testing.T, nh NewHarness) {
 	}
 }
 
-// testVerdictCounts: AddVerdicts from concurrent goroutines sums
-// exactly, skips zero counts and refuses invalid ones writing nothing;
+// testVerdictCounts: AddVerdicts from concurrent goroutines, listing
+// the same totals in different orders, sums exactly and never fails
+// (no deadlock between flushes), skips zero counts and refuses invalid ones writing nothing;
 // Verdicts lists one operation's totals ordered by tenant, mode and
 // verdict, dated by the store's clock.
 func testVerdictCounts(t *testing.T, nh NewHarness) {
@@ -298,12 +299,18 @@ func testVerdictCounts(t *testing.T, nh NewHarness) {
 	for g := range goroutines {
 		wg.Go(func() {
 			for i := range rounds {
-				errs <- e.h.Store.AddVerdicts(e.ctx, []registry.VerdictCount{
+				counts := []registry.VerdictCount{
 					{Operation: rolloutOp, Tenant: "t-b", Mode: registry.RolloutShadow, Verdict: registry.VerdictReplay, Count: 1},
 					{Operation: rolloutOp, Tenant: "t-a", Mode: registry.RolloutEnforce, Verdict: registry.VerdictExecute, Count: int64(g + i)},
 					{Operation: rolloutOp, Tenant: "t-a", Mode: registry.RolloutShadow, Verdict: registry.VerdictConflict, Count: 0},
 					{Operation: "conformance.other", Tenant: "t-a", Mode: registry.RolloutShadow, Verdict: registry.VerdictReplay, Count: 2},
-				})
+				}
+				if g%2 == 1 {
+					// The same totals in another order: concurrent
+					// flushes must not deadlock on each other's rows.
+					slices.Reverse(counts)
+				}
+				errs <- e.h.Store.AddVerdicts(e.ctx, counts)
 			}
 		})
 	}
