@@ -249,7 +249,10 @@ type RolloutStore interface {
 	SetRollout(ctx context.Context, c RolloutChange) (Rollout, error)
 	// MarkEnforced records that an instance enforces the operation: it
 	// sets EnforcedAt if unset (creating the row, with Mode "", if there
-	// is none) and returns the row. Idempotent.
+	// is none; raising Version when it changes the row) and returns the
+	// row. Idempotent. A row an operator set off without force is left as
+	// it is (no instance that follows it enforces the operation; the
+	// returned row, Mode RolloutOff and EnforcedAt zero, says so).
 	MarkEnforced(ctx context.Context, operation string) (Rollout, error)
 	// AddVerdicts adds each count to its (operation, tenant, mode,
 	// verdict) total, in one transaction.

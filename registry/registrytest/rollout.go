@@ -181,7 +181,7 @@ func testRolloutRace(t *testing.T, nh NewHarness) {
 // after; shadow and enforce at 0% with no allowed tenant leave it unset.
 // Off without force after enforcement is ErrForceRequired and writes
 // nothing; with force it is stored Forced, EnforcedAt kept.
-// threat:rollout-guard-bypass
+// threat:rollout-off-unforced
 func testRolloutEnforcedAt(t *testing.T, nh NewHarness) {
 	e := setup(t, nh)
 	at := func(i int) time.Time { return base.Add(time.Duration(i) * time.Second) }
@@ -238,9 +238,10 @@ func testRolloutEnforcedAt(t *testing.T, nh NewHarness) {
 
 // testRolloutMarkEnforced: MarkEnforced creates a row with Mode "" and
 // EnforcedAt set, is idempotent (EnforcedAt and Version unchanged by a
-// second call), sets EnforcedAt on a staged row that had none, and
-// writes no audit entry; after it, off needs force.
-// threat:rollout-guard-bypass
+// second call), sets EnforcedAt on a staged row that had none (raising
+// its version), leaves a row set off without force as it is, and writes
+// no audit entry; after it, off needs force.
+// threat:rollout-off-unforced
 func testRolloutMarkEnforced(t *testing.T, nh NewHarness) {
 	e := setup(t, nh)
 	e.setNow(base)
@@ -267,10 +268,23 @@ func testRolloutMarkEnforced(t *testing.T, nh NewHarness) {
 	if a := e.rolloutAudits(); len(a) != 1 {
 		t.Fatalf("%d rollout audit entries, want 1 (MarkEnforced writes none)", len(a))
 	}
+
+	// A row an operator set off (never enforced, so without force) is
+	// left as it is: no instance following it enforces the operation,
+	// and the returned row says so.
+	const off = "conformance.off"
+	o := e.setRollout(registry.RolloutChange{Operation: off, Mode: registry.RolloutOff, Actor: "a"})
+	if r, err = e.h.Store.MarkEnforced(e.ctx, off); err != nil || !sameRollout(r, o) {
+		t.Fatalf("MarkEnforced on an unforced off row: %+v, %v; want it unchanged %+v", r, err, o)
+	}
+	if _, err := e.h.Store.MarkEnforced(e.ctx, ""); err == nil {
+		t.Error("MarkEnforced of no operation succeeded")
+	}
 }
 
-// testVerdictCounts: AddVerdicts from concurrent goroutines sums
-// exactly, skips zero counts and refuses invalid ones writing nothing;
+// testVerdictCounts: AddVerdicts from concurrent goroutines, listing
+// the same totals in different orders, sums exactly and never fails
+// (no deadlock between flushes), skips zero counts and refuses invalid ones writing nothing;
 // Verdicts lists one operation's totals ordered by tenant, mode and
 // verdict, dated by the store's clock.
 func testVerdictCounts(t *testing.T, nh NewHarness) {
@@ -285,12 +299,18 @@ func testVerdictCounts(t *testing.T, nh NewHarness) {
 	for g := range goroutines {
 		wg.Go(func() {
 			for i := range rounds {
-				errs <- e.h.Store.AddVerdicts(e.ctx, []registry.VerdictCount{
+				counts := []registry.VerdictCount{
 					{Operation: rolloutOp, Tenant: "t-b", Mode: registry.RolloutShadow, Verdict: registry.VerdictReplay, Count: 1},
 					{Operation: rolloutOp, Tenant: "t-a", Mode: registry.RolloutEnforce, Verdict: registry.VerdictExecute, Count: int64(g + i)},
 					{Operation: rolloutOp, Tenant: "t-a", Mode: registry.RolloutShadow, Verdict: registry.VerdictConflict, Count: 0},
 					{Operation: "conformance.other", Tenant: "t-a", Mode: registry.RolloutShadow, Verdict: registry.VerdictReplay, Count: 2},
-				})
+				}
+				if g%2 == 1 {
+					// The same totals in another order: concurrent
+					// flushes must not deadlock on each other's rows.
+					slices.Reverse(counts)
+				}
+				errs <- e.h.Store.AddVerdicts(e.ctx, counts)
 			}
 		})
 	}
