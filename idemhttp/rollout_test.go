@@ -78,7 +78,7 @@ func (f *fixture) enforced(tenant string) bool {
 // and a tenant never flips while the row holds; the allow and deny lists
 // override the bucket; a new percentage reaches the middleware within its
 // refresh.
-// Proves threat:ramp-flip (docs/threat-model.md).
+// Proves threat:rollout-ramp-flip (docs/threat-model.md).
 func TestRolloutRamp(t *testing.T) {
 	stores(t, func(t *testing.T, store registry.Store) {
 		f := newFixtureWith(t, store, idemhttp.Enforce, withRollouts(store, 20*time.Millisecond))
@@ -176,7 +176,7 @@ func (s *faultyStore) Reserve(ctx context.Context, c registry.Claim) (registry.R
 // STORE_UNAVAILABLE) and executes nothing. With no row in hand, a failed
 // read of the rollout fails the request closed too; with one, the row in
 // hand serves.
-// Proves threat:rollback-bypass (docs/threat-model.md).
+// Proves threat:rollout-off-unforced (docs/threat-model.md).
 func TestMarkEnforcedBeforeFirstRecord(t *testing.T) {
 	stores(t, func(t *testing.T, store registry.Store) {
 		fs := &faultyStore{Store: store}
@@ -216,7 +216,7 @@ func TestMarkEnforcedBeforeFirstRecord(t *testing.T) {
 // configured to serve it off serves it read-only: a new key 503 READ_ONLY
 // (problem+json, Retry-After) without executing, an old key replayed, a
 // conflict 422; forced off, requests pass through.
-// Proves threat:rollback-bypass (docs/threat-model.md).
+// Proves threat:rollout-off-unforced (docs/threat-model.md).
 func TestReadOnlyAfterEnforce(t *testing.T) {
 	stores(t, func(t *testing.T, store registry.Store) {
 		enf := newFixtureWith(t, store, idemhttp.Enforce, withRollouts(store, time.Millisecond))
