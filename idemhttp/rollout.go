@@ -42,8 +42,7 @@ type Rollouts struct {
 	// Logger receives failed reads and flushes; nil means slog.Default().
 	Logger *slog.Logger
 
-	mu      sync.Mutex // guards ops
-	ops     map[string]*rolloutEntry
+	ops     sync.Map   // operation → *rolloutEntry
 	countMu sync.Mutex // guards pending
 	pending map[verdictKey]int64
 	flushMu sync.Mutex // one Flush at a time
@@ -69,17 +68,11 @@ func (r *Rollouts) log() *slog.Logger { return cmp.Or(r.Logger, slog.Default()) 
 func (r *Rollouts) refresh() time.Duration { return cmp.Or(max(r.Refresh, 0), DefaultAdmitRefresh) }
 
 func (r *Rollouts) entry(operation string) *rolloutEntry {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	e := r.ops[operation]
-	if e == nil {
-		if r.ops == nil {
-			r.ops = map[string]*rolloutEntry{}
-		}
-		e = &rolloutEntry{}
-		r.ops[operation] = e
+	if e, ok := r.ops.Load(operation); ok {
+		return e.(*rolloutEntry)
 	}
-	return e
+	e, _ := r.ops.LoadOrStore(operation, &rolloutEntry{})
+	return e.(*rolloutEntry)
 }
 
 // Rollout returns the operation's cached row, reading it first if the
