@@ -215,7 +215,8 @@ func TestMarkEnforcedBeforeFirstRecord(t *testing.T) {
 // TestReadOnlyAfterEnforce: once an operation was enforced, a server
 // configured to serve it off serves it read-only: a new key 503 READ_ONLY
 // (problem+json, Retry-After) without executing, an old key replayed, a
-// conflict 422; forced off, requests pass through.
+// conflict 422, an operation in flight 409 with the monitor link (the
+// monitor answering as always); forced off, requests pass through.
 // Proves threat:rollout-off-unforced (docs/threat-model.md).
 func TestReadOnlyAfterEnforce(t *testing.T) {
 	stores(t, func(t *testing.T, store registry.Store) {
@@ -237,6 +238,27 @@ func TestReadOnlyAfterEnforce(t *testing.T) {
 		}
 		if r := off.post("", `{}`); r.status != 400 || code(r) != "KEY_MISSING" {
 			t.Errorf("no key read-only: %+v", r)
+		}
+		// An operation in flight: 409 with the monitor link; the monitor
+		// answers as always.
+		done := make(chan result, 1)
+		go func() { done <- enf.post("busy", `{}`, "X-Test", "block") }()
+		<-enf.app.started
+		busy := off.post("busy", `{}`)
+		op := busy.header.Get("Idempotency-Operation")
+		if busy.status != 409 || code(busy) != "IN_PROGRESS" || op == "" || busy.header.Get("Link") != "</v1/operations/"+op+`>; rel="monitor"` {
+			t.Errorf("in flight read-only: %+v", busy)
+		}
+		req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, off.srv.URL+"/v1/operations/"+op, nil)
+		req.Header.Set("X-Principal", "alice")
+		if mon, err := http.DefaultClient.Do(req); err != nil || mon.StatusCode != 200 {
+			t.Errorf("monitor on the read-only server: %v %v", mon, err)
+		} else {
+			mon.Body.Close()
+		}
+		enf.app.release <- struct{}{}
+		if r := <-done; r.status != 201 {
+			t.Errorf("the enforced execution: %+v", r)
 		}
 		if n := off.app.calls.Load(); n != 0 {
 			t.Errorf("read-only executed %d times", n)
