@@ -65,9 +65,26 @@ func (m *Middleware) serveEnforce(w http.ResponseWriter, r *http.Request, next h
 	} else if m.Rollouts != nil {
 		// A record written under enforce is preceded by a committed
 		// EnforcedAt: shadow and read-only rely on it.
-		if err := m.Rollouts.markEnforced(r.Context(), m.Operation.Name, c.row); err != nil {
+		row, err := m.Rollouts.markEnforced(r.Context(), m.Operation.Name, c.row)
+		if err != nil {
 			m.refuseErr(w, r, err)
 			return
+		}
+		if row.EnforcedAt.IsZero() {
+			// The registry did not mark it: an operator set the
+			// operation off, unforced, since c.row was read. Serve the
+			// request as the row now says — never under enforce.
+			c.row, c.mode = row, row.ModeFor(string(m.Operation.mode()), c.id)
+			switch {
+			case c.mode == registry.RolloutOff && m.Operation.Effects == nil:
+				m.shadowPlain(w, withBody(r, &execution{}, body), next, c, req.Parts.Payload)
+				return
+			case c.shadow():
+				claim.MaxActive = 0
+			default:
+				m.refuse(w, idem.CodeStoreUnavailable, "the operation's rollout is changing; retry with the same key", "")
+				return
+			}
 		}
 	}
 	for attempt := 0; ; attempt++ {

@@ -132,20 +132,28 @@ func (r *Rollouts) latest(ctx context.Context, operation string) (registry.Rollo
 // markEnforced makes sure the registry records that operation has been
 // enforced before this process first accepts a request of it under
 // enforce: row is the row the request is served under. It calls
-// MarkEnforced once per process, when row has no EnforcedAt; its error
-// must refuse the request (fail closed).
-func (r *Rollouts) markEnforced(ctx context.Context, operation string, row registry.Rollout) error {
+// MarkEnforced once per process, when row has no EnforcedAt, and
+// returns the row to serve the request under: row itself, or the row
+// MarkEnforced returned. That one may still have no EnforcedAt — an
+// operator set the operation off without force after row was read, and
+// MarkEnforced leaves such a row as it is — and then the request must
+// not be accepted under enforce: the caller serves it in the mode the
+// returned row gives. An error must refuse the request (fail closed).
+func (r *Rollouts) markEnforced(ctx context.Context, operation string, row registry.Rollout) (registry.Rollout, error) {
 	e := r.entry(operation)
 	if !row.EnforcedAt.IsZero() || e.marked.Load() {
-		return nil
+		return row, nil
 	}
 	now, err := r.Store.MarkEnforced(ctx, operation)
 	if err != nil {
-		return fmt.Errorf("idemhttp: marking %s enforced: %w", operation, err)
+		return registry.Rollout{}, fmt.Errorf("idemhttp: marking %s enforced: %w", operation, err)
 	}
-	e.marked.Store(true)
+	if !now.EnforcedAt.IsZero() {
+		// EnforcedAt is never cleared: no need to ask again.
+		e.marked.Store(true)
+	}
 	e.snap.Store(&rolloutSnap{row: now, at: time.Now()})
-	return nil
+	return now, nil
 }
 
 // count adds one verdict to the pending counts.
