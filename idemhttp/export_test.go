@@ -7,3 +7,7 @@ import "time"
 func SetPollForTest(m *Middleware, start, max time.Duration) {
 	m.pollStart, m.pollMax = start, max
 }
+
+// SetMaxPendingVerdictsForTest sets how many distinct verdict keys r
+// keeps pending (verdicts.go), so that a test can reach the bound.
+func SetMaxPendingVerdictsForTest(r *Rollouts, n int) { r.maxPending = n }

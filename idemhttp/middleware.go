@@ -143,6 +143,9 @@ func (m *Middleware) Handler(next http.Handler) http.Handler {
 				m.refuseErr(w, r, err) // no row in hand: fail closed
 				return
 			}
+			if idErr != nil {
+				id = idem.Identity{} // not authenticated: the ramp does not take the client's word
+			}
 			c.row, c.mode = row, row.ModeFor(c.mode, id)
 		}
 		switch c.mode {

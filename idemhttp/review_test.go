@@ -2,9 +2,13 @@ package idemhttp_test
 
 import (
 	"errors"
+	"fmt"
+	"net/http"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/idemhttp"
 	"github.com/idemkit/idem/registry"
 )
@@ -43,4 +47,97 @@ func TestMarkEnforcedRefusedByOffRow(t *testing.T) {
 			}
 		})
 	})
+}
+
+// verdictTotals flushes f's counts and returns the registry's totals of
+// things.create as tenant/mode/verdict → count.
+func (f *fixture) verdictTotals() map[string]int64 {
+	f.t.Helper()
+	if err := f.rollouts.Flush(f.t.Context()); err != nil {
+		f.t.Fatalf("Flush: %v", err)
+	}
+	counts, err := f.store.Verdicts(f.t.Context(), thingsOp)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	got := map[string]int64{}
+	for _, c := range counts {
+		got[c.Tenant+"/"+c.Mode+"/"+c.Verdict] += c.Count
+	}
+	return got
+}
+
+// TestVerdictTenants: the tenant a verdict is counted under is the
+// authenticated caller's — an Identity that fails counts under "", not
+// under the tenant it returned alongside its error (which a client may
+// choose) — and a tenant the registry cannot store (invalid UTF-8, a NUL,
+// too long) is counted under a storable form of it instead of making
+// every later Flush fail; distinct pending keys are bounded, the rest
+// dropped.
+// Proves threat:verdict-count-flood (docs/threat-model.md).
+func TestVerdictTenants(t *testing.T) {
+	stores(t, func(t *testing.T, store registry.Store) {
+		f := newFixtureWith(t, store, idemhttp.Enforce, withRollouts(store, time.Hour, func(mw *idemhttp.Middleware) {
+			mw.Identity = func(r *http.Request) (idem.Identity, error) {
+				id := idem.Identity{Tenant: r.Header.Get("X-Tenant"), Principal: r.Header.Get("X-Principal")}
+				if r.Header.Get("X-Auth") != "ok" {
+					return id, errors.New("bad credentials")
+				}
+				return id, nil
+			}
+		}))
+		// Unauthenticated, claiming tenants of its choice.
+		for i := range 3 {
+			if r := f.post("", `{}`, "X-Tenant", fmt.Sprintf("forged-%d", i)); r.status != 401 {
+				t.Fatalf("unauthenticated: %+v", r)
+			}
+		}
+		// Authenticated tenants the registry cannot store as they are.
+		long := strings.Repeat("x", registry.MaxAuditDetail+10)
+		for _, tn := range []string{"bad\xffutf8", long} {
+			if r := f.post("k-"+tn[:3], `{}`, "X-Tenant", tn, "X-Auth", "ok"); r.status != 201 {
+				t.Fatalf("tenant %.20q: %+v", tn, r)
+			}
+		}
+		if r := f.post("k", `{}`, "X-Tenant", "good", "X-Auth", "ok"); r.status != 201 {
+			t.Fatalf("good tenant: %+v", r)
+		}
+		got := f.verdictTotals()
+		want := map[string]int64{
+			"/enforce/refused":                                  3,
+			"bad?utf8/enforce/execute":                          1,
+			long[:registry.MaxAuditDetail] + "/enforce/execute": 1,
+			"good/enforce/execute":                              1,
+		}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("verdicts %v\nwant %v", shortKeys(got), shortKeys(want))
+		}
+		// A hostile number of tenants between two flushes: at most the
+		// bound is kept.
+		idemhttp.SetMaxPendingVerdictsForTest(f.rollouts, 5)
+		for i := range 8 {
+			f.post("", `{}`, "X-Tenant", fmt.Sprintf("many-%d", i), "X-Auth", "ok")
+		}
+		n := 0
+		for k := range f.verdictTotals() {
+			if strings.HasPrefix(k, "many-") {
+				n++
+			}
+		}
+		if n != 5 {
+			t.Errorf("%d tenants counted past a bound of 5 pending keys", n)
+		}
+	})
+}
+
+// shortKeys is m with its keys cut to 60 bytes, for a readable failure.
+func shortKeys(m map[string]int64) map[string]int64 {
+	out := map[string]int64{}
+	for k, n := range m {
+		if len(k) > 60 {
+			k = fmt.Sprintf("%s…(%d bytes)", k[:60], len(k))
+		}
+		out[k] += n
+	}
+	return out
 }

@@ -5,9 +5,11 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/idemkit/idem/registry"
 )
@@ -29,7 +31,9 @@ import (
 // The verdict counts are kept in memory and added to the registry's
 // totals (registry.RolloutStore.AddVerdicts) at each refresh and by
 // Flush; a failed write keeps them for the next. A crash loses at most
-// one refresh's counts: they are statistics, not records.
+// one refresh's counts: they are statistics, not records. At most
+// 10000 distinct (operation, tenant, mode, verdict) keys are kept
+// pending; the counts of further ones are dropped (see count).
 //
 // Set the exported fields before the first request and do not change
 // them; the zero value of the rest is ready. Safe for concurrent use.
@@ -45,7 +49,11 @@ type Rollouts struct {
 	ops     sync.Map   // operation → *rolloutEntry
 	countMu sync.Mutex // guards pending
 	pending map[verdictKey]int64
+	dropped int64      // verdicts not counted since the last Flush: the bound
 	flushMu sync.Mutex // one Flush at a time
+	// maxPending bounds the distinct keys in pending; 0 means
+	// maxPendingVerdicts. Tests only.
+	maxPending int
 }
 
 // rolloutEntry is one operation's cached row.
@@ -156,32 +164,79 @@ func (r *Rollouts) markEnforced(ctx context.Context, operation string, row regis
 	return now, nil
 }
 
-// count adds one verdict to the pending counts.
+// maxPendingVerdicts is the default bound of the distinct (operation,
+// tenant, mode, verdict) keys kept pending between two flushes.
+const maxPendingVerdicts = 10000
+
+// count adds one verdict to the pending counts, under a tenant the
+// registry can store (storableTenant). A new key beyond the bound of
+// distinct pending keys is dropped (and the drop logged by the next
+// Flush): the counts are statistics, and the memory they take must not
+// grow with the tenants a flood of callers presents, nor while the
+// registry is unreachable.
 func (r *Rollouts) count(operation, tenant, mode, verdict string) {
+	k := verdictKey{operation, storableTenant(tenant), mode, verdict}
 	r.countMu.Lock()
 	defer r.countMu.Unlock()
 	if r.pending == nil {
 		r.pending = map[verdictKey]int64{}
 	}
-	r.pending[verdictKey{operation, tenant, mode, verdict}]++
+	if _, ok := r.pending[k]; !ok && len(r.pending) >= r.pendingBound() {
+		r.dropped++
+		return
+	}
+	r.pending[k]++
+}
+
+func (r *Rollouts) pendingBound() int { return cmp.Or(max(r.maxPending, 0), maxPendingVerdicts) }
+
+// storableTenant returns tenant as the registry can store it in a
+// verdict count (registry.VerdictCount.Validate): invalid UTF-8 and NUL
+// bytes replaced by "?", cut to registry.MaxAuditDetail bytes on a rune
+// boundary. A tenant already storable is returned as it is.
+func storableTenant(tenant string) string {
+	if len(tenant) <= registry.MaxAuditDetail && utf8.ValidString(tenant) && !strings.ContainsRune(tenant, 0) {
+		return tenant
+	}
+	s := strings.ReplaceAll(strings.ToValidUTF8(tenant, "?"), "\x00", "?")
+	n := min(len(s), registry.MaxAuditDetail)
+	for n > 0 && n < len(s) && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }
 
 // Flush adds the pending verdict counts to the registry's totals in one
-// write. If it fails they are kept and added by the next Flush (or
-// refresh). Serve calls it at shutdown. ctx governs the write.
+// write. If it fails they are kept (within the bound of pending keys)
+// and added by the next Flush (or refresh); a count the registry would
+// refuse (registry.VerdictCount.Validate: an operation name too long) is
+// dropped and logged rather than failing every later Flush. Serve calls
+// it at shutdown. ctx governs the write.
 func (r *Rollouts) Flush(ctx context.Context) error {
 	r.flushMu.Lock()
 	defer r.flushMu.Unlock()
 	r.countMu.Lock()
-	pending := r.pending
-	r.pending = nil
+	pending, dropped := r.pending, r.dropped
+	r.pending, r.dropped = nil, 0
 	r.countMu.Unlock()
+	if dropped > 0 {
+		r.log().Warn("verdict counts dropped: too many distinct tenants pending", "dropped", dropped, "bound", r.pendingBound())
+	}
 	if len(pending) == 0 {
 		return nil
 	}
 	counts := make([]registry.VerdictCount, 0, len(pending))
 	for k, n := range pending {
-		counts = append(counts, registry.VerdictCount{Operation: k.operation, Tenant: k.tenant, Mode: k.mode, Verdict: k.verdict, Count: n})
+		v := registry.VerdictCount{Operation: k.operation, Tenant: k.tenant, Mode: k.mode, Verdict: k.verdict, Count: n}
+		if err := v.Validate(); err != nil {
+			r.log().Warn("verdict count dropped: the registry cannot store it", "operation", k.operation, "err", err)
+			delete(pending, k)
+			continue
+		}
+		counts = append(counts, v)
+	}
+	if len(counts) == 0 {
+		return nil
 	}
 	err := r.Store.AddVerdicts(ctx, counts)
 	if err == nil {
@@ -193,6 +248,10 @@ func (r *Rollouts) Flush(ctx context.Context) error {
 		r.pending = map[verdictKey]int64{}
 	}
 	for k, n := range pending {
+		if _, ok := r.pending[k]; !ok && len(r.pending) >= r.pendingBound() {
+			r.dropped += n
+			continue
+		}
 		r.pending[k] += n
 	}
 	return fmt.Errorf("idemhttp: writing the verdict counts: %w", err)
