@@ -59,6 +59,7 @@ func (m *Middleware) executeOnce(w http.ResponseWriter, r *http.Request, next ht
 				m.clientGone(w, r, err)
 				return registry.Record{}, true, nil
 			}
+			m.count(cl, registry.VerdictInFlight) // enforce's answer: the first request is in flight
 			w.Header().Set("Retry-After", "1")
 			m.refuse(w, idem.CodeInProgress, "the first request with this key is still executing", "")
 			return registry.Record{}, true, nil

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -140,4 +141,34 @@ func shortKeys(m map[string]int64) map[string]int64 {
 		out[k] += n
 	}
 	return out
+}
+
+// TestVerdictOfCappedDuplicate, in both styles: a duplicate refused 409
+// IN_PROGRESS because its key is executing in this handler past the wait
+// cap is counted in_flight — the one-transaction style refused it before
+// the registry had a record, and counted nothing.
+func TestVerdictOfCappedDuplicate(t *testing.T) {
+	bothStyles(t, func(t *testing.T, style func(*idemhttp.Middleware)) {
+		stores(t, func(t *testing.T, store registry.Store) {
+			f := newFixtureWith(t, store, idemhttp.Enforce, func(mw *idemhttp.Middleware) {
+				style(mw)
+				mw.WaitCap = -1
+			})
+			var wg sync.WaitGroup
+			wg.Go(func() { f.post("capped", `{}`, "X-Test", "block") })
+			<-f.app.started
+			busy := f.post("capped", `{}`)
+			f.app.release <- struct{}{}
+			wg.Wait()
+			if busy.status != 409 || code(busy) != "IN_PROGRESS" {
+				t.Fatalf("duplicate past the wait cap: %+v", busy)
+			}
+			if got := f.verdicts("enforce", "in_flight"); got != 1 {
+				t.Errorf("in_flight counted %v times, want 1", got)
+			}
+			if got := f.verdicts("enforce", "execute"); got != 1 {
+				t.Errorf("execute counted %v times, want 1", got)
+			}
+		})
+	})
 }
