@@ -49,7 +49,8 @@ func Tx(ctx context.Context) registry.Tx {
 
 // Caller returns the identity the middleware authenticated the request
 // as (Middleware.Identity), and false outside an execution, so a handler
-// need not authenticate the request a second time.
+// need not authenticate the request a second time. A request executed
+// plainly (shadow, off) although Identity failed has no caller: false.
 func Caller(ctx context.Context) (idem.Identity, bool) {
 	if e := executionFrom(ctx); e != nil && e.caller != (idem.Identity{}) {
 		return e.caller, true

@@ -135,6 +135,12 @@ func (m *Middleware) Handler(next http.Handler) http.Handler {
 	fl := newFlightSet() // this handler's executions of one-transaction keys (flights.go)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id, idErr := m.Identity(r) // once per request: every mode uses it
+		if idErr != nil {
+			// Not authenticated: nothing Identity returned alongside its
+			// error is used — not for the ramp, the verdict's tenant, nor
+			// the caller a plain execution's handler is given (Caller).
+			id = idem.Identity{}
+		}
 		c := &call{id: id, idErr: idErr, mode: string(m.Operation.mode())}
 		if m.Rollouts != nil {
 			row, err := m.Rollouts.Rollout(r.Context(), m.Operation.Name)
@@ -142,9 +148,6 @@ func (m *Middleware) Handler(next http.Handler) http.Handler {
 				w.Header().Set(HeaderContract, idem.ContractVersion)
 				m.refuseErr(w, r, err) // no row in hand: fail closed
 				return
-			}
-			if idErr != nil {
-				id = idem.Identity{} // not authenticated: the ramp does not take the client's word
 			}
 			c.row, c.mode = row, row.ModeFor(c.mode, id)
 		}

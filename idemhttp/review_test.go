@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -75,7 +76,8 @@ func (f *fixture) verdictTotals() map[string]int64 {
 // too long) is counted under a storable form of it instead of making
 // every later Flush fail; distinct pending keys are bounded, the rest
 // dropped.
-// Proves threat:verdict-count-flood (docs/threat-model.md).
+// Proves threat:verdict-count-flood and threat:plain-caller-forged
+// (docs/threat-model.md).
 func TestVerdictTenants(t *testing.T) {
 	stores(t, func(t *testing.T, store registry.Store) {
 		f := newFixtureWith(t, store, idemhttp.Enforce, withRollouts(store, time.Hour, func(mw *idemhttp.Middleware) {
@@ -170,5 +172,55 @@ func TestVerdictOfCappedDuplicate(t *testing.T) {
 				t.Errorf("execute counted %v times, want 1", got)
 			}
 		})
+	})
+}
+
+// TestPlainCallerNotForged: in shadow and off, a request whose Identity
+// failed still executes plainly, but its handler is told no caller
+// (Caller false) — not the identity Identity returned alongside its
+// error, which the client may have chosen (a token's claims whose
+// signature failed): a handler trusting Caller would act as that caller.
+// An authenticated request's handler gets its caller.
+// Proves threat:plain-caller-forged (docs/threat-model.md).
+func TestPlainCallerNotForged(t *testing.T) {
+	stores(t, func(t *testing.T, store registry.Store) {
+		for _, mode := range []idemhttp.Mode{idemhttp.Shadow, idemhttp.Off} {
+			callers := make(chan string, 2)
+			mw := &idemhttp.Middleware{
+				Store:     store,
+				Operation: idemhttp.Operation{Name: "forge." + string(mode), APIRevision: "v1", Mode: mode},
+				Identity: func(r *http.Request) (idem.Identity, error) {
+					id := idem.Identity{Tenant: r.Header.Get("X-Tenant"), Principal: "p"}
+					if r.Header.Get("X-Auth") != "ok" {
+						return id, errors.New("bad signature")
+					}
+					return id, nil
+				},
+			}
+			srv := httptest.NewServer(mw.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				id, ok := idemhttp.Caller(r.Context())
+				callers <- fmt.Sprintf("%v %s", ok, id.Tenant)
+				w.WriteHeader(http.StatusCreated)
+			})))
+			for _, auth := range []string{"forged", "ok"} {
+				req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, srv.URL, strings.NewReader(`{}`))
+				req.Header.Set("Content-Type", "application/json")
+				req.Header.Set("X-Tenant", "victim")
+				req.Header.Set("X-Auth", auth)
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				resp.Body.Close()
+				want := "false "
+				if auth == "ok" {
+					want = "true victim"
+				}
+				if got := <-callers; resp.StatusCode != 201 || got != want {
+					t.Errorf("%s, %s request: %d, handler's Caller %q; want 201 and %q", mode, auth, resp.StatusCode, got, want)
+				}
+			}
+			srv.Close()
+		}
 	})
 }

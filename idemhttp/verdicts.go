@@ -45,11 +45,7 @@ func (m *Middleware) count(c *call, verdict string) {
 	c.counted = true
 	m.Metrics.verdict(m.Operation.Name, c.mode, verdict)
 	if m.Rollouts != nil {
-		tenant := c.id.Tenant
-		if c.idErr != nil {
-			tenant = "" // not authenticated: whatever Identity returned is the client's word
-		}
-		m.Rollouts.count(m.Operation.Name, tenant, c.mode, verdict)
+		m.Rollouts.count(m.Operation.Name, c.id.Tenant, c.mode, verdict) // "" when not authenticated
 	}
 }
 
