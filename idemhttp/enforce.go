@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/idemkit/idem"
@@ -29,7 +30,7 @@ var (
 // It serves shadow too (c.shadow; see shadow.go): refusals and answers
 // from a record become plain executions while the operation was never
 // enforced, everything else is enforce's path. c's verdict is counted.
-func (m *Middleware) serveEnforce(w http.ResponseWriter, r *http.Request, next http.Handler, fl *flightSet, c *call) {
+func (m *Middleware) serveEnforce(w http.ResponseWriter, r *http.Request, next http.Handler, fl *flightSet, marked *atomic.Bool, c *call) {
 	w.Header().Set(HeaderContract, idem.ContractVersion)
 	if c.idErr != nil {
 		m.count(c, registry.VerdictRefused)
@@ -86,6 +87,26 @@ func (m *Middleware) serveEnforce(w http.ResponseWriter, r *http.Request, next h
 				return
 			}
 		}
+	} else if !marked.Load() {
+		// Without Rollouts the configured mode governs, but the record
+		// is still preceded by a committed EnforcedAt: a server in
+		// shadow answers from records only once it is set. Read first:
+		// once set, no write (on SQLite it would wait for the write lock).
+		row, err := m.Store.Rollout(r.Context(), m.Operation.Name)
+		if err == nil && row.EnforcedAt.IsZero() {
+			row, err = m.Store.MarkEnforced(r.Context(), m.Operation.Name)
+		}
+		if err != nil {
+			m.refuseErr(w, r, fmt.Errorf("idemhttp: marking %s enforced: %w", m.Operation.Name, err))
+			return
+		}
+		if row.EnforcedAt.IsZero() {
+			m.log().Error("the operation's rollout row is off without force: this server, configured to enforce it and following no rollout, refuses it",
+				"operation", m.Operation.Name)
+			m.refuse(w, idem.CodeStoreUnavailable, "the operation is turned off; retry with the same key", "")
+			return
+		}
+		marked.Store(true)
 	}
 	for attempt := 0; ; attempt++ {
 		var rec registry.Record

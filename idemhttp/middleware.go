@@ -5,6 +5,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/idemkit/idem"
@@ -83,8 +84,11 @@ type Middleware struct {
 	// used while the row sets none. It also records, before this process
 	// first accepts a request under enforce, that the operation has been
 	// enforced (registry.RolloutStore.MarkEnforced), and keeps the
-	// verdict counts per tenant. nil: Operation.Mode alone, no read-only
-	// guard and no MarkEnforced; shadow is the same safe shadow.
+	// verdict counts per tenant. nil: Operation.Mode alone and no
+	// read-only guard; shadow is the same safe shadow, and enforce still
+	// commits EnforcedAt (MarkEnforced, once per Handler) before its first
+	// acceptance, so a server in shadow never executes plainly a retry
+	// whose answer an enforcing one gave.
 	Rollouts *Rollouts
 	// Metrics, if set, receives counts and latencies.
 	Metrics *Metrics
@@ -132,7 +136,8 @@ func (m *Middleware) Handler(next http.Handler) http.Handler {
 	if err := m.Operation.validate(); err != nil {
 		panic(err)
 	}
-	fl := newFlightSet() // this handler's executions of one-transaction keys (flights.go)
+	fl := newFlightSet()       // this handler's executions of one-transaction keys (flights.go)
+	marked := new(atomic.Bool) // without Rollouts: MarkEnforced succeeded for this handler
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id, idErr := m.Identity(r) // once per request: every mode uses it
 		if idErr != nil {
@@ -157,7 +162,7 @@ func (m *Middleware) Handler(next http.Handler) http.Handler {
 		case registry.RolloutReadOnly:
 			m.serveReadOnly(w, r, c)
 		default:
-			m.serveEnforce(w, r, next, fl, c)
+			m.serveEnforce(w, r, next, fl, marked, c)
 		}
 	})
 }

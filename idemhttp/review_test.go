@@ -224,3 +224,32 @@ func TestPlainCallerNotForged(t *testing.T) {
 		}
 	})
 }
+
+// TestEnforceWithoutRolloutsThenShadow, in both styles: servers built
+// without Middleware.Rollouts — a release that enforces the operation,
+// rolled back to one that serves it in shadow — lose no stored answer:
+// the enforcing server committed EnforcedAt before its first record, so
+// the shadow server replays the retry and answers a reused key 422
+// instead of executing them plainly.
+// Proves threat:shadow-answer-lost (docs/threat-model.md).
+func TestEnforceWithoutRolloutsThenShadow(t *testing.T) {
+	bothStyles(t, func(t *testing.T, style func(*idemhttp.Middleware)) {
+		stores(t, func(t *testing.T, store registry.Store) {
+			enf := newFixtureWith(t, store, idemhttp.Enforce, style)
+			first := enf.post("k", `{"a":1}`)
+			if first.status != 201 {
+				t.Fatalf("enforced: %+v", first)
+			}
+			sh := newFixtureWith(t, store, idemhttp.Shadow, style)
+			if r := sh.post("k", `{"a":1}`); r.status != 201 || r.body != first.body || r.header.Get("Idempotent-Replayed") != "true" {
+				t.Errorf("shadow retry after enforce: %+v, want the replay of %+v", r, first)
+			}
+			if r := sh.post("k", `{"a":2}`); r.status != 422 || code(r) != "PAYLOAD_CONFLICT" {
+				t.Errorf("shadow, reused key after enforce: %+v, want 422", r)
+			}
+			if n := sh.app.calls.Load(); n != 0 {
+				t.Errorf("the shadow server executed %d times", n)
+			}
+		})
+	})
+}
