@@ -63,50 +63,8 @@ func (m *Middleware) serveEnforce(w http.ResponseWriter, r *http.Request, next h
 	claim := m.Operation.claim(req.Scope, req.Fingerprint, c.id, m.WriterEpoch)
 	if c.shadow() {
 		claim.MaxActive = 0 // a bound enforce would apply is not shadow's to apply
-	} else if m.Rollouts != nil {
-		// A record written under enforce is preceded by a committed
-		// EnforcedAt: shadow and read-only rely on it.
-		row, err := m.Rollouts.markEnforced(r.Context(), m.Operation.Name, c.row)
-		if err != nil {
-			m.refuseErr(w, r, err)
-			return
-		}
-		if row.EnforcedAt.IsZero() {
-			// The registry did not mark it: an operator set the
-			// operation off, unforced, since c.row was read. Serve the
-			// request as the row now says — never under enforce.
-			c.row, c.mode = row, row.ModeFor(string(m.Operation.mode()), c.id)
-			switch {
-			case c.mode == registry.RolloutOff && m.Operation.Effects == nil:
-				m.shadowPlain(w, withBody(r, &execution{}, body), next, c, req.Parts.Payload)
-				return
-			case c.shadow():
-				claim.MaxActive = 0
-			default:
-				m.refuse(w, idem.CodeStoreUnavailable, "the operation's rollout is changing; retry with the same key", "")
-				return
-			}
-		}
-	} else if !marked.Load() {
-		// Without Rollouts the configured mode governs, but the record
-		// is still preceded by a committed EnforcedAt: a server in
-		// shadow answers from records only once it is set. Read first:
-		// once set, no write (on SQLite it would wait for the write lock).
-		row, err := m.Store.Rollout(r.Context(), m.Operation.Name)
-		if err == nil && row.EnforcedAt.IsZero() {
-			row, err = m.Store.MarkEnforced(r.Context(), m.Operation.Name)
-		}
-		if err != nil {
-			m.refuseErr(w, r, fmt.Errorf("idemhttp: marking %s enforced: %w", m.Operation.Name, err))
-			return
-		}
-		if row.EnforcedAt.IsZero() {
-			m.log().Error("the operation's rollout row is off without force: this server, configured to enforce it and following no rollout, refuses it",
-				"operation", m.Operation.Name)
-			m.refuse(w, idem.CodeStoreUnavailable, "the operation is turned off; retry with the same key", "")
-			return
-		}
-		marked.Store(true)
+	} else if !m.enforcedFirst(w, r, next, marked, c, &claim, req, body) {
+		return
 	}
 	for attempt := 0; ; attempt++ {
 		var rec registry.Record
