@@ -34,7 +34,7 @@ type Config struct {
 	// (see LoadOperators); SetOperators replaces them later.
 	Operators Operators
 	// Logger receives one Info line per action (login, logout, lookup,
-	// reconcile, drain, epoch bump) with the operator's name; nil means
+	// reconcile, drain, epoch bump, rollout change) with the operator's name; nil means
 	// slog.Default().
 	Logger *slog.Logger
 	// Prefix is the path the console is mounted under ("/admin"): it
@@ -47,6 +47,11 @@ type Config struct {
 	// "idem serve" passes the registry its /metrics serves. nil (the
 	// default): the chart is left out, with a sentence saying why.
 	Gatherer prometheus.Gatherer
+	// Operations are the names of the service's idempotent operations:
+	// the Rollout page lists each, with its change form, even before the
+	// registry holds a row for it ("idem serve" passes the reference
+	// service's). nil: the page lists the rows the registry holds only.
+	Operations []string
 }
 
 //go:embed templates/*.html templates/console.css
@@ -54,7 +59,7 @@ var files embed.FS
 
 // pageNames are the pages, each templates/NAME.html rendered inside
 // templates/layout.html.
-var pageNames = []string{"login", "status", "operations", "operation", "error"}
+var pageNames = []string{"login", "status", "operations", "operation", "rollouts", "rollout", "error"}
 
 // handler is the console.
 type handler struct {
@@ -126,6 +131,9 @@ func (h *handler) routes() {
 	m.HandleFunc("POST "+p+"/operations/{id}/reconcile", h.authed(h.reconcile))
 	m.HandleFunc("POST "+p+"/operations/{id}/approve", h.authed(h.approve))
 	m.HandleFunc("POST "+p+"/operations/{id}/effects/{name}/lookup", h.authed(h.lookup))
+	m.HandleFunc("GET "+p+"/rollouts", h.authed(h.rollouts))
+	m.HandleFunc("GET "+p+"/rollouts/{operation}", h.authed(h.rolloutReport))
+	m.HandleFunc("POST "+p+"/rollouts/{operation}", h.authed(h.setRollout))
 	m.HandleFunc(p+"/", h.authed(func(w http.ResponseWriter, r *http.Request, s session) {
 		h.fail(w, r, s, http.StatusNotFound, CodeNotFound, "There is no such page.")
 	}))

@@ -30,6 +30,8 @@ const (
 	CodeNothingToApprove     = "NOTHING_TO_APPROVE"    // 409: approve with no settlement request
 	CodeSelfApproval         = "SELF_APPROVAL"         // 409: the requester approving their own request
 	CodeAlreadyApproved      = "ALREADY_APPROVED"      // 409: the request was approved by someone else already
+	CodeRolloutStale         = "ROLLOUT_STALE"         // 409: a rollout form based on a version that is no longer the row's
+	CodeForceRequired        = "FORCE_REQUIRED"        // 409: turning off an operation that has been enforced, without force
 )
 
 // page is what every template gets.

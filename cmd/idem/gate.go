@@ -34,8 +34,17 @@ import (
 // operation that stayed UNKNOWN for longer than the retention must replay
 // its settled answer when retried after a prune pass
 // (gate.Config.Retention).
+//
+// --rollout runs the rollout phase instead (gate.Config.Rollout,
+// docs/gate.md "The rollout phase"): the instances serve payments.create
+// as the registry's rollout row says, and the gate ramps that row from
+// shadow through enforce 10 %, 50 % (killing one instance midway), back
+// to shadow and on to 100 % under load — with "idem rollout" as a
+// process — then checks that no key executed again once the operation
+// was enforced and that no answered key's answer changed, and reports
+// shadow's predicted verdicts against enforce's answered ones.
 func runGate(ctx context.Context, args []string, std stdio) int {
-	fs := newFlags("gate", "--db DSN [--workload payments|transfers] [--instances N] [--requests N] [--retries R] [--concurrency C] [--crash] [--json] [--html FILE] …", std)
+	fs := newFlags("gate", "--db DSN [--workload payments|transfers] [--instances N] [--requests N] [--retries R] [--concurrency C] [--crash] [--rollout] [--json] [--html FILE] …", std)
 	var cfg gate.Config
 	fs.StringVar(&cfg.DSN, "db", "", "database `DSN` every instance serves from: postgres://… or sqlite:PATH (required)")
 	fs.StringVar(&cfg.Bin, "bin", "", "idem `binary` to start instances from (default: this one)")
@@ -55,6 +64,7 @@ func runGate(ctx context.Context, args []string, std stdio) int {
 	fs.DurationVar(&cfg.Outage, "outage", 0, "transfers, with --retention: length of the opening provider outage, longer than the retention (0: twice the retention)")
 	fs.DurationVar(&cfg.PruneInterval, "prune-interval", gate.DefaultPruneInterval, "transfers, with --retention: --prune-interval of the instances")
 	fs.BoolVar(&cfg.Crash, "crash", false, "kill one instance with SIGKILL midway and restart it")
+	fs.BoolVar(&cfg.Rollout, "rollout", false, "the rollout phase instead of the replay storm: ramp payments.create shadow → enforce 10 % → 50 % (one instance killed with SIGKILL midway) → shadow → 100 % in the registry under load, then judge duplicate effects, changed answers and shadow's predictions (docs/gate.md)")
 	fs.DurationVar(&cfg.LatencyBudget, "latency-budget", gate.DefaultLatencyBudget, "the endpoint's latency budget; reservation p99 must stay within 5 % of it")
 	fs.DurationVar(&cfg.RecoverySLO, "recovery-slo", gate.DefaultRecoverySLO, "how long an operation may stay UNKNOWN")
 	fs.DurationVar(&cfg.Wait, "wait", gate.DefaultWait, "Prefer: wait of every request; negative: none")

@@ -13,7 +13,9 @@
 // goes to stdout and exits 0, so it can be paged or searched. A usage
 // error goes to stderr with the synopsis (and, for a bad flag, the flags)
 // and exits 2; "idem" alone is a usage error. Exit codes: 0 success (or
-// help), 1 the input was refused or the operation failed, 2 bad usage.
+// help), 1 the input was refused or the operation failed, 2 bad usage;
+// "idem rollout" adds 3 (stale: the row changed since it was read) and 4
+// (force required).
 package main
 
 import (
@@ -101,6 +103,11 @@ func commands() []command {
 		{name: "prune", summary: "retire expired records into tombstones, delete expired tombstones", run: runPrune},
 		{name: "recover", summary: "settle operations with unknown outcomes, on evidence only", run: runRecover},
 		{name: "relay", summary: "deliver the outbox to a signed webhook until stopped", run: runRelay},
+		{name: "rollout", summary: "show or change each operation's rollout: off, shadow, or enforce for a share", run: runRollout, actions: []action{
+			{"status", "print every operation's rollout row"},
+			{"report", "verdict totals per tenant: what shadow predicted, what enforce answered"},
+			{"OPERATION", "set its mode: off, shadow or enforce [--percent N]; compare-and-set, audited"},
+		}},
 		{name: "serve", summary: "run the reference payments service", run: runServe},
 	}
 }
@@ -165,6 +172,9 @@ type flags struct {
 	// usageError is a usage error (exit 2), any other error a refusal
 	// (exit 1), both reported on stderr.
 	after []func() error
+	// notes, when set, are printed after the flags in the help: exit
+	// codes and rules the flags alone do not say.
+	notes string
 }
 
 func newFlags(name, synopsis string, std stdio) *flags {
@@ -225,6 +235,9 @@ func (f *flags) help(w io.Writer) {
 	f.SetOutput(w)
 	f.PrintDefaults()
 	f.SetOutput(f.std.err)
+	if f.notes != "" {
+		fmt.Fprintf(w, "\n%s", f.notes)
+	}
 }
 
 // summary returns the summary of a command ("prune") or of an action

@@ -50,10 +50,28 @@ import (
 // --provider-timeout (default 5s) bounds each provider call.
 //
 // --api-revision (default v1) names the API major revision bound into
-// every operation's scope (SPEC C2): a server started with another
-// revision never replays, conflicts with or waits for the operations of
-// the first, on the same database. It changes nothing else; it is there
-// to test exactly that.
+// the scope of every operation without a --revision (SPEC C2): a server
+// started with another revision never replays, conflicts with or waits
+// for the operations of the first, on the same database — a retry that
+// crosses the deploy executes again. --revision OP=REV:ACCEPTS (for
+// example payments.create=v2:v1) gives one operation revision REV and
+// declares that it accepts the records of the older revision ACCEPTS as
+// its own: the scope is computed with ACCEPTS, so such a retry replays
+// (or gets 422 if its payload differs). Declare it only when REV answers
+// every request ACCEPTS accepted as ACCEPTS did. The revisions change
+// nothing else; the routes stay the same.
+//
+// Each operation (payments.create, payments.refund, and transfers.create
+// with --provider) follows its rollout row in the registry ("idem
+// rollout": off, shadow, or enforce for a share of the callers) within
+// about a second, without a restart; --mode OP=off|shadow|enforce
+// (repeatable, default enforce) is its configured mode, used while the
+// row sets none. An operation that has been enforced and is off here is
+// served read-only (replays, 503 READ_ONLY for new keys) until "idem
+// rollout OP off --force". transfers.create cannot be off. --mode and
+// --revision of an operation the service does not serve are usage errors
+// (exit 2). The verdict counts (idem rollout report) are written at each
+// refresh and once more at shutdown.
 //
 // Every registry call made for a request is bounded by --store-timeout
 // (default 1m; 0: unbounded): a database that does not answer in time —
@@ -105,13 +123,16 @@ func runServe(ctx context.Context, args []string, std stdio) int {
 	retention := fs.Duration("retention", 24*time.Hour, "how long operation records are kept with their response after they settle; then they become tombstones (409 KEY_RETIRED), as do reservations abandoned that long after their lease expired; at least the longest of --client-retry-window, --queue-backlog-window, --reconciliation-window and --restore-window")
 	windows := addRetentionFlags(fs.FlagSet)
 	pruneEvery := fs.Duration("prune-interval", time.Minute, "how often to retire expired records and delete expired tombstones; 0 turns it off (run \"idem prune\" instead)")
-	apiRevision := fs.String("api-revision", payments.APIRevision, "API major `REVISION` bound into every operation's scope; for testing a revision change, the routes stay the same")
+	apiRevision := fs.String("api-revision", payments.APIRevision, "API major `REVISION` bound into the scope of every operation without a --revision; "+
+		"a new revision never replays, conflicts with or waits for an older one's records (a retry crossing the deploy executes again) unless it declares "+
+		"compatibility with --revision OP=REV:ACCEPTS; the routes stay the same")
 	keyRefresh := fs.Duration("key-refresh", defaultKeyRefresh, "with --encryption-keys: how often this instance announces the keys it holds in the registry and re-checks that every live instance holds the active key before sealing with it")
 	storeTimeout := fs.Duration("store-timeout", registry.DefaultCallTimeout, "bound on each registry call made for a request; a call that takes longer fails the request with 503 STORE_UNAVAILABLE (0: unbounded)")
 	twoPhase := fs.Bool("two-phase", false, "run POST /v1/payments in the two-phase style: reserve the key (committed), then run the payment and record its outcome; a duplicate sent meanwhile gets 409 IN_PROGRESS or waits (Prefer: wait). Default: one database transaction — payment, outbox message and operation record commit together, and a duplicate sent meanwhile waits for it and replays")
 	webhook := addWebhookFlags(fs.FlagSet)
 	keys := addKeysFlag(fs.FlagSet)
 	admin := addAdminFlags(fs.FlagSet)
+	modes, revisions := addRolloutFlags(fs.FlagSet)
 	epoch := fs.Int64("writer-epoch", -1, "writer `EPOCH` to accept and commit operations at; -1: the registry's epoch at start, so a later \"idem epoch bump\" fences this server")
 	words, code, ok := fs.parse(args)
 	if !ok {
@@ -141,6 +162,9 @@ func runServe(ctx context.Context, args []string, std stdio) int {
 	}
 	if *keyRefresh <= 0 {
 		return fs.usage("--key-refresh must be positive")
+	}
+	if err := checkOperations(payments.Config{Provider: *provider}, modes, revisions); err != nil {
+		return fs.usage(err.Error())
 	}
 	if *epoch < -1 {
 		fmt.Fprintln(std.err, "idem serve: --writer-epoch must be -1 (the registry's at start) or an epoch >= 0")
@@ -195,6 +219,8 @@ func runServe(ctx context.Context, args []string, std stdio) int {
 		ProviderTimeout: *providerTimeout,
 		WriterEpoch:     *epoch,
 		APIRevision:     *apiRevision,
+		Modes:           modes,
+		Revisions:       revisions,
 
 		OneTransaction: !*twoPhase,
 	})
@@ -202,6 +228,17 @@ func runServe(ctx context.Context, args []string, std stdio) int {
 		log.Error("idem serve: cannot start the service", "err", err)
 		return exitRefused
 	}
+	// The verdict counts of the last refresh, written once serving ended
+	// (deferred after store.Close, so run before it).
+	defer func() {
+		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownTimeout)
+		defer cancel()
+		if err := svc.Rollouts().Flush(fctx); err != nil {
+			log.Error("idem serve: the last verdict counts could not be written", "err", err)
+		} else {
+			log.Info("verdict counts flushed")
+		}
+	}()
 
 	// The library's maintenance runner: recovery, settlement of UNKNOWN
 	// operations, pruning and the relay. Stopped (deferred after
@@ -225,7 +262,7 @@ func runServe(ctx context.Context, args []string, std stdio) int {
 
 	var ready func()
 	if *admin.addr != "" {
-		a, err := startAdmin(ctx, log, *admin, registry.WithTimeout(store, *storeTimeout), svc.Effects(), reg)
+		a, err := startAdmin(ctx, log, *admin, registry.WithTimeout(store, *storeTimeout), svc.Effects(), payments.Operations(payments.Config{Provider: *provider}), reg)
 		if err != nil {
 			log.Error("idem serve: cannot start the admin listener", "err", err)
 			return exitRefused

@@ -7,10 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/canon"
 	"github.com/idemkit/idem/idemhttp"
 	"github.com/idemkit/idem/registry"
 )
@@ -60,7 +62,7 @@ const AmountLimit = "1000000.00"
 // create handles POST /v1/payments inside the idempotency middleware: it
 // runs once per operation, in the operation's business transaction.
 func (s *Service) create(w http.ResponseWriter, r *http.Request) {
-	e, ok := s.execution(w, r, "create")
+	e, ok := s.execution(w, r, "create", canon.Options{Mode: canon.ModeSchema, Schema: Schema()})
 	if !ok {
 		return
 	}
@@ -106,22 +108,55 @@ type execution struct {
 	caller  idem.Identity // the authenticated caller
 }
 
-// execution returns the request's execution. Outside the middleware (a
-// defect of the service) it answers 500 INTERNAL and returns false.
-func (s *Service) execution(w http.ResponseWriter, r *http.Request, what string) (execution, bool) {
+// execution returns the request's execution. A request executed
+// without a record — its operation off, or in shadow where enforce would
+// have refused or answered it from a record (idemhttp's plain path) —
+// gets a fresh operation ID of the same form if the middleware gave
+// none, as PlainCreate does, naming its rows; and, when the middleware
+// canonicalised nothing,
+// its body is read and checked here against opts (the operation's
+// binding) with the problems the middleware would answer (413, 415, 400),
+// and its caller authenticated (401). Outside the middleware (no
+// transaction: a defect of the service) it answers 500 INTERNAL. When it
+// returns false the answer is written.
+func (s *Service) execution(w http.ResponseWriter, r *http.Request, what string, opts canon.Options) (execution, bool) {
 	ctx := r.Context()
 	e := execution{tx: idemhttp.Tx(ctx), opID: idemhttp.OperationID(ctx), payload: idemhttp.Payload(ctx)}
-	if e.tx == nil || e.opID == "" || e.payload == nil {
+	if e.tx == nil {
 		s.internal(w, r, what, errors.New("called outside the idempotency middleware"))
 		return execution{}, false
 	}
 	var ok bool
-	if e.caller, ok = idemhttp.Caller(ctx); !ok { // shadow and off modes hand no identity down
+	if e.caller, ok = idemhttp.Caller(ctx); !ok { // off and shadow's plain path may hand no identity down
 		var err error
 		if e.caller, err = s.auth.Identity(r); err != nil {
-			s.internal(w, r, what, err)
+			w.Header().Set("WWW-Authenticate", "Bearer")
+			idemhttp.WriteProblem(w, idem.CodeUnauthenticated, "authentication required")
 			return execution{}, false
 		}
+	}
+	if e.payload == nil {
+		body, rerr := readPlainBody(r)
+		if rerr != nil {
+			idemhttp.WriteProblem(w, idem.Code(rerr.Code), rerr.Reason)
+			return execution{}, false
+		}
+		res, err := canon.Canonicalize(r.Header.Get("Content-Type"), body, opts)
+		if err != nil {
+			detail := "invalid request"
+			if ce, ok := err.(*canon.Error); ok {
+				detail = ce.Reason
+				if ce.Offset >= 0 {
+					detail += " at byte " + strconv.Itoa(ce.Offset)
+				}
+			}
+			idemhttp.WriteProblem(w, idem.CodeOf(err), detail)
+			return execution{}, false
+		}
+		e.payload = res.Payload
+	}
+	if e.opID == "" {
+		e.opID = idem.NewOperationID(time.Now())
 	}
 	return e, true
 }

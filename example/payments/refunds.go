@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/canon"
 	"github.com/idemkit/idem/idemhttp"
 	"github.com/idemkit/idem/registry"
 )
@@ -104,7 +105,7 @@ type refundRequest struct {
 // middleware: it runs once per operation, in the operation's business
 // transaction.
 func (s *Service) refund(w http.ResponseWriter, r *http.Request) {
-	e, ok := s.execution(w, r, "refund")
+	e, ok := s.execution(w, r, "refund", canon.Options{Mode: canon.ModeSchema, Schema: RefundSchema()})
 	if !ok {
 		return
 	}

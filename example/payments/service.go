@@ -47,13 +47,18 @@
 // its refunds and transfers) refuse new operations with 503 DRAINING while
 // the registry is draining and with 503 WRITER_FENCED once the registry's
 // writer epoch is above the service's (Config.WriterEpoch); replays of
-// finished operations are always served.
+// finished operations are always served. Each operation follows its
+// rollout row in the registry ("idem rollout": off, shadow, or enforce
+// for a share of the callers; Config.Rollouts), in its configured mode
+// (Config.Modes, default enforce) while the row sets none, at its API
+// revision (Config.Revisions); an operation that has been enforced and
+// is configured or set off without force is served read-only (503
+// READ_ONLY for new keys, replays go on).
 // See docs/operations.md.
 package payments
 
 import (
 	"bytes"
-	"cmp"
 	"context"
 	"database/sql"
 	"embed"
@@ -136,7 +141,8 @@ type Config struct {
 	// until the first bump.
 	WriterEpoch int64
 	// APIRevision is the API major revision bound into the scope of every
-	// operation; "" means APIRevision ("v1"). The routes and payloads do
+	// operation not given another in Revisions; "" means APIRevision
+	// ("v1"). The routes and payloads do
 	// not change with it: it exists so that tests (and "idem serve
 	// --api-revision") can run a server whose operations live in another
 	// revision's scopes, which never hit the records of the first (SPEC C2).
@@ -150,9 +156,23 @@ type Config struct {
 	// two-phase.
 	OneTransaction bool
 	// AdmitRefresh is how often the service reads the registry's control
-	// row to follow drain and epoch changes; 0 means
-	// idemhttp.DefaultAdmitRefresh.
+	// row to follow drain and epoch changes, and its rollout rows when it
+	// builds Rollouts itself; 0 means idemhttp.DefaultAdmitRefresh.
 	AdmitRefresh time.Duration
+	// Rollouts are the registry's rollout rows every operation follows
+	// ("idem rollout", docs/operations.md): nil means one New builds over
+	// Store with AdmitRefresh and Logger. Share one between services on
+	// one store only if they flush it together.
+	Rollouts *idemhttp.Rollouts
+	// Modes are the configured modes per operation name (Operations):
+	// idemhttp.Enforce, Shadow or Off, the mode used while the
+	// operation's rollout row sets none. An operation not in it is
+	// enforced. A name the service does not serve is an error of New.
+	Modes map[string]idemhttp.Mode
+	// Revisions are the API revisions per operation name: an operation
+	// not in it, or with Revision.API "", uses APIRevision. A name the
+	// service does not serve is an error of New.
+	Revisions map[string]Revision
 }
 
 // Service is the reference payments service. Create it with New; it is
@@ -165,6 +185,8 @@ type Service struct {
 	epoch int64 // the writer epoch of every claim
 	// effects of the operations that have any (Effects), by name.
 	effects effect.Set
+	// rollouts are the rollout rows its operations follow.
+	rollouts *idemhttp.Rollouts
 }
 
 // New creates the business tables if they do not exist (the registry's own
@@ -177,12 +199,18 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 	if len(cfg.Auth) == 0 {
 		return nil, errors.New("payments: Config.Auth holds no tokens")
 	}
+	if err := checkRollout(cfg); err != nil {
+		return nil, err
+	}
 	if err := createTables(ctx, cfg.Store); err != nil {
 		return nil, err
 	}
-	s := &Service{store: cfg.Store, auth: cfg.Auth, log: cfg.Logger, mux: http.NewServeMux(), epoch: cfg.WriterEpoch}
+	s := &Service{store: cfg.Store, auth: cfg.Auth, log: cfg.Logger, mux: http.NewServeMux(), epoch: cfg.WriterEpoch, rollouts: cfg.Rollouts}
 	if s.log == nil {
 		s.log = slog.Default()
+	}
+	if s.rollouts == nil {
+		s.rollouts = &idemhttp.Rollouts{Store: cfg.Store, Refresh: cfg.AdmitRefresh, Logger: s.log}
 	}
 	if s.epoch < 0 {
 		ctl, err := cfg.Store.Control(ctx)
@@ -196,9 +224,8 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 	if reg == nil {
 		reg = prometheus.NewRegistry()
 	}
-	create, err := idemhttp.New(ctx, cfg.Store, idemhttp.Operation{
-		Name:        OperationCreate,
-		APIRevision: cmp.Or(cfg.APIRevision, APIRevision),
+	createOp := idemhttp.Operation{
+		Name: OperationCreate,
 		Binding: idem.Binding{
 			Canon: canon.Options{Mode: canon.ModeSchema, Schema: Schema()},
 		},
@@ -210,7 +237,9 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 		Lease:          cfg.Lease,
 		Retention:      cfg.Retention,
 		OneTransaction: cfg.OneTransaction,
-	}, s.auth.Identity, idemhttp.Options{
+	}
+	configure(&createOp, cfg)
+	create, err := idemhttp.New(ctx, cfg.Store, createOp, s.auth.Identity, idemhttp.Options{
 		Challenge:     "Bearer",
 		MonitorPrefix: "/v1/operations/",
 		Admit:         admit.Admit,
@@ -221,6 +250,7 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 	if err != nil {
 		return nil, fmt.Errorf("payments: %w", err)
 	}
+	create.Rollouts = s.rollouts // shared by the copies below
 	reg.MustRegister(idemhttp.NewUnknownCollector(cfg.Store))
 	s.mux.Handle("POST /v1/payments", create.Handler(http.HandlerFunc(s.create)))
 	if cfg.Provider != "" {
@@ -228,6 +258,7 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 		transfer.Operation.Name = OperationTransfer
 		transfer.Operation.Effects = TransferEffects(cfg.Provider, cfg.ProviderTimeout)
 		transfer.Operation.OneTransaction = false // effects need the reservation first
+		configure(&transfer.Operation, cfg)
 		s.effects = effect.Set{OperationTransfer: transfer.Operation.Effects}
 		s.mux.Handle("POST /v1/transfers", transfer.Handler(http.HandlerFunc(s.createTransfer)))
 	}
@@ -239,6 +270,7 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 		http.StatusUnprocessableEntity, // REFUND_EXCEEDS_PAYMENT, AMOUNT_LIMIT
 	}
 	refund.Operation.OneTransaction = false // two-phase, whatever Config.OneTransaction says
+	configure(&refund.Operation, cfg)
 	s.mux.Handle("POST /v1/payments/{id}/refunds", refund.Handler(http.HandlerFunc(s.refund)))
 	s.mux.HandleFunc("GET /v1/payments", s.authenticated(s.list))
 	s.mux.HandleFunc("GET /v1/payments/{id}", s.authenticated(s.get))

@@ -201,6 +201,16 @@ func RenderTransfer(rec registry.Record, effs []registry.Effect) (registry.Outco
 func (s *Service) createTransfer(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	opID, payload := idemhttp.OperationID(ctx), idemhttp.Payload(ctx)
+	if idemhttp.Tx(ctx) != nil {
+		// A plain business transaction: the operation is off (by
+		// force), so there is no record. A transfer calls the provider
+		// under the downstream key its record holds; without one there
+		// is no such key, and a re-send could pay twice. It is not
+		// served. (Under the contract an effect-bearing operation runs
+		// with no business transaction.)
+		idemhttp.WriteProblem(w, idemhttp.CodeReadOnly, "transfers cannot be made without idempotency: turn transfers.create to shadow or enforce (idem rollout)")
+		return
+	}
 	if opID == "" || payload == nil {
 		s.internal(w, r, "transfer", errors.New("called outside the idempotency middleware"))
 		return

@@ -138,6 +138,16 @@ type Config struct {
 	// PruneInterval (with Retention) is the instances' --prune-interval;
 	// 0 means DefaultPruneInterval.
 	PruneInterval time.Duration
+	// Rollout runs the rollout phase instead of the replay storm
+	// (docs/gate.md, "The rollout phase"): the payments workload through
+	// Instances (at least 2) instances whose rollout of payments.create
+	// the gate ramps through RolloutStages in the registry — shadow,
+	// enforce 10 %, 50 % (one instance killed with SIGKILL and restarted
+	// midway), shadow again, 100 % — with "idem rollout" when Bin has
+	// that command, else RolloutStore.SetRollout. The keys are spread
+	// over max(Principals, DefaultRolloutTenants) tenants, one principal
+	// each; Crash is implied; Resend, Retention and Midway do not apply.
+	Rollout bool
 	// Crash kills one instance with SIGKILL when half the planned requests
 	// were sent and starts it again; the other instances keep serving.
 	Crash bool
@@ -265,6 +275,10 @@ func (c Config) validate() error {
 		return fmt.Errorf("gate: the outage (%v) must be longer than the retention (%v), and both together shorter than the unknown SLO (%v)", c.Outage, c.Retention, c.UnknownSLO)
 	case c.Retention > 0 && c.Resend:
 		return errors.New("gate: a retention retires records during the run; a re-send after the load would find them retired")
+	case c.Rollout && (c.transfers() || c.Instances < 2 || c.Resend || c.Retention > 0 || c.Midway != nil):
+		return errors.New("gate: the rollout phase needs the payments workload and at least 2 instances, without a re-send, a retention or a midway hook")
+	case c.Rollout && c.keys() < len(RolloutStages):
+		return fmt.Errorf("gate: the rollout phase needs at least %d keys (requests / retries)", len(RolloutStages))
 	case c.Crash && c.Instances < 2:
 		return errors.New("gate: crash injection needs at least 2 instances, so retries continue on the others")
 	}

@@ -38,6 +38,15 @@
 // retried after it settled and a prune pass ran — it must replay its
 // settled answer (Report.Late, gate late_settled_replayed).
 //
+// Config.Rollout runs the rollout phase instead of the storm: two or
+// more instances serve payments.create as the registry's rollout row
+// says, and the gate ramps the row through RolloutStages under load —
+// shadow, enforce 10 %, 50 % (an instance killed midway), shadow, 100 % —
+// with "idem rollout", then judges each key's business rows against the
+// attempts it sent before the operation was first enforced and every
+// later answer against the stored one (VerifyRollout, Report.Rollout),
+// and compares shadow's predicted verdicts with enforce's answered ones.
+//
 // For failover tests, Config.Midway is a hook called once midway through
 // the load while it goes on (kill the database's primary, promote its
 // standby) and Config.Resend sends every answered key once more after

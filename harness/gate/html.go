@@ -14,7 +14,7 @@ import (
 //go:embed report.html
 var reportHTML string
 
-var reportTmpl = template.Must(template.New("report").Parse(reportHTML))
+var reportTmpl = template.Must(template.New("report").Funcs(template.FuncMap{"pct": func(x float64) float64 { return 100 * x }}).Parse(reportHTML))
 
 type outcome struct {
 	Name  string
@@ -80,6 +80,24 @@ func (r *Report) WriteHTML(w io.Writer) error {
 			outcomes = append(outcomes, outcome{"provider fault phases " + m, int64(r.Faults[m])},
 				outcome{"requests decided by " + m, int64(r.FaultRequests[m])})
 		}
+	}
+	if ro := r.Rollout; ro != nil {
+		// The storm's database figures do not apply: the rollout
+		// phase's verification has its own.
+		rv := ro.Verification
+		outcomes = slices.DeleteFunc(outcomes[:10:10], func(o outcome) bool { return o.Name == "terminal answers" })
+		outcomes = append(outcomes,
+			outcome{"operations in the registry", int64(rv.Operations)},
+			outcome{"payment rows", int64(rv.PaymentRows)},
+			outcome{"outbox messages", int64(rv.OutboxRows)},
+			outcome{"payment rows executed in shadow before enforce (by design)", int64(rv.ShadowExecutions)},
+			outcome{"duplicate effects (rows beyond the attempts sent before enforce)", int64(rv.DuplicateEffects)},
+			outcome{"answers after enforce matching the stored answer", int64(rv.ReplaysAfterEnforce)},
+			outcome{"answers changed", int64(rv.AnswersChanged)},
+			outcome{"different payloads accepted after enforce", int64(rv.ConflictsAccepted)},
+			outcome{"succeeded operations missing an effect", int64(rv.MissingEffects)},
+			outcome{"operations still in flight after recovery", int64(rv.InFlight)},
+		)
 	}
 	for _, k := range slices.Sorted(maps.Keys(r.Resends)) {
 		outcomes = append(outcomes, outcome{"re-sent after " + k, r.Resends[k]})

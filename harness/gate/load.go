@@ -144,18 +144,7 @@ type LoadResult struct {
 // (resendAll). ctx cancels the load.
 func Load(ctx context.Context, cfg Config, plan Plan, targets []*Target, midway func()) LoadResult {
 	cfg = cfg.withDefaults()
-	l := &loader{
-		cfg:     cfg,
-		plan:    plan,
-		targets: targets,
-		latency: newClientHistogram(),
-		client: &http.Client{
-			Timeout:   max(cfg.Wait, 0) + 60*time.Second,
-			Transport: &http.Transport{MaxIdleConns: 4 * cfg.Concurrency, MaxIdleConnsPerHost: cfg.Concurrency, IdleConnTimeout: 30 * time.Second},
-		},
-		results: make([]KeyResult, len(plan.Keys)),
-		resends: map[string]int64{},
-	}
+	l := newLoader(cfg, plan, targets)
 	defer l.client.CloseIdleConnections()
 	planned := int64(len(plan.Keys) * plan.Retries)
 	start := time.Now()
@@ -196,6 +185,23 @@ feed:
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return LoadResult{Keys: l.results, Requests: l.sent.Load(), Resends: l.resends, ResentKeys: resent, Elapsed: elapsed, Latency: snapshot(l.latency)}
+}
+
+// newLoader returns a loader of plan through targets; cfg has its
+// defaults.
+func newLoader(cfg Config, plan Plan, targets []*Target) *loader {
+	return &loader{
+		cfg:     cfg,
+		plan:    plan,
+		targets: targets,
+		latency: newClientHistogram(),
+		client: &http.Client{
+			Timeout:   max(cfg.Wait, 0) + 60*time.Second,
+			Transport: &http.Transport{MaxIdleConns: 4 * cfg.Concurrency, MaxIdleConnsPerHost: cfg.Concurrency, IdleConnTimeout: 30 * time.Second},
+		},
+		results: make([]KeyResult, len(plan.Keys)),
+		resends: map[string]int64{},
+	}
 }
 
 type loader struct {

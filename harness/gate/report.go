@@ -119,7 +119,10 @@ type Report struct {
 	LoadAverage [2]float64 `json:"load_average"`
 
 	Verification Verification `json:"verification"`
-	Gates        []Gate       `json:"gates"`
+	// Rollout is the rollout phase's part (Config.Rollout); nil for
+	// other runs. Its gates replace the others' (Report.decide).
+	Rollout *RolloutReport `json:"rollout,omitempty"`
+	Gates   []Gate         `json:"gates"`
 	// Problems lists the first 20 failures: the clients' answers, then
 	// the verification's, then the instances'.
 	Problems []string `json:"problems,omitempty"`
@@ -291,6 +294,11 @@ func (r *Report) decide() {
 		r.Gates = append(r.Gates, Gate{Name: "late_settled_replayed", Value: r.LateSettledReplayed, Limit: "= 1",
 			Passed: r.Late.Settled > 0 && r.Late.Replayed == r.Late.Settled})
 	}
+	if r.Rollout != nil {
+		// Shadow executes duplicates as without idempotency before the
+		// operation is enforced: the rollout phase has gates of its own.
+		r.Gates = r.rolloutGates()
+	}
 	if r.Workload != WorkloadTransfers {
 		// Payments store 201 and 422 only; the gate is the transfers'.
 		r.Gates = slices.DeleteFunc(r.Gates, func(g Gate) bool { return g.Name == "stored_5xx" })
@@ -310,7 +318,7 @@ func (r *Report) WriteText(w io.Writer) {
 	if !r.Passed {
 		verdict = "FAILED"
 	}
-	fmt.Fprintf(w, "idem gate %s — run %s on %s, %d instance(s)%s%s%s\n", verdict, r.Run, r.DB, r.Instances, workloadText(r), styleText(r), crashText(r))
+	fmt.Fprintf(w, "idem gate %s — run %s on %s, %d instance(s)%s%s%s%s\n", verdict, r.Run, r.DB, r.Instances, rolloutText(r), workloadText(r), styleText(r), crashText(r))
 	if len(r.ServeFlags) > 0 {
 		fmt.Fprintf(w, "  servers   idem serve %s\n", strings.Join(r.ServeFlags, " "))
 	}
@@ -329,6 +337,9 @@ func (r *Report) WriteText(w io.Writer) {
 		fmt.Fprintf(w, "  outcomes  %d succeeded, %d refused (AMOUNT_LIMIT), %d replays, %d/%d different payloads refused\n",
 			r.Succeeded, r.Refused, r.Replays, r.ConflictsRefused, r.ConflictsSent)
 	}
+	if r.Rollout != nil {
+		r.writeRolloutText(w)
+	}
 	if r.ResentKeys > 0 || r.AcknowledgedLost > 0 || r.ReExecuted > 0 {
 		fmt.Fprintf(w, "  failover  %d keys re-sent after the load; %d acknowledged operations lost, %d keys executed again\n",
 			r.ResentKeys, r.AcknowledgedLost, r.ReExecuted)
@@ -344,15 +355,21 @@ func (r *Report) WriteText(w io.Writer) {
 		}
 		fmt.Fprintf(w, "  re-sent   %s\n", strings.Join(parts, ", "))
 	}
-	if r.Workload == WorkloadTransfers {
+	switch {
+	case r.Rollout != nil: // its own database line
+	case r.Workload == WorkloadTransfers:
 		fmt.Fprintf(w, "  database  %d operations, %d storing a 5xx response, %d answered keys' records retired during the run\n",
 			r.Verification.Operations, r.Stored5xx, r.Verification.RetiredKeys)
-	} else {
+	default:
 		fmt.Fprintf(w, "  database  %d operations, %d payment rows, %d outbox messages\n",
 			r.Verification.Operations, r.Verification.PaymentRows, r.Verification.OutboxRows)
 	}
-	fmt.Fprintf(w, "  latency   reservation p99 %.2f ms (%d reservations), client p50 %.1f ms, p99 %.1f ms\n",
-		r.ReservationP99Ms, r.Reservations, r.ClientP50Ms, r.ClientP99Ms)
+	if r.Rollout != nil {
+		fmt.Fprintf(w, "  latency   client p50 %.1f ms, p99 %.1f ms\n", r.ClientP50Ms, r.ClientP99Ms)
+	} else {
+		fmt.Fprintf(w, "  latency   reservation p99 %.2f ms (%d reservations), client p50 %.1f ms, p99 %.1f ms\n",
+			r.ReservationP99Ms, r.Reservations, r.ClientP50Ms, r.ClientP99Ms)
+	}
 	if r.LoadAverage[0] >= 0 {
 		fmt.Fprintf(w, "  machine   load average %.1f at the start of the load, %.1f at its end\n", r.LoadAverage[0], r.LoadAverage[1])
 	}
@@ -366,6 +383,13 @@ func (r *Report) WriteText(w io.Writer) {
 	for _, p := range r.Problems {
 		fmt.Fprintf(w, "  problem: %s\n", p)
 	}
+}
+
+func rolloutText(r *Report) string {
+	if r.Rollout == nil {
+		return ""
+	}
+	return ", rollout phase"
 }
 
 func workloadText(r *Report) string {

@@ -58,6 +58,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if cfg.Bin == "" {
 		return nil, errors.New("gate: no idem binary to start instances from")
 	}
+	if cfg.Rollout {
+		return runRollout(ctx, cfg)
+	}
 	// The midway crash and the load's progress ticker write concurrently.
 	cfg.Progress = &syncWriter{w: cfg.Progress}
 	say := func(format string, args ...any) { fmt.Fprintf(cfg.Progress, "gate: "+format+"\n", args...) }
