@@ -23,6 +23,9 @@ type execution struct {
 	wt      writeTracker // tx, when the middleware tracks the handler's writes (business)
 	mu      sync.Mutex
 	outbox  []registry.Message
+	// plain: no record is kept (off, or a shadow execution without a
+	// record), so nothing writes queued outbox messages (AddOutbox).
+	plain bool
 }
 
 type ctxKey struct{}
@@ -85,11 +88,14 @@ func Payload(ctx context.Context) []byte {
 // AddOutbox queues an outbox message to be written in the business
 // transaction together with the outcome, with a stable ID derived from
 // the operation (registry.MessageID). Messages of a response that is not
-// stored are dropped with the transaction. It returns false outside the
-// middleware. Safe for concurrent use.
+// stored are dropped with the transaction. It returns false, queuing
+// nothing, outside the middleware and in a plain execution (PlainExecution):
+// there no outcome is recorded, so nothing would write the message — the
+// handler writes it in Tx itself, as a server without idempotency does.
+// Safe for concurrent use.
 func AddOutbox(ctx context.Context, m registry.Message) bool {
 	e := executionFrom(ctx)
-	if e == nil {
+	if e == nil || e.plain {
 		return false
 	}
 	e.mu.Lock()
@@ -97,6 +103,16 @@ func AddOutbox(ctx context.Context, m registry.Message) bool {
 	e.mu.Unlock()
 	e.wt.wrote.Store(true) // the message commits with the outcome: a change
 	return true
+}
+
+// PlainExecution reports whether ctx is a plain execution of the
+// middleware: the operation is off, or a shadow request runs without a
+// record (docs/contract.md §11). Tx is then a plain business transaction,
+// OperationID a fresh ID no record holds, and AddOutbox refuses: a handler
+// that publishes through the outbox writes its message in Tx itself.
+func PlainExecution(ctx context.Context) bool {
+	e := executionFrom(ctx)
+	return e != nil && e.plain
 }
 
 // writeTracker is the business transaction as handed to a handler: it

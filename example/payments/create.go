@@ -88,8 +88,8 @@ func (s *Service) create(w http.ResponseWriter, r *http.Request) {
 		s.storeFailed(w, r, "create: insert", err)
 		return
 	}
-	if !idemhttp.AddOutbox(ctx, registry.Message{Topic: TopicCreated, Payload: body}) {
-		s.internal(w, r, "create", errors.New("outbox unavailable"))
+	if err := addOutbox(ctx, tx, opID, TopicCreated, body); err != nil {
+		s.internal(w, r, "create: outbox", err)
 		return
 	}
 	h := w.Header()

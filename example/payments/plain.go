@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"embed"
+	"errors"
 	"io"
 	"net/http"
 	"strconv"
@@ -150,12 +151,32 @@ func InsertPlain(ctx context.Context, tx registry.Tx, id idem.Identity, requestI
 	if err := insertPayment(ctx, tx, id, requestID, p); err != nil {
 		return err
 	}
+	return insertPlainOutbox(ctx, tx, requestID, TopicCreated, body)
+}
+
+// insertPlainOutbox writes the one outbox message of a request that no
+// record holds (the plain handler, or idemhttp's plain executions, where
+// AddOutbox refuses), with ID registry.MessageID(requestID, 0), in tx.
+func insertPlainOutbox(ctx context.Context, tx registry.Tx, requestID, topic string, body []byte) error {
 	// The outbox's created_at column differs between the two databases:
 	// the SQLite driver's transactions are *sql.Tx, PostgreSQL's pgx.Tx.
 	q := "insert_outbox_postgres"
 	if _, ok := tx.Native().(*sql.Tx); ok {
 		q = "insert_outbox_sqlite"
 	}
-	_, err := tx.Exec(ctx, plainQueries.Get(q), registry.MessageID(requestID, 0), requestID, TopicCreated, body)
+	_, err := tx.Exec(ctx, plainQueries.Get(q), registry.MessageID(requestID, 0), requestID, topic, body)
 	return err
+}
+
+// addOutbox queues the message of the execution in ctx (idemhttp.AddOutbox)
+// or, in a plain execution, writes it in tx at once; an error when
+// neither could be done.
+func addOutbox(ctx context.Context, tx registry.Tx, opID, topic string, body []byte) error {
+	if idemhttp.PlainExecution(ctx) {
+		return insertPlainOutbox(ctx, tx, opID, topic, body)
+	}
+	if !idemhttp.AddOutbox(ctx, registry.Message{Topic: topic, Payload: body}) {
+		return errors.New("outbox unavailable")
+	}
+	return nil
 }

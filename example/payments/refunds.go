@@ -16,7 +16,6 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/canon"
-	"github.com/idemkit/idem/idemhttp"
 	"github.com/idemkit/idem/registry"
 )
 
@@ -180,8 +179,8 @@ func (s *Service) refund(w http.ResponseWriter, r *http.Request) {
 		s.storeFailed(w, r, "refund: insert", err)
 		return
 	}
-	if !idemhttp.AddOutbox(ctx, registry.Message{Topic: TopicRefundCreated, Payload: body}) {
-		s.internal(w, r, "refund", errors.New("outbox unavailable"))
+	if err := addOutbox(ctx, e.tx, e.opID, TopicRefundCreated, body); err != nil {
+		s.internal(w, r, "refund: outbox", err)
 		return
 	}
 	h := w.Header()
