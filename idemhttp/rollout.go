@@ -58,9 +58,11 @@ type Rollouts struct {
 
 // rolloutEntry is one operation's cached row.
 type rolloutEntry struct {
-	mu     sync.Mutex // held by the request that reads the row
-	snap   atomic.Pointer[rolloutSnap]
-	marked atomic.Bool // MarkEnforced succeeded in this process
+	mu   sync.Mutex // held by the request that reads the row
+	snap atomic.Pointer[rolloutSnap]
+	// enforcedAt is the EnforcedAt MarkEnforced returned in this
+	// process, once it returned one (never cleared in the registry).
+	enforcedAt atomic.Pointer[time.Time]
 }
 
 // rolloutSnap is a row and when it was read.
@@ -149,18 +151,25 @@ func (r *Rollouts) latest(ctx context.Context, operation string) (registry.Rollo
 // returned row gives. An error must refuse the request (fail closed).
 func (r *Rollouts) markEnforced(ctx context.Context, operation string, row registry.Rollout) (registry.Rollout, error) {
 	e := r.entry(operation)
-	if !row.EnforcedAt.IsZero() || e.marked.Load() {
+	if !row.EnforcedAt.IsZero() {
+		return row, nil
+	}
+	if at := e.enforcedAt.Load(); at != nil {
+		// row was read before this process marked the operation (a
+		// concurrent first request, or a refresh that raced the mark):
+		// the registry holds EnforcedAt, which is never cleared.
+		row.EnforcedAt = *at
 		return row, nil
 	}
 	now, err := r.Store.MarkEnforced(ctx, operation)
 	if err != nil {
 		return registry.Rollout{}, fmt.Errorf("idemhttp: marking %s enforced: %w", operation, err)
 	}
-	if !now.EnforcedAt.IsZero() {
-		// EnforcedAt is never cleared: no need to ask again.
-		e.marked.Store(true)
-	}
 	e.snap.Store(&rolloutSnap{row: now, at: time.Now()})
+	if !now.EnforcedAt.IsZero() {
+		at := now.EnforcedAt // no need to ask again
+		e.enforcedAt.Store(&at)
+	}
 	return now, nil
 }
 

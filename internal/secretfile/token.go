@@ -18,10 +18,13 @@ const minHexTokenChars = 32
 // secret file — can carry 128 random bits: printable ASCII without white
 // space, at least MinTokenChars characters (32 when all are hex digits),
 // and not of low variety: at least 8 distinct characters, none making up
-// more than a third of it, not one short pattern repeated, not mostly a
-// run such as "abcdef…". A random token (openssl rand -hex 16, or
-// -base64 24) passes all but about one time in 30,000; the error says to
-// draw another. The token itself is never in the error.
+// more than half of it, not one short pattern repeated, not mostly a run
+// such as "abcdef…". The bounds are set so that a random token passes: 32
+// random hex digits (openssl rand -hex 16, the worst case) fail about one
+// time in 28 million, nearly all for having fewer than 8 distinct digits
+// (one digit in more than half of them: one in 80 billion; a bound of a
+// third refused one in 30,000). The error says to draw another. The
+// token itself is never in the error.
 func CheckToken(tok string) error {
 	const draw = "draw one from a random source, such as openssl rand -hex 16"
 	hex := true
@@ -42,7 +45,7 @@ func CheckToken(tok string) error {
 		return fmt.Errorf("a token of %d distinct characters is not random enough: at least 8; %s", len(counts), draw)
 	}
 	for _, n := range counts {
-		if 3*n > len(tok) {
+		if 2*n > len(tok) {
 			return fmt.Errorf("a token with one character %d times in %d is not random enough; %s", n, len(tok), draw)
 		}
 	}
