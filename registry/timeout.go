@@ -35,7 +35,7 @@ type boundedStore struct {
 
 // WithTimeout returns s with every call of the request path (Reserve,
 // Complete, ExecuteOnce, Release, Get, GetByID, Control, InTx, the effect
-// and lease calls) bounded by d, so that storage trouble fails a request
+// and lease calls, Rollout, MarkEnforced and AddVerdicts) bounded by d, so that storage trouble fails a request
 // closed (ErrUnavailable, 503) instead of holding it; see boundedStore.
 // d <= 0 returns s itself. When s is a Watcher so is the result (its
 // Watch setup bounded by d as well). Use it for the Store of
@@ -147,4 +147,27 @@ func (b boundedStore) ExtendLease(ctx context.Context, rec Record, lease time.Du
 	ctx, cancel := b.bound(ctx)
 	defer cancel()
 	return b.Store.ExtendLease(ctx, rec, lease)
+}
+
+// The rollout calls a request makes: reading the operation's row,
+// committing EnforcedAt before its first acceptance, and the verdict
+// counts a refresh writes. Unbounded, MarkEnforced on SQLite waited out
+// the write lock a request after another (TestFaultPoolExhaustion).
+
+func (b boundedStore) Rollout(ctx context.Context, operation string) (Rollout, error) {
+	ctx, cancel := b.bound(ctx)
+	defer cancel()
+	return b.Store.Rollout(ctx, operation)
+}
+
+func (b boundedStore) MarkEnforced(ctx context.Context, operation string) (Rollout, error) {
+	ctx, cancel := b.bound(ctx)
+	defer cancel()
+	return b.Store.MarkEnforced(ctx, operation)
+}
+
+func (b boundedStore) AddVerdicts(ctx context.Context, counts []VerdictCount) error {
+	ctx, cancel := b.bound(ctx)
+	defer cancel()
+	return b.Store.AddVerdicts(ctx, counts)
 }

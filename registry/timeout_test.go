@@ -34,7 +34,8 @@ func claimFor(key string) registry.Claim {
 // registry.ErrUnavailable, and succeeds once the holder lets go (with a
 // generous bound: how fast a free database answers is not what is
 // checked, and a loaded machine can take longer than the bound). On
-// SQLite the calls are Reserve and ExecuteOnce; on PostgreSQL Complete: Reserve has its own connections (the
+// SQLite the calls are Reserve, ExecuteOnce and MarkEnforced (a
+// request's first acceptance under enforce); on PostgreSQL Complete: Reserve has its own connections (the
 // acceptance lane), so it answers even while the main pool is held.
 func TestStoreTimeout(t *testing.T) {
 	const bound = 300 * time.Millisecond
@@ -67,6 +68,10 @@ func TestStoreTimeout(t *testing.T) {
 			},
 			"ExecuteOnce": func(s registry.Store) error {
 				_, err := s.ExecuteOnce(context.Background(), claimFor("k-2"), ok)
+				return err
+			},
+			"MarkEnforced": func(s registry.Store) error {
+				_, err := s.MarkEnforced(context.Background(), "op")
 				return err
 			},
 		} {
