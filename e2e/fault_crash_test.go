@@ -130,7 +130,11 @@ func TestFaultCrashTransfer(t *testing.T) {
 		f := newFault(t, dsn)
 		key, body := f.key("crash-transfer"), `{"amount":"`+f.amount()+`","currency":"EUR","payee":"acct_1"}`
 		prov := f.provider()
-		flags := append([]string{"--provider", prov.url}, crashFlags...)
+		// The lease bounds the execution (Operation.MaxDuration defaults
+		// to it): the transfer's four registry and provider calls must
+		// reach the failpoint within it, which 1 s did not always allow
+		// on a loaded machine under -race (503 at BeginEffect).
+		flags := append([]string{"--provider", prov.url}, append(crashFlags, "--lease", "3s")...)
 
 		began := time.Now()
 		a := f.serve("A", []string{"IDEM_FAILPOINTS=after-downstream=kill"}, false, flags...)
