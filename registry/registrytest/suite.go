@@ -127,6 +127,9 @@ var cases = []struct {
 	{"RolloutMarkEnforced", testRolloutMarkEnforced},
 	{"RolloutVerdictCounts", testVerdictCounts},
 	{"RolloutRulesInDatabase", testRolloutRulesInDatabase},
+	{"TenantAttribution", testTenantAttribution},
+	{"TenantFence", testTenantFence},
+	{"TenantInFlight", testTenantInFlight},
 }
 
 const (
