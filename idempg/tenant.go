@@ -15,8 +15,6 @@ var tenantFS embed.FS
 // tenantQueries holds the named statements of tenant.sql.
 var tenantQueries = sqlfile.MustLoad(tenantFS, "tenant.sql")
 
-var _ registry.TenantFencer = (*Store)(nil)
-
 // The tenant fence (migration 020): a row of idem_tenant_fences makes the
 // database refuse, with SQLSTATE IDM03, every write that could change an
 // outcome of the tenant's records — whatever statement, from whatever

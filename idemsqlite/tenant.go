@@ -16,8 +16,6 @@ var tenantFiles embed.FS
 // prepared: they are operator commands.
 var tenantQueries = sqlfile.MustLoad(tenantFiles, "tenant.sql")
 
-var _ registry.TenantFencer = (*Store)(nil)
-
 // The tenant fence (migration 015): a row of idem_tenant_fences makes the
 // database's triggers refuse, with RAISE(ABORT, 'idem: tenant moved …'),
 // every write that could change an outcome of the tenant's records, and

@@ -130,6 +130,7 @@ var cases = []struct {
 	{"TenantAttribution", testTenantAttribution},
 	{"TenantFence", testTenantFence},
 	{"TenantInFlight", testTenantInFlight},
+	{"TenantCopy", testTenantCopy},
 }
 
 const (
