@@ -357,7 +357,11 @@ WHERE (SELECT count(*) FROM wake) >= 0;
 -- name: ClaimOutbox
 -- $1 limit, $2 lease µs, $3 now. SKIP LOCKED lets relays claim disjoint
 -- batches at once; a claim, or a failed attempt's backoff (migration 008),
--- lasts until claimed_until. Dead letters are never claimed.
+-- lasts until claimed_until. Dead letters are never claimed. Nor are the
+-- messages of a fenced tenant (migration 020): their copies are delivered
+-- from the tenant's new registry. The fence test runs only when some
+-- tenant is fenced (the one-time EXISTS; the table is almost always
+-- empty), so it costs nothing otherwise.
 WITH clock AS (SELECT coalesce($3::timestamptz, statement_timestamp()) AS t),
 claimed AS (
     UPDATE idem_outbox
@@ -366,6 +370,9 @@ claimed AS (
         SELECT seq FROM idem_outbox, clock
         WHERE published_at IS NULL AND dead_at IS NULL
           AND (claimed_until IS NULL OR claimed_until <= clock.t)
+          AND (NOT EXISTS (SELECT 1 FROM idem_tenant_fences)
+               OR NOT EXISTS (SELECT 1 FROM idem_tenant_fences f JOIN idem_operations o ON o.tenant_hash = f.tenant_hash
+                              WHERE o.operation_id = idem_outbox.operation_id))
         ORDER BY seq
         LIMIT $1
         FOR UPDATE OF idem_outbox SKIP LOCKED

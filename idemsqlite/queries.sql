@@ -174,7 +174,10 @@ RETURNING scope, operation_id, operation, owner, fingerprint, contract, state,
 -- FOR UPDATE SKIP LOCKED is on PostgreSQL. RETURNING order is unspecified;
 -- the caller sorts by seq.
 -- A claim, or a failed attempt's backoff (migration 007), lasts until
--- claimed_until. Dead letters are never claimed.
+-- claimed_until. Dead letters are never claimed. Nor are the messages of
+-- a fenced tenant (migration 015): their copies are delivered from the
+-- tenant's new registry; the fence test runs only when some tenant is
+-- fenced.
 WITH clock(now) AS (SELECT coalesce($1, CAST(round(unixepoch('subsec') * 1000000) AS INTEGER)))
 UPDATE idem_outbox
 SET claimed_until = clock.now + $3
@@ -182,6 +185,9 @@ FROM clock
 WHERE seq IN (SELECT o.seq FROM idem_outbox AS o, clock AS c
               WHERE o.published_at IS NULL AND o.dead_at IS NULL
                 AND (o.claimed_until IS NULL OR o.claimed_until <= c.now)
+                AND (NOT EXISTS (SELECT 1 FROM idem_tenant_fences)
+                     OR NOT EXISTS (SELECT 1 FROM idem_tenant_fences f JOIN idem_operations r ON r.tenant_hash = f.tenant_hash
+                                    WHERE r.operation_id = o.operation_id))
               ORDER BY o.seq LIMIT $2)
 RETURNING seq, message_id, operation_id, topic, payload, created_at,
           attempts, last_error, last_attempt_at, dead_at, published_at, payload_key;

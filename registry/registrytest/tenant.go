@@ -221,6 +221,25 @@ func testTenantFence(t *testing.T, nh NewHarness) {
 	}
 	e.reserve(e.tenantClaim("conformance.fence", neighbour))
 
+	// The relay leaves the fenced tenant's pending messages to its new
+	// registry and delivers the others.
+	relayed := func() map[string]bool {
+		t.Helper()
+		msgs, err := e.h.Store.ClaimOutbox(e.ctx, 100, time.Minute)
+		if err != nil {
+			t.Fatalf("ClaimOutbox: %v", err)
+		}
+		ops := map[string]bool{}
+		for _, m := range msgs {
+			ops[m.OperationID] = true
+		}
+		return ops
+	}
+	if ops := relayed(); ops[settled.OperationID] || !ops[theirs.OperationID] {
+		t.Errorf("the relay claimed messages of %v; want the other tenant's %s and not the fenced %s",
+			ops, theirs.OperationID, settled.OperationID)
+	}
+
 	if counts, err := f.TenantInFlight(e.ctx, tenant); err != nil || counts.Records != 6 {
 		t.Errorf("TenantInFlight of the fenced tenant: %+v %v, want 6 records", counts, err)
 	}
@@ -238,6 +257,9 @@ func testTenantFence(t *testing.T, nh NewHarness) {
 	}
 	if n := e.outbox(inflight.OperationID); n != 2 {
 		t.Errorf("outbox rows of the completed record: %d, want 2", n)
+	}
+	if ops := relayed(); !ops[settled.OperationID] || !ops[inflight.OperationID] {
+		t.Errorf("after UnfenceTenant the relay claimed messages of %v; want %s's and %s's", ops, settled.OperationID, inflight.OperationID)
 	}
 	e.reserve(e.tenantClaim("conformance.fence", tenant))
 }
