@@ -9,6 +9,15 @@ INSERT INTO idem_tenant_fences (tenant_hash, moved_to, fenced_at)
 VALUES ($1::bytea, $2::text, coalesce($3::timestamptz, statement_timestamp()))
 ON CONFLICT (tenant_hash) DO UPDATE SET moved_to = EXCLUDED.moved_to;
 
+-- name: NextXid
+-- The transaction ID the next writing transaction will get: every
+-- transaction that had written anything when this runs has a lower one.
+SELECT pg_snapshot_xmax(pg_current_snapshot())::text::bigint;
+
+-- name: WritersBefore
+-- $1 a NextXid: whether a transaction with a lower ID is still running.
+SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint < $1::bigint;
+
 -- name: UnfenceTenant
 -- $1 tenant hash.
 DELETE FROM idem_tenant_fences WHERE tenant_hash = $1::bytea;

@@ -82,9 +82,13 @@ type TenantFencer interface {
 	// MarkUnknown, Reconcile, ExtendLease and effect writes of its
 	// records all get ErrTenantMoved, and nothing of theirs commits. Reads
 	// (Get, GetByID, replays) still work, and retention (retiring,
-	// deleting tombstones, re-sealing) goes on. movedTo names the
-	// destination, for operators. Idempotent (a second call updates
-	// movedTo).
+	// deleting tombstones, re-sealing) goes on. It returns only once no
+	// write of the tenant that ran before the fence can still commit (an
+	// open in-transaction claim, which no count of records in flight
+	// sees): from then on nothing of the tenant changes, so an export
+	// misses nothing. movedTo names the destination, for operators.
+	// Idempotent (a second call updates movedTo): call it again when ctx
+	// ended its wait.
 	FenceTenant(ctx context.Context, tenant, movedTo string) error
 	// UnfenceTenant removes the fence (a move rolled back before the map
 	// switched). Idempotent.
