@@ -155,7 +155,9 @@ type TenantDump struct {
 	Operations []TenantOperation
 }
 
-// Counts counts the dump's rows.
+// Counts counts the dump's rows. The dump has no clock: InFlight counts
+// every RESERVED or EXECUTING record that is not a tombstone, whatever
+// its lease; Unattributed is always 0 (a dump holds one tenant's records).
 func (d TenantDump) Counts() TenantCounts {
 	var c TenantCounts
 	for _, op := range d.Operations {
