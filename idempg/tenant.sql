@@ -83,6 +83,13 @@ FROM idem_outbox m JOIN idem_operations o ON o.operation_id = m.operation_id
 WHERE o.tenant_hash = $1::bytea
 ORDER BY m.seq;
 
+-- name: ExportAudit
+-- The audit entries about the tenant's operations (migration 014).
+SELECT a.operation_id, a.at, a.actor, a.action, a.detail
+FROM idem_audit a JOIN idem_operations o ON o.operation_id = a.operation_id
+WHERE o.tenant_hash = $1::bytea
+ORDER BY a.seq;
+
 -- name: ImportRecord
 -- The record as exported, every column; the storage rules (CHECKs) and
 -- the tenant fence apply as to any insert.
@@ -119,3 +126,7 @@ INSERT INTO idem_outbox (message_id, operation_id, topic, payload, payload_key, 
        claimed_until, published_at, attempts, last_error, last_attempt_at, dead_at)
 VALUES ($1::text, $2::text, $3::text, $4::bytea, $5::text, $6::timestamptz,
         $7::timestamptz, $8::timestamptz, $9::integer, $10::text, $11::timestamptz, $12::timestamptz);
+
+-- name: ImportAudit
+INSERT INTO idem_audit (operation_id, at, actor, action, detail)
+VALUES ($1::text, $2::timestamptz, $3::text, $4::text, $5::text);

@@ -103,7 +103,11 @@ func readTenant(ctx context.Context, tx pgx.Tx, h [32]byte) (registry.TenantDump
 	if err != nil {
 		return registry.TenantDump{}, err
 	}
-	return registry.GroupTenantRows(h, recs, effs, looks, recons, sets, outs)
+	audit, err := collect[registry.TenantAudit](ctx, tx, "ExportAudit", h)
+	if err != nil {
+		return registry.TenantDump{}, err
+	}
+	return registry.GroupTenantRows(h, recs, effs, looks, recons, sets, outs, audit)
 }
 
 // collect runs the named export query for h and scans its rows into T by
@@ -152,6 +156,11 @@ func insertOperation(ctx context.Context, tx pgx.Tx, op registry.TenantOperation
 	for _, x := range op.Outbox {
 		if _, err := tx.Exec(ctx, tenantQueries.Get("ImportOutbox"), x.MessageID, x.OperationID, x.Topic, x.Payload,
 			x.PayloadKey, x.CreatedAt, x.ClaimedUntil, x.PublishedAt, x.Attempts, x.LastError, x.LastAttemptAt, x.DeadAt); err != nil {
+			return err
+		}
+	}
+	for _, x := range op.Audit {
+		if _, err := tx.Exec(ctx, tenantQueries.Get("ImportAudit"), x.OperationID, x.At, x.Actor, x.Action, x.Detail); err != nil {
 			return err
 		}
 	}

@@ -75,6 +75,13 @@ FROM idem_outbox m JOIN idem_operations o ON o.operation_id = m.operation_id
 WHERE o.tenant_hash = $1
 ORDER BY m.seq;
 
+-- name: ExportAudit
+-- The audit entries about the tenant's operations (migration 010).
+SELECT a.operation_id, a.at, a.actor, a.action, a.detail
+FROM idem_audit a JOIN idem_operations o ON o.operation_id = a.operation_id
+WHERE o.tenant_hash = $1
+ORDER BY a.seq;
+
 -- name: ImportRecord
 -- The record as exported, every column; the storage rules (CHECKs) and
 -- the tenant fence apply as to any insert.
@@ -111,3 +118,7 @@ INSERT INTO idem_outbox (message_id, operation_id, topic, payload, payload_key, 
        claimed_until, published_at, attempts, last_error, last_attempt_at, dead_at)
 VALUES ($1, $2, $3, $4, $5, $6,
         $7, $8, $9, $10, $11, $12);
+
+-- name: ImportAudit
+INSERT INTO idem_audit (operation_id, at, actor, action, detail)
+VALUES ($1, $2, $3, $4, $5);

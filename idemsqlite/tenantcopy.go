@@ -152,7 +152,16 @@ func readTenant(ctx context.Context, tx *sql.Tx, h [32]byte) (registry.TenantDum
 	if err != nil {
 		return registry.TenantDump{}, err
 	}
-	return registry.GroupTenantRows(h, recs, effs, looks, recons, sets, outs)
+	audit, err := collect(ctx, tx, "ExportAudit", h, func(sc scanner) (x registry.TenantAudit, err error) {
+		var at int64
+		err = sc.Scan(&x.OperationID, &at, &x.Actor, &x.Action, &x.Detail)
+		x.At = fromMicros(at)
+		return x, err
+	})
+	if err != nil {
+		return registry.TenantDump{}, err
+	}
+	return registry.GroupTenantRows(h, recs, effs, looks, recons, sets, outs, audit)
 }
 
 // collect runs the named export query for h and scans its rows with scan.
@@ -211,6 +220,12 @@ func insertOperation(ctx context.Context, tx *sql.Tx, op registry.TenantOperatio
 		if _, err := tx.ExecContext(ctx, tenantQueries.Get("ImportOutbox"), x.MessageID, x.OperationID, x.Topic, x.Payload,
 			x.PayloadKey, x.CreatedAt.UnixMicro(), micros(x.ClaimedUntil), micros(x.PublishedAt), x.Attempts, x.LastError,
 			micros(x.LastAttemptAt), micros(x.DeadAt)); err != nil {
+			return err
+		}
+	}
+	for _, x := range op.Audit {
+		if _, err := tx.ExecContext(ctx, tenantQueries.Get("ImportAudit"), x.OperationID, x.At.UnixMicro(),
+			x.Actor, x.Action, x.Detail); err != nil {
 			return err
 		}
 	}

@@ -100,7 +100,8 @@ type TenantCopier interface {
 	// ExportTenant writes every row the registry holds for the tenant —
 	// records (responses as stored: sealed bodies stay sealed, digests
 	// kept; tombstones), effects, lookups, reconciliations, pending
-	// settlements and outbox messages (pending, published, dead) — to w
+	// settlements, audit entries about its operations and outbox
+	// messages (pending, published, dead) — to w
 	// in a versioned, self-checking stream (tenantstream.go). The tenant
 	// must be fenced, else it returns an error and writes nothing.
 	ExportTenant(ctx context.Context, tenant string, w io.Writer) (TenantCounts, error)

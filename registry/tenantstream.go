@@ -19,7 +19,7 @@ import (
 //	{"kind":"header","header":{"format":"idem.tenant","version":1,"tenant_hash":"…","counts":{…}}}
 //	{"kind":"record","record":{…}}          one per record, then its rows:
 //	{"kind":"effect","effect":{…}}          …, "lookup", "reconciliation",
-//	{"kind":"outbox","outbox":{…}}          "settlement"
+//	{"kind":"outbox","outbox":{…}}          "settlement", "audit"
 //	{"kind":"end","digest":"…"}
 //
 // The digest is the hex SHA-256 of every byte before the end line; the
@@ -139,6 +139,16 @@ type TenantOutbox struct {
 	DeadAt        *time.Time `json:"dead_at,omitempty"`
 }
 
+// TenantAudit is an audit log entry about the operation, in log order;
+// its sequence number is the target's own.
+type TenantAudit struct {
+	OperationID string    `json:"operation_id"`
+	At          time.Time `json:"at"`
+	Actor       string    `json:"actor"`
+	Action      string    `json:"action"`
+	Detail      string    `json:"detail"`
+}
+
 // TenantOperation is one record and every row hanging off its operation.
 type TenantOperation struct {
 	Record          TenantRecord
@@ -147,6 +157,7 @@ type TenantOperation struct {
 	Reconciliations []TenantReconciliation
 	Settlements     []TenantSettlement
 	Outbox          []TenantOutbox
+	Audit           []TenantAudit
 }
 
 // TenantDump is a tenant's rows in one registry, by operation.
@@ -180,7 +191,7 @@ func (d TenantDump) Counts() TenantCounts {
 // each row goes to its record's operation; a row whose operation has no
 // record is an error.
 func GroupTenantRows(hash [32]byte, recs []TenantRecord, effs []TenantEffect, looks []TenantLookup,
-	recons []TenantReconciliation, sets []TenantSettlement, outs []TenantOutbox) (TenantDump, error) {
+	recons []TenantReconciliation, sets []TenantSettlement, outs []TenantOutbox, audit []TenantAudit) (TenantDump, error) {
 	d := TenantDump{TenantHash: hash, Operations: make([]TenantOperation, len(recs))}
 	at := make(map[string]*TenantOperation, len(recs))
 	for i, r := range recs {
@@ -218,6 +229,10 @@ func GroupTenantRows(hash [32]byte, recs []TenantRecord, effs []TenantEffect, lo
 		op := find(x.OperationID)
 		op.Outbox = append(op.Outbox, x)
 	}
+	for _, x := range audit {
+		op := find(x.OperationID)
+		op.Audit = append(op.Audit, x)
+	}
 	return d, missing
 }
 
@@ -239,6 +254,7 @@ type tenantLine struct {
 	Reconciliation *TenantReconciliation `json:"reconciliation,omitempty"`
 	Settlement     *TenantSettlement     `json:"settlement,omitempty"`
 	Outbox         *TenantOutbox         `json:"outbox,omitempty"`
+	Audit          *TenantAudit          `json:"audit,omitempty"`
 	Digest         string                `json:"digest,omitempty"`
 }
 
@@ -283,6 +299,11 @@ func WriteTenantStream(w io.Writer, d TenantDump) (TenantCounts, error) {
 		}
 		for i := range op.Outbox {
 			if err := put(tenantLine{Kind: "outbox", Outbox: &op.Outbox[i]}); err != nil {
+				return TenantCounts{}, err
+			}
+		}
+		for i := range op.Audit {
+			if err := put(tenantLine{Kind: "audit", Audit: &op.Audit[i]}); err != nil {
 				return TenantCounts{}, err
 			}
 		}
@@ -362,6 +383,8 @@ func ReadTenantStream(r io.Reader) (TenantDump, error) {
 			d.Operations[last].Settlements = append(d.Operations[last].Settlements, *l.Settlement)
 		case l.Kind == "outbox" && l.Outbox != nil && l.Outbox.OperationID == d.Operations[last].Record.OperationID:
 			d.Operations[last].Outbox = append(d.Operations[last].Outbox, *l.Outbox)
+		case l.Kind == "audit" && l.Audit != nil && l.Audit.OperationID == d.Operations[last].Record.OperationID:
+			d.Operations[last].Audit = append(d.Operations[last].Audit, *l.Audit)
 		default:
 			return bad("line %d: a %q line that is not one of the record before it", n, l.Kind)
 		}
@@ -442,6 +465,10 @@ func (op TenantOperation) normalized() TenantOperation {
 		if m.Payload == nil {
 			m.Payload = []byte{}
 		}
+	}
+	op.Audit = slices.Clone(op.Audit)
+	for i := range op.Audit {
+		op.Audit[i].At = micro(op.Audit[i].At)
 	}
 	return op
 }

@@ -23,8 +23,8 @@ func mover(t *testing.T, s registry.Store) registry.TenantMover {
 type TenantFixture struct {
 	// Settled is a SUCCEEDED record (two outbox messages: one published,
 	// one dead), Once one of ExecuteOnce, Retired a tombstone, Unknown an
-	// UNKNOWN record with an effect, a lookup and a pending settlement,
-	// Reconciled one settled by Reconcile.
+	// UNKNOWN record with an effect, a lookup, a pending settlement and an
+	// audit entry, Reconciled one settled by Reconcile.
 	Settled, Once, Retired, Unknown, Reconciled registry.Record
 	// Counts are what ExportTenant should report.
 	Counts registry.TenantCounts
@@ -104,6 +104,8 @@ func BuildTenant(t *testing.T, st registry.Store, setNow func(time.Time), tenant
 	must("RequestSettlement", err)
 	f.Reconciled, err = st.Reconcile(ctx, f.Reconciled.OperationID, reconciliation("bob"))
 	must("Reconcile", err)
+	_, err = st.AppendAudit(ctx, registry.AuditEntry{Actor: "carol", Action: "copy.check", OperationID: f.Unknown.OperationID, Detail: "looked"})
+	must("AppendAudit", err)
 
 	other := claim("conformance.copy")
 	other.Tenant = tenant + "-neighbour"
@@ -210,8 +212,8 @@ func testTenantCopy(t *testing.T, nh NewHarness) {
 // CheckTenantRows checks that st holds the rows hanging off f's
 // operations as BuildTenant made them: the effect attempt with its
 // request, the lookup and the pending settlement of Unknown, the
-// reconciliation of Reconciled, Settled's outbox messages (one published,
-// one dead).
+// reconciliation of Reconciled, the audit entry about Unknown, Settled's
+// outbox messages (one published, one dead).
 func CheckTenantRows(t *testing.T, st registry.Store, f TenantFixture) {
 	t.Helper()
 	ctx := t.Context()
@@ -229,6 +231,10 @@ func CheckTenantRows(t *testing.T, st registry.Store, f TenantFixture) {
 	recons, err := st.Reconciliations(ctx, f.Reconciled.OperationID)
 	if err != nil || len(recons) != 1 || recons[0].Actor != "bob" {
 		t.Errorf("reconciliations of %s: %+v %v, want bob's", f.Reconciled.OperationID, recons, err)
+	}
+	audit, err := st.AuditLog(ctx, registry.AuditFilter{OperationID: f.Unknown.OperationID})
+	if err != nil || len(audit) != 1 || audit[0].Actor != "carol" || audit[0].Action != "copy.check" {
+		t.Errorf("audit entries of %s: %+v %v, want carol's", f.Unknown.OperationID, audit, err)
 	}
 	msgs, err := st.OperationOutbox(ctx, f.Settled.OperationID)
 	if err != nil || len(msgs) != 2 || msgs[0].PublishedAt.IsZero() || msgs[1].DeadAt.IsZero() {
