@@ -29,6 +29,7 @@ var specStatus = map[idem.Code]int{
 	"BODY_TOO_LARGE":         413,
 	"UNSUPPORTED_MEDIA_TYPE": 415,
 	"DRAINING":               503,
+	"TENANT_MOVED":           503,
 	"STORE_UNAVAILABLE":      503,
 	"UNAUTHENTICATED":        401,
 	"AMOUNT_LIMIT":           422,
@@ -96,6 +97,7 @@ func TestCodeConstants(t *testing.T) {
 		idem.CodeBodyTooLarge:         "BODY_TOO_LARGE",
 		idem.CodeUnsupportedMediaType: "UNSUPPORTED_MEDIA_TYPE",
 		idem.CodeDraining:             "DRAINING",
+		idem.CodeTenantMoved:          "TENANT_MOVED",
 		idem.CodeStoreUnavailable:     "STORE_UNAVAILABLE",
 		idem.CodeUnauthenticated:      "UNAUTHENTICATED",
 

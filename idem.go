@@ -31,8 +31,12 @@ const (
 	CodeBodyTooLarge         Code = "BODY_TOO_LARGE"
 	CodeUnsupportedMediaType Code = "UNSUPPORTED_MEDIA_TYPE"
 	CodeDraining             Code = "DRAINING"
-	CodeStoreUnavailable     Code = "STORE_UNAVAILABLE"
-	CodeUnauthenticated      Code = "UNAUTHENTICATED"
+	// CodeTenantMoved: the registry that received the request no longer
+	// takes writes for the caller's tenant (fenced: it moved to another
+	// registry). 503 with Retry-After; nothing was done.
+	CodeTenantMoved      Code = "TENANT_MOVED"
+	CodeStoreUnavailable Code = "STORE_UNAVAILABLE"
+	CodeUnauthenticated  Code = "UNAUTHENTICATED"
 
 	// Refusals of requests the HTTP server cannot read; net/http answers
 	// them before any handler runs (idemhttp.ProblemListener), and
@@ -58,6 +62,7 @@ var codeStatus = map[Code]int{
 	CodeBodyTooLarge:         http.StatusRequestEntityTooLarge,
 	CodeUnsupportedMediaType: http.StatusUnsupportedMediaType,
 	CodeDraining:             http.StatusServiceUnavailable,
+	CodeTenantMoved:          http.StatusServiceUnavailable,
 	CodeStoreUnavailable:     http.StatusServiceUnavailable,
 	CodeUnauthenticated:      http.StatusUnauthorized,
 

@@ -70,6 +70,9 @@ func (m *Middleware) refuseErr(w http.ResponseWriter, r *http.Request, err error
 		code = idem.CodeKeyLimit
 	case errors.Is(err, registry.ErrWriterFenced):
 		code = idem.CodeWriterFenced
+	case errors.Is(err, registry.ErrTenantMoved):
+		m.refuseTenantMoved(w)
+		return
 	case errors.Is(err, registry.ErrTampered):
 		code = CodeResponseUnreadable
 		m.Metrics.tamper(m.Operation.Name)
@@ -104,6 +107,17 @@ func (m *Middleware) refuseErr(w http.ResponseWriter, r *http.Request, err error
 		}
 	}
 	m.refuse(w, code, detail, "")
+}
+
+// refuseTenantMoved answers a request the registry refused because the
+// caller's tenant is fenced there (registry.ErrTenantMoved): it moved, or
+// is moving, to another registry. 503 TENANT_MOVED with Retry-After: 1 —
+// nothing was accepted, and a retry with the same key, once the shard map
+// names the tenant's new registry, lands there (where its old keys
+// replay).
+func (m *Middleware) refuseTenantMoved(w http.ResponseWriter) {
+	w.Header().Set("Retry-After", "1")
+	m.refuse(w, idem.CodeTenantMoved, "this tenant's operations moved to another registry; nothing was done — retry with the same key", "")
 }
 
 // keyLimitRetryAfter is the Retry-After of a 429 KEY_LIMIT: the

@@ -44,7 +44,8 @@ func (m *Middleware) clientGone(w http.ResponseWriter, r *http.Request, err erro
 // the write: the failures that are not the handler's.
 func storageTrouble(err error) bool {
 	return errors.Is(err, registry.ErrUnavailable) || errors.Is(err, registry.ErrFenced) ||
-		errors.Is(err, registry.ErrWriterFenced) || errors.Is(err, context.Canceled) ||
+		errors.Is(err, registry.ErrWriterFenced) || errors.Is(err, registry.ErrTenantMoved) ||
+		errors.Is(err, context.Canceled) ||
 		errors.Is(err, context.DeadlineExceeded)
 }
 

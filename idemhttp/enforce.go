@@ -311,6 +311,12 @@ func (m *Middleware) afterFailedComplete(ctx context.Context, w http.ResponseWri
 		m.replay(w, now)
 		return
 	}
+	if errors.Is(err, registry.ErrTenantMoved) {
+		// Nothing committed, and nothing of the tenant may be written
+		// here any more, a release neither: the record stays as it was.
+		m.refuseTenantMoved(w)
+		return
+	}
 	if reserved && !errors.Is(err, registry.ErrFenced) {
 		m.release(ctx, rec)
 	}

@@ -256,6 +256,7 @@ func (op *Operation) claim(scope idem.ScopeHash, fp idem.Fingerprint, id idem.Id
 		Fingerprint: fp,
 		Operation:   op.Name,
 		Owner:       registry.OwnerOf(id),
+		Tenant:      id.Tenant,
 		Lease:       op.Lease,
 		Retention:   op.Retention,
 		WriterEpoch: epoch,

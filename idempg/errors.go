@@ -31,6 +31,7 @@ const (
 	codeNoSuchStatement      = "26000" // invalid_sql_statement_name
 	codeFenced               = "IDM01" // idem_fenced (migration 006): Finish matched no record
 	codeClaimed              = "IDM02" // idem_claim (migration 011): the scope has a record
+	codeTenantMoved          = "IDM03" // idem_tenant_moved (migration 020): the tenant is fenced
 )
 
 // isFenced reports whether err is the Finish statement's refusal of a
@@ -47,10 +48,19 @@ func isClaimed(err error) bool {
 	return errors.As(err, &pgErr) && pgErr.Code == codeClaimed
 }
 
+// isTenantMoved reports whether err is the tenant fence's refusal
+// (SQLSTATE IDM03).
+func isTenantMoved(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == codeTenantMoved
+}
+
 // translate turns a pgx or PostgreSQL error into the registry's errors; it
 // is the one place where database errors cross the driver boundary:
 //
 //   - pgx.ErrNoRows → registry.ErrNotFound;
+//   - SQLSTATE IDM03, the tenant fence's refusal (migration 020) →
+//     registry.ErrTenantMoved wrapping err;
 //   - errors that mean the database could not be reached or did not answer
 //     in time (see unavailable) → registry.ErrUnavailable wrapping err;
 //   - registry errors pass unchanged; everything else is returned as is,
@@ -62,10 +72,13 @@ func translate(err error) error {
 	case err == nil:
 		return nil
 	case errors.Is(err, registry.ErrNotFound), errors.Is(err, registry.ErrFenced),
-		errors.Is(err, registry.ErrUnavailable), errors.Is(err, registry.ErrActiveLimit):
+		errors.Is(err, registry.ErrUnavailable), errors.Is(err, registry.ErrActiveLimit),
+		errors.Is(err, registry.ErrTenantMoved):
 		return err
 	case errors.Is(err, pgx.ErrNoRows):
 		return registry.ErrNotFound
+	case isTenantMoved(err):
+		return fmt.Errorf("%w: %w", registry.ErrTenantMoved, err)
 	case unavailable(err):
 		return fmt.Errorf("%w: %w", registry.ErrUnavailable, err)
 	}

@@ -55,7 +55,7 @@ func (s *Store) ExecuteOnce(ctx context.Context, c registry.Claim, fn registry.B
 		Scope: c.Scope, OperationID: idem.NewOperationID(goNow), Operation: c.Operation,
 		Owner: c.Owner, Fingerprint: c.Fingerprint, Contract: idem.ContractVersion,
 		State: idem.StateExecuting, OwnerGen: 1, WriterEpoch: c.WriterEpoch,
-		TombstoneTTL: max(c.TombstoneTTL, 0),
+		TombstoneTTL: max(c.TombstoneTTL, 0), TenantHash: registry.TenantHash(c.Tenant),
 	}
 	done, insertErr, err := s.runLazy(ctx, "execute once", rec, claimLock(c.Scope), fn, func(out registry.Outcome) (string, []any, error) {
 		if !out.State.Terminal() {
@@ -78,7 +78,7 @@ func (s *Store) ExecuteOnce(ctx context.Context, c registry.Claim, fn registry.B
 			c.Scope[:], rec.OperationID, c.Operation, c.Owner[:], c.Fingerprint[:],
 			idem.ContractVersion, c.WriterEpoch, micros(c.RetentionOrDefault()), now, tombstoneTTL(c),
 			string(out.State), resp.Status, resp.MediaType, resp.Location, resp.ETag,
-			body, digest[:], ids, topics, payloads, key, payloadKeys,
+			body, digest[:], ids, topics, payloads, key, payloadKeys, tenantArg(c),
 		}, nil
 	})
 	switch {

@@ -30,7 +30,8 @@ INSERT INTO idem_schema_migrations (version) VALUES ($1);
 -- name: Reserve
 -- $1 scope, $2 operation_id, $3 operation, $4 owner, $5 fingerprint,
 -- $6 contract, $7 writer_epoch, $8 lease µs, $9 retention µs, $10 now,
--- $11 tombstone TTL µs (NULL: keep the tombstone forever; migration 004).
+-- $11 tombstone TTL µs (NULL: keep the tombstone forever; migration 004),
+-- $12 tenant hash (registry.TenantHash; migration 020).
 -- Store.Reserve sends it after a read found no record. It returns the
 -- scope's record as this statement's snapshot sees it (created false:
 -- another reservation committed since the read), or else the inserted
@@ -47,17 +48,17 @@ WITH clock AS (SELECT coalesce($10::timestamptz, statement_timestamp()) AS t),
          SELECT scope, operation_id, operation, owner, fingerprint, contract, state, owner_gen,
                 writer_epoch, lease_until, expires_at, created_at, updated_at, resp_status,
                 resp_media_type, resp_location, resp_etag, resp_body, resp_digest, resp_key,
-                retired_at, tombstone_until, tombstone_ttl
+                retired_at, tombstone_until, tombstone_ttl, tenant_hash
          FROM idem_operations WHERE scope = $1::bytea
      ),
      ins AS (
          INSERT INTO idem_operations (scope, operation_id, operation, owner, fingerprint, contract,
                                       state, owner_gen, writer_epoch, lease_until, expires_at,
-                                      created_at, updated_at, tombstone_ttl)
+                                      created_at, updated_at, tombstone_ttl, tenant_hash)
          SELECT $1::bytea, $2::text, $3::text, $4::bytea, $5::bytea, $6::text, 'RESERVED', 1, $7::bigint,
                 t + $8::bigint * interval '1 microsecond',
                 t + $9::bigint * interval '1 microsecond',
-                t, t, $11::bigint
+                t, t, $11::bigint, $12::bytea
          FROM clock, async
          WHERE NOT EXISTS (SELECT 1 FROM found)
            AND $7::bigint >= (SELECT writer_epoch FROM idem_control WHERE id = 1) -- the writer fence (migration 003)
@@ -65,7 +66,7 @@ WITH clock AS (SELECT coalesce($10::timestamptz, statement_timestamp()) AS t),
          RETURNING scope, operation_id, operation, owner, fingerprint, contract, state, owner_gen,
                    writer_epoch, lease_until, expires_at, created_at, updated_at, resp_status,
                    resp_media_type, resp_location, resp_etag, resp_body, resp_digest, resp_key,
-                   retired_at, tombstone_until, tombstone_ttl
+                   retired_at, tombstone_until, tombstone_ttl, tenant_hash
      )
 SELECT true AS created, ins.* FROM ins
 UNION ALL
@@ -78,33 +79,33 @@ SELECT false AS created, found.* FROM found;
 WITH clock AS (SELECT coalesce($10::timestamptz, statement_timestamp()) AS t)
 INSERT INTO idem_operations (scope, operation_id, operation, owner, fingerprint, contract,
                              state, owner_gen, writer_epoch, lease_until, expires_at,
-                             created_at, updated_at, tombstone_ttl)
+                             created_at, updated_at, tombstone_ttl, tenant_hash)
 SELECT $1::bytea, $2::text, $3::text, $4::bytea, $5::bytea, $6::text, 'RESERVED', 1, $7::bigint,
        t + $8::bigint * interval '1 microsecond',
        t + $9::bigint * interval '1 microsecond',
-       t, t, $11::bigint
+       t, t, $11::bigint, $12::bytea
 FROM clock
 WHERE $7::bigint >= (SELECT writer_epoch FROM idem_control WHERE id = 1) -- the writer fence (migration 003)
 RETURNING scope, operation_id, operation, owner, fingerprint, contract, state, owner_gen,
           writer_epoch, lease_until, expires_at, created_at, updated_at, resp_status,
           resp_media_type, resp_location, resp_etag, resp_body, resp_digest, resp_key,
-          retired_at, tombstone_until, tombstone_ttl;
+          retired_at, tombstone_until, tombstone_ttl, tenant_hash;
 
 -- name: ReserveLimited
--- Reserve with Claim.MaxActive: parameters as Reserve, $12 MaxActive (> 0).
+-- Reserve with Claim.MaxActive: parameters as Reserve, $13 MaxActive (> 0) ($12 is the tenant hash).
 -- An existing scope's record is returned as by Reserve, whatever the
 -- count. Otherwise the row is inserted only while the owner holds fewer
--- than $12 active records of the operation — UNKNOWN ones, and RESERVED
+-- than $13 active records of the operation — UNKNOWN ones, and RESERVED
 -- or EXECUTING ones whose lease has not expired (an abandoned reservation
 -- stops counting when its lease expires; migration 015) — counted in this
 -- statement's snapshot (idem_operations_inflight, migration 009; the LIMIT
--- stops the count at $12). Uncommitted reservations of concurrent
+-- stops the count at $13). Uncommitted reservations of concurrent
 -- statements are not counted, hence the overshoot documented on
 -- Claim.MaxActive. No row back means, besides Reserve's cases, that the
 -- limit held: when the count filters the row out, ON CONFLICT is never
 -- reached, and the driver tells the cases apart.
 -- It is not Reserve with a NULL limit meaning none: under the generic plan
--- PostgreSQL settles on after five executions, "$12 IS NULL OR count < $12"
+-- PostgreSQL settles on after five executions, "$13 IS NULL OR count < $13"
 -- still runs the count, LIMIT NULL counting every active record of the
 -- owner (measured on PostgreSQL 15 with 31,600 of them: 11 ms a call
 -- against Reserve's 0.28 ms).
@@ -114,17 +115,17 @@ WITH clock AS (SELECT coalesce($10::timestamptz, statement_timestamp()) AS t),
          SELECT scope, operation_id, operation, owner, fingerprint, contract, state, owner_gen,
                 writer_epoch, lease_until, expires_at, created_at, updated_at, resp_status,
                 resp_media_type, resp_location, resp_etag, resp_body, resp_digest, resp_key,
-                retired_at, tombstone_until, tombstone_ttl
+                retired_at, tombstone_until, tombstone_ttl, tenant_hash
          FROM idem_operations WHERE scope = $1::bytea
      ),
      ins AS (
          INSERT INTO idem_operations (scope, operation_id, operation, owner, fingerprint, contract,
                                       state, owner_gen, writer_epoch, lease_until, expires_at,
-                                      created_at, updated_at, tombstone_ttl)
+                                      created_at, updated_at, tombstone_ttl, tenant_hash)
          SELECT $1::bytea, $2::text, $3::text, $4::bytea, $5::bytea, $6::text, 'RESERVED', 1, $7::bigint,
                 t + $8::bigint * interval '1 microsecond',
                 t + $9::bigint * interval '1 microsecond',
-                t, t, $11::bigint
+                t, t, $11::bigint, $12::bytea
          FROM clock, async
          WHERE NOT EXISTS (SELECT 1 FROM found)
            AND $7::bigint >= (SELECT writer_epoch FROM idem_control WHERE id = 1)
@@ -132,40 +133,40 @@ WITH clock AS (SELECT coalesce($10::timestamptz, statement_timestamp()) AS t),
                     SELECT 1 FROM idem_operations
                     WHERE owner = $4::bytea AND operation = $3::text AND state IN ('RESERVED', 'EXECUTING', 'UNKNOWN')
                       AND (state = 'UNKNOWN' OR lease_until > clock.t)
-                    LIMIT $12::bigint) AS active) < $12::bigint
+                    LIMIT $13::bigint) AS active) < $13::bigint
          ON CONFLICT (scope) DO NOTHING
          RETURNING scope, operation_id, operation, owner, fingerprint, contract, state, owner_gen,
                    writer_epoch, lease_until, expires_at, created_at, updated_at, resp_status,
                    resp_media_type, resp_location, resp_etag, resp_body, resp_digest, resp_key,
-                   retired_at, tombstone_until, tombstone_ttl
+                   retired_at, tombstone_until, tombstone_ttl, tenant_hash
      )
 SELECT true AS created, ins.* FROM ins
 UNION ALL
 SELECT false AS created, found.* FROM found;
 
 -- name: ClaimLimited
--- Claim with Claim.MaxActive: parameters as Reserve, $12 MaxActive (> 0).
+-- Claim with Claim.MaxActive: parameters as Reserve, $13 MaxActive (> 0) ($12 is the tenant hash).
 -- No row back means the limit held (the insert was not attempted); a
 -- duplicate scope still fails with a unique violation when it was.
 WITH clock AS (SELECT coalesce($10::timestamptz, statement_timestamp()) AS t)
 INSERT INTO idem_operations (scope, operation_id, operation, owner, fingerprint, contract,
                              state, owner_gen, writer_epoch, lease_until, expires_at,
-                             created_at, updated_at, tombstone_ttl)
+                             created_at, updated_at, tombstone_ttl, tenant_hash)
 SELECT $1::bytea, $2::text, $3::text, $4::bytea, $5::bytea, $6::text, 'RESERVED', 1, $7::bigint,
        t + $8::bigint * interval '1 microsecond',
        t + $9::bigint * interval '1 microsecond',
-       t, t, $11::bigint
+       t, t, $11::bigint, $12::bytea
 FROM clock
 WHERE $7::bigint >= (SELECT writer_epoch FROM idem_control WHERE id = 1)
   AND (SELECT count(*) FROM (
            SELECT 1 FROM idem_operations
            WHERE owner = $4::bytea AND operation = $3::text AND state IN ('RESERVED', 'EXECUTING', 'UNKNOWN')
                       AND (state = 'UNKNOWN' OR lease_until > clock.t)
-           LIMIT $12::bigint) AS active) < $12::bigint
+           LIMIT $13::bigint) AS active) < $13::bigint
 RETURNING scope, operation_id, operation, owner, fingerprint, contract, state, owner_gen,
           writer_epoch, lease_until, expires_at, created_at, updated_at, resp_status,
           resp_media_type, resp_location, resp_etag, resp_body, resp_digest, resp_key,
-          retired_at, tombstone_until, tombstone_ttl;
+          retired_at, tombstone_until, tombstone_ttl, tenant_hash;
 
 -- name: ActiveLimitReached
 -- $1 owner, $2 operation, $3 MaxActive, $4 now: whether the owner holds
@@ -182,7 +183,7 @@ SELECT count(*) >= $3::bigint FROM (
 SELECT scope, operation_id, operation, owner, fingerprint, contract, state, owner_gen,
        writer_epoch, lease_until, expires_at, created_at, updated_at, resp_status,
        resp_media_type, resp_location, resp_etag, resp_body, resp_digest, resp_key,
-       retired_at, tombstone_until, tombstone_ttl
+       retired_at, tombstone_until, tombstone_ttl, tenant_hash
 FROM idem_operations
 WHERE scope = $1;
 
@@ -190,7 +191,7 @@ WHERE scope = $1;
 SELECT scope, operation_id, operation, owner, fingerprint, contract, state, owner_gen,
        writer_epoch, lease_until, expires_at, created_at, updated_at, resp_status,
        resp_media_type, resp_location, resp_etag, resp_body, resp_digest, resp_key,
-       retired_at, tombstone_until, tombstone_ttl
+       retired_at, tombstone_until, tombstone_ttl, tenant_hash
 FROM idem_operations
 WHERE operation_id = $1;
 
@@ -229,7 +230,7 @@ upd AS (
               o.state, o.owner_gen, o.writer_epoch, o.lease_until, o.expires_at,
               o.created_at, o.updated_at, o.resp_status, o.resp_media_type,
               o.resp_location, o.resp_etag, o.resp_body, o.resp_digest, o.resp_key,
-              o.retired_at, o.tombstone_until, o.tombstone_ttl
+              o.retired_at, o.tombstone_until, o.tombstone_ttl, o.tenant_hash
 ),
 outbox AS (
     INSERT INTO idem_outbox (message_id, operation_id, topic, payload, created_at, payload_key)
@@ -266,7 +267,8 @@ SELECT idem_claim($1::bytea, $2::integer);
 -- $10 tombstone TTL µs (as Reserve's $11), $11 state, $12 status,
 -- $13 media type, $14 location, $15 etag, $16 body, $17 digest,
 -- $18 message IDs, $19 topics, $20 payloads, $21 the body's key ID (NULL:
--- plaintext; migration 010), $22 the payloads' key IDs (migration 016).
+-- plaintext; migration 010), $22 the payloads' key IDs (migration 016),
+-- $23 the tenant hash (migration 020).
 -- Nobody owns a terminal
 -- record, so lease_until is the insert's instant.
 -- A plain INSERT: a concurrent transaction that inserted the scope first
@@ -281,16 +283,16 @@ ins AS (
                                  state, owner_gen, writer_epoch, lease_until, expires_at,
                                  created_at, updated_at, tombstone_ttl,
                                  resp_status, resp_media_type, resp_location, resp_etag,
-                                 resp_body, resp_digest, resp_key)
+                                 resp_body, resp_digest, resp_key, tenant_hash)
     SELECT $1::bytea, $2::text, $3::text, $4::bytea, $5::bytea, $6::text, $11::text, 1, $7::bigint,
            t, t + $8::bigint * interval '1 microsecond', t, t, $10::bigint,
-           $12::integer, $13::text, $14::text, $15::text, $16::bytea, $17::bytea, $21::text
+           $12::integer, $13::text, $14::text, $15::text, $16::bytea, $17::bytea, $21::text, $23::bytea
     FROM clock
     WHERE $7::bigint >= (SELECT writer_epoch FROM idem_control WHERE id = 1) -- the writer fence (migration 003)
     RETURNING scope, operation_id, operation, owner, fingerprint, contract, state, owner_gen,
               writer_epoch, lease_until, expires_at, created_at, updated_at, resp_status,
               resp_media_type, resp_location, resp_etag, resp_body, resp_digest, resp_key,
-              retired_at, tombstone_until, tombstone_ttl
+              retired_at, tombstone_until, tombstone_ttl, tenant_hash
 ),
 outbox AS (
     INSERT INTO idem_outbox (message_id, operation_id, topic, payload, created_at, payload_key)
@@ -343,7 +345,7 @@ upd AS (
               o.state, o.owner_gen, o.writer_epoch, o.lease_until, o.expires_at,
               o.created_at, o.updated_at, o.resp_status, o.resp_media_type,
               o.resp_location, o.resp_etag, o.resp_body, o.resp_digest, o.resp_key,
-              o.retired_at, o.tombstone_until, o.tombstone_ttl
+              o.retired_at, o.tombstone_until, o.tombstone_ttl, o.tenant_hash
 ),
 wake AS (
     SELECT pg_notify('idem_changed', encode(upd.scope, 'hex')) FROM upd
@@ -355,7 +357,11 @@ WHERE (SELECT count(*) FROM wake) >= 0;
 -- name: ClaimOutbox
 -- $1 limit, $2 lease µs, $3 now. SKIP LOCKED lets relays claim disjoint
 -- batches at once; a claim, or a failed attempt's backoff (migration 008),
--- lasts until claimed_until. Dead letters are never claimed.
+-- lasts until claimed_until. Dead letters are never claimed. Nor are the
+-- messages of a fenced tenant (migration 020): their copies are delivered
+-- from the tenant's new registry. The fence test runs only when some
+-- tenant is fenced (the one-time EXISTS; the table is almost always
+-- empty), so it costs nothing otherwise.
 WITH clock AS (SELECT coalesce($3::timestamptz, statement_timestamp()) AS t),
 claimed AS (
     UPDATE idem_outbox
@@ -364,6 +370,9 @@ claimed AS (
         SELECT seq FROM idem_outbox, clock
         WHERE published_at IS NULL AND dead_at IS NULL
           AND (claimed_until IS NULL OR claimed_until <= clock.t)
+          AND (NOT EXISTS (SELECT 1 FROM idem_tenant_fences)
+               OR NOT EXISTS (SELECT 1 FROM idem_tenant_fences f JOIN idem_operations o ON o.tenant_hash = f.tenant_hash
+                              WHERE o.operation_id = idem_outbox.operation_id))
         ORDER BY seq
         LIMIT $1
         FOR UPDATE OF idem_outbox SKIP LOCKED

@@ -124,7 +124,7 @@ func claimArgs(c registry.Claim, operationID string, now *time.Time) []any {
 		c.Scope[:], operationID, c.Operation, c.Owner[:], c.Fingerprint[:],
 		idem.ContractVersion, c.WriterEpoch,
 		micros(c.LeaseOrDefault()), micros(c.RetentionOrDefault()), now,
-		tombstoneTTL(c),
+		tombstoneTTL(c), tenantArg(c),
 	}
 }
 
@@ -201,11 +201,12 @@ func (s *Store) scanRecord(row pgx.Row, lead ...any) (registry.Record, error) {
 		createdAt, updatedAt      time.Time
 		retiredAt, tombstoneUntil *time.Time
 		ttl                       *int64
+		tenant                    []byte
 	)
 	err := row.Scan(append(lead, &scope, &r.OperationID, &r.Operation, &owner, &fingerprint, &r.Contract,
 		&state, &r.OwnerGen, &r.WriterEpoch, &leaseUntil, &expiresAt, &createdAt, &updatedAt,
 		&status, &mediaType, &location, &etag, &body, &digest, &bodyKey,
-		&retiredAt, &tombstoneUntil, &ttl)...)
+		&retiredAt, &tombstoneUntil, &ttl, &tenant)...)
 	if err != nil {
 		return registry.Record{}, err
 	}
@@ -213,6 +214,7 @@ func (s *Store) scanRecord(row pgx.Row, lead ...any) (registry.Record, error) {
 	copy(r.Scope[:], scope)
 	copy(r.Owner[:], owner)
 	copy(r.Fingerprint[:], fingerprint)
+	copy(r.TenantHash[:], tenant) // NULL (unattributed) leaves it zero
 	r.State = idem.State(state)
 	r.LeaseUntil, r.ExpiresAt = leaseUntil.UTC(), expiresAt.UTC()
 	r.CreatedAt, r.UpdatedAt = createdAt.UTC(), updatedAt.UTC()
@@ -237,6 +239,12 @@ func (s *Store) scanRecord(row pgx.Row, lead ...any) (registry.Record, error) {
 		r.Response = &resp
 	}
 	return r, nil
+}
+
+// tenantArg is the tenant_hash parameter of a claim's insert.
+func tenantArg(c registry.Claim) []byte {
+	h := registry.TenantHash(c.Tenant)
+	return h[:]
 }
 
 func deref(s *string) string {

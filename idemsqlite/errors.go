@@ -6,6 +6,7 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/idemkit/idem/registry"
 )
@@ -20,7 +21,18 @@ const (
 	codeCantOpen             = 14   // SQLITE_CANTOPEN
 	codeConstraintPrimaryKey = 1555 // SQLITE_CONSTRAINT_PRIMARYKEY
 	codeConstraintUnique     = 2067 // SQLITE_CONSTRAINT_UNIQUE
+	codeConstraintTrigger    = 1811 // SQLITE_CONSTRAINT_TRIGGER: a trigger's RAISE(ABORT, …)
 )
+
+// tenantMovedMessage starts the message of the tenant fence's RAISE
+// (migration 015).
+const tenantMovedMessage = "idem: tenant moved"
+
+// isTenantMoved reports whether err is the tenant fence's refusal: a
+// trigger's RAISE(ABORT) whose message is migration 015's.
+func isTenantMoved(err error) bool {
+	return sqliteCode(err) == codeConstraintTrigger && strings.Contains(err.Error(), tenantMovedMessage)
+}
 
 // coder is what the error type of modernc.org/sqlite (*sqlite.Error)
 // offers: the extended result code of the failed call (the library turns
@@ -50,6 +62,8 @@ func isUniqueViolation(err error) bool {
 // boundary:
 //
 //   - sql.ErrNoRows → registry.ErrNotFound;
+//   - the tenant fence's RAISE (migration 015) → registry.ErrTenantMoved,
+//     the cause kept;
 //   - SQLITE_BUSY and SQLITE_LOCKED (the write lock was not obtained within
 //     the busy timeout), SQLITE_CANTOPEN, a bad or finished connection and
 //     a context deadline → wrapped in registry.ErrUnavailable, the cause
@@ -63,8 +77,11 @@ func translate(err error) error {
 	case errors.Is(err, sql.ErrNoRows):
 		return registry.ErrNotFound
 	case errors.Is(err, registry.ErrNotFound), errors.Is(err, registry.ErrFenced),
-		errors.Is(err, registry.ErrUnavailable), errors.Is(err, registry.ErrActiveLimit):
+		errors.Is(err, registry.ErrUnavailable), errors.Is(err, registry.ErrActiveLimit),
+		errors.Is(err, registry.ErrTenantMoved):
 		return err
+	case isTenantMoved(err):
+		return fmt.Errorf("%w: %w", registry.ErrTenantMoved, err)
 	case errors.Is(err, driver.ErrBadConn), errors.Is(err, sql.ErrConnDone),
 		errors.Is(err, context.DeadlineExceeded):
 		return fmt.Errorf("%w: %w", registry.ErrUnavailable, err)

@@ -32,7 +32,7 @@ func (s *Store) claimArgs(c registry.Claim) []any {
 		now, c.Scope[:], idem.NewOperationID(idAt), c.Operation, c.Owner[:], c.Fingerprint[:],
 		idem.ContractVersion, c.WriterEpoch,
 		c.LeaseOrDefault().Microseconds(), c.RetentionOrDefault().Microseconds(),
-		tombstoneTTL(c),
+		tombstoneTTL(c), tenantArg(c),
 	}
 }
 

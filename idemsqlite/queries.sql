@@ -11,7 +11,8 @@
 --   owner_gen, writer_epoch, lease_until, expires_at, created_at,
 --   updated_at, resp_status, resp_media_type, resp_location, resp_etag,
 --   resp_body, resp_digest, resp_key, retired_at, tombstone_until,
---   tombstone_ttl (resp_key: migration 009; the last three: 004)
+--   tombstone_ttl, tenant_hash (resp_key: migration 009; retired_at,
+--   tombstone_until and tombstone_ttl: 004; tenant_hash: 015)
 
 -- name: CreateMigrationsTable
 CREATE TABLE IF NOT EXISTS idem_schema_migrations (
@@ -33,18 +34,19 @@ VALUES ($2, coalesce($1, CAST(round(unixepoch('subsec') * 1000000) AS INTEGER)))
 -- writer fence: $8, the claim's epoch, older than idem_control's inserts
 -- nothing) also keeps SQLite from reading ON CONFLICT as a join
 -- constraint of the SELECT. $11 is the tombstone TTL in µs, NULL to keep
--- the tombstone forever (migration 004).
+-- the tombstone forever (migration 004); $12 the tenant hash
+-- (registry.TenantHash; migration 015).
 WITH clock(now) AS (SELECT coalesce($1, CAST(round(unixepoch('subsec') * 1000000) AS INTEGER)))
 INSERT INTO idem_operations (scope, operation_id, operation, owner, fingerprint, contract, state,
                              owner_gen, writer_epoch, lease_until, expires_at, created_at, updated_at,
-                             tombstone_ttl)
-SELECT $2, $3, $4, $5, $6, $7, 'RESERVED', 1, $8, now + $9, now + $10, now, now, $11 FROM clock
+                             tombstone_ttl, tenant_hash)
+SELECT $2, $3, $4, $5, $6, $7, 'RESERVED', 1, $8, now + $9, now + $10, now, now, $11, $12 FROM clock
 WHERE $8 >= (SELECT writer_epoch FROM idem_control WHERE id = 1) -- the writer fence (migration 003)
 ON CONFLICT (scope) DO NOTHING
 RETURNING scope, operation_id, operation, owner, fingerprint, contract, state,
           owner_gen, writer_epoch, lease_until, expires_at, created_at, updated_at,
           resp_status, resp_media_type, resp_location, resp_etag, resp_body, resp_digest, resp_key,
-          retired_at, tombstone_until, tombstone_ttl;
+          retired_at, tombstone_until, tombstone_ttl, tenant_hash;
 
 -- name: ClaimInsert
 -- The in-transaction claim: a plain INSERT, so a duplicate fails with a
@@ -52,71 +54,71 @@ RETURNING scope, operation_id, operation, owner, fingerprint, contract, state,
 WITH clock(now) AS (SELECT coalesce($1, CAST(round(unixepoch('subsec') * 1000000) AS INTEGER)))
 INSERT INTO idem_operations (scope, operation_id, operation, owner, fingerprint, contract, state,
                              owner_gen, writer_epoch, lease_until, expires_at, created_at, updated_at,
-                             tombstone_ttl)
-SELECT $2, $3, $4, $5, $6, $7, 'RESERVED', 1, $8, now + $9, now + $10, now, now, $11 FROM clock
+                             tombstone_ttl, tenant_hash)
+SELECT $2, $3, $4, $5, $6, $7, 'RESERVED', 1, $8, now + $9, now + $10, now, now, $11, $12 FROM clock
 WHERE $8 >= (SELECT writer_epoch FROM idem_control WHERE id = 1) -- the writer fence (migration 003)
 RETURNING scope, operation_id, operation, owner, fingerprint, contract, state,
           owner_gen, writer_epoch, lease_until, expires_at, created_at, updated_at,
           resp_status, resp_media_type, resp_location, resp_etag, resp_body, resp_digest, resp_key,
-          retired_at, tombstone_until, tombstone_ttl;
+          retired_at, tombstone_until, tombstone_ttl, tenant_hash;
 
 -- name: ReserveInsertLimited
--- ReserveInsert with Claim.MaxActive: $12 is MaxActive (> 0). The row is
--- inserted only while the owner holds fewer than $12 active records of
+-- ReserveInsert with Claim.MaxActive: $13 is MaxActive (> 0). The row is
+-- inserted only while the owner holds fewer than $13 active records of
 -- the operation — UNKNOWN ones, and RESERVED or EXECUTING ones whose
 -- lease has not expired (an abandoned reservation stops counting when its
 -- lease expires; migration 011) — (idem_operations_inflight,
--- migration 008; the LIMIT stops the count at $12). Inside BEGIN IMMEDIATE the
+-- migration 008; the LIMIT stops the count at $13). Inside BEGIN IMMEDIATE the
 -- count is exact. No row back: the scope exists or the limit held (the
 -- caller's GetByScope in the same transaction tells which). The WHERE
 -- clause already keeps ON CONFLICT from being read as a join constraint.
 WITH clock(now) AS (SELECT coalesce($1, CAST(round(unixepoch('subsec') * 1000000) AS INTEGER)))
 INSERT INTO idem_operations (scope, operation_id, operation, owner, fingerprint, contract, state,
                              owner_gen, writer_epoch, lease_until, expires_at, created_at, updated_at,
-                             tombstone_ttl)
-SELECT $2, $3, $4, $5, $6, $7, 'RESERVED', 1, $8, now + $9, now + $10, now, now, $11 FROM clock
+                             tombstone_ttl, tenant_hash)
+SELECT $2, $3, $4, $5, $6, $7, 'RESERVED', 1, $8, now + $9, now + $10, now, now, $11, $12 FROM clock
 WHERE $8 >= (SELECT writer_epoch FROM idem_control WHERE id = 1)
   AND (SELECT count(*) FROM (SELECT 1 FROM idem_operations
                              WHERE owner = $5 AND operation = $4 AND state IN ('RESERVED', 'EXECUTING', 'UNKNOWN')
                                AND (state = 'UNKNOWN' OR lease_until > now)
-                             LIMIT $12)) < $12
+                             LIMIT $13)) < $13
 ON CONFLICT (scope) DO NOTHING
 RETURNING scope, operation_id, operation, owner, fingerprint, contract, state,
           owner_gen, writer_epoch, lease_until, expires_at, created_at, updated_at,
           resp_status, resp_media_type, resp_location, resp_etag, resp_body, resp_digest, resp_key,
-          retired_at, tombstone_until, tombstone_ttl;
+          retired_at, tombstone_until, tombstone_ttl, tenant_hash;
 
 -- name: ClaimInsertLimited
--- ClaimInsert with Claim.MaxActive ($12, > 0), counted as in
+-- ClaimInsert with Claim.MaxActive ($13, > 0), counted as in
 -- ReserveInsertLimited. No row back: the limit held (nothing inserted); a
 -- duplicate scope still fails with a unique violation.
 WITH clock(now) AS (SELECT coalesce($1, CAST(round(unixepoch('subsec') * 1000000) AS INTEGER)))
 INSERT INTO idem_operations (scope, operation_id, operation, owner, fingerprint, contract, state,
                              owner_gen, writer_epoch, lease_until, expires_at, created_at, updated_at,
-                             tombstone_ttl)
-SELECT $2, $3, $4, $5, $6, $7, 'RESERVED', 1, $8, now + $9, now + $10, now, now, $11 FROM clock
+                             tombstone_ttl, tenant_hash)
+SELECT $2, $3, $4, $5, $6, $7, 'RESERVED', 1, $8, now + $9, now + $10, now, now, $11, $12 FROM clock
 WHERE $8 >= (SELECT writer_epoch FROM idem_control WHERE id = 1)
   AND (SELECT count(*) FROM (SELECT 1 FROM idem_operations
                              WHERE owner = $5 AND operation = $4 AND state IN ('RESERVED', 'EXECUTING', 'UNKNOWN')
                                AND (state = 'UNKNOWN' OR lease_until > now)
-                             LIMIT $12)) < $12
+                             LIMIT $13)) < $13
 RETURNING scope, operation_id, operation, owner, fingerprint, contract, state,
           owner_gen, writer_epoch, lease_until, expires_at, created_at, updated_at,
           resp_status, resp_media_type, resp_location, resp_etag, resp_body, resp_digest, resp_key,
-          retired_at, tombstone_until, tombstone_ttl;
+          retired_at, tombstone_until, tombstone_ttl, tenant_hash;
 
 -- name: GetByScope
 SELECT scope, operation_id, operation, owner, fingerprint, contract, state,
        owner_gen, writer_epoch, lease_until, expires_at, created_at, updated_at,
        resp_status, resp_media_type, resp_location, resp_etag, resp_body, resp_digest, resp_key,
-       retired_at, tombstone_until, tombstone_ttl
+       retired_at, tombstone_until, tombstone_ttl, tenant_hash
 FROM idem_operations WHERE scope = $1;
 
 -- name: GetByID
 SELECT scope, operation_id, operation, owner, fingerprint, contract, state,
        owner_gen, writer_epoch, lease_until, expires_at, created_at, updated_at,
        resp_status, resp_media_type, resp_location, resp_etag, resp_body, resp_digest, resp_key,
-       retired_at, tombstone_until, tombstone_ttl
+       retired_at, tombstone_until, tombstone_ttl, tenant_hash
 FROM idem_operations WHERE operation_id = $1;
 
 -- name: CompleteOperation
@@ -141,7 +143,7 @@ WHERE scope = $2 AND operation_id = $11 AND owner_gen = $3 AND state IN ('RESERV
 RETURNING scope, operation_id, operation, owner, fingerprint, contract, state,
           owner_gen, writer_epoch, lease_until, expires_at, created_at, updated_at,
           resp_status, resp_media_type, resp_location, resp_etag, resp_body, resp_digest, resp_key,
-          retired_at, tombstone_until, tombstone_ttl;
+          retired_at, tombstone_until, tombstone_ttl, tenant_hash;
 
 -- name: InsertOutbox
 WITH clock(now) AS (SELECT coalesce($1, CAST(round(unixepoch('subsec') * 1000000) AS INTEGER)))
@@ -165,14 +167,17 @@ WHERE scope = $2 AND operation_id = $5 AND owner_gen = $3 AND state IN ('RESERVE
 RETURNING scope, operation_id, operation, owner, fingerprint, contract, state,
           owner_gen, writer_epoch, lease_until, expires_at, created_at, updated_at,
           resp_status, resp_media_type, resp_location, resp_etag, resp_body, resp_digest, resp_key,
-          retired_at, tombstone_until, tombstone_ttl;
+          retired_at, tombstone_until, tombstone_ttl, tenant_hash;
 
 -- name: ClaimOutbox
 -- Run inside a BEGIN IMMEDIATE transaction: SQLite's single writer is what
 -- FOR UPDATE SKIP LOCKED is on PostgreSQL. RETURNING order is unspecified;
 -- the caller sorts by seq.
 -- A claim, or a failed attempt's backoff (migration 007), lasts until
--- claimed_until. Dead letters are never claimed.
+-- claimed_until. Dead letters are never claimed. Nor are the messages of
+-- a fenced tenant (migration 015): their copies are delivered from the
+-- tenant's new registry; the fence test runs only when some tenant is
+-- fenced.
 WITH clock(now) AS (SELECT coalesce($1, CAST(round(unixepoch('subsec') * 1000000) AS INTEGER)))
 UPDATE idem_outbox
 SET claimed_until = clock.now + $3
@@ -180,6 +185,9 @@ FROM clock
 WHERE seq IN (SELECT o.seq FROM idem_outbox AS o, clock AS c
               WHERE o.published_at IS NULL AND o.dead_at IS NULL
                 AND (o.claimed_until IS NULL OR o.claimed_until <= c.now)
+                AND (NOT EXISTS (SELECT 1 FROM idem_tenant_fences)
+                     OR NOT EXISTS (SELECT 1 FROM idem_tenant_fences f JOIN idem_operations r ON r.tenant_hash = f.tenant_hash
+                                    WHERE r.operation_id = o.operation_id))
               ORDER BY o.seq LIMIT $2)
 RETURNING seq, message_id, operation_id, topic, payload, created_at,
           attempts, last_error, last_attempt_at, dead_at, published_at, payload_key;

@@ -32,11 +32,12 @@ func (s *Store) scanRecord(row scanner) (registry.Record, error) {
 		body, digest                   []byte
 		bodyKey                        sql.NullString
 		retired, tombstoneUntil, ttl   sql.NullInt64
+		tenant                         []byte
 	)
 	err := row.Scan(&scope, &rec.OperationID, &rec.Operation, &owner, &fingerprint, &rec.Contract,
 		&state, &rec.OwnerGen, &rec.WriterEpoch, &leaseUntil, &expiresAt, &created, &updated,
 		&status, &mediaType, &location, &etag, &body, &digest, &bodyKey,
-		&retired, &tombstoneUntil, &ttl)
+		&retired, &tombstoneUntil, &ttl, &tenant)
 	if err != nil {
 		return registry.Record{}, err
 	}
@@ -49,6 +50,11 @@ func (s *Store) scanRecord(row scanner) (registry.Record, error) {
 	}
 	if err := copyHash(rec.Fingerprint[:], fingerprint, "fingerprint"); err != nil {
 		return registry.Record{}, err
+	}
+	if tenant != nil { // NULL: unattributed, left zero
+		if err := copyHash(rec.TenantHash[:], tenant, "tenant_hash"); err != nil {
+			return registry.Record{}, err
+		}
 	}
 	rec.State = idem.State(state)
 	rec.LeaseUntil = fromMicros(leaseUntil)
@@ -76,6 +82,12 @@ func (s *Store) scanRecord(row scanner) (registry.Record, error) {
 		rec.Response = &resp
 	}
 	return rec, nil
+}
+
+// tenantArg is the tenant_hash argument of a claim's insert.
+func tenantArg(c registry.Claim) []byte {
+	h := registry.TenantHash(c.Tenant)
+	return h[:]
 }
 
 // copyHash copies a 32-byte column into dst.

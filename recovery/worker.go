@@ -215,6 +215,12 @@ func (w *Worker) handle(ctx context.Context, listed registry.Record) (Report, er
 	if errors.Is(err, registry.ErrFenced) {
 		return Report{}, nil // another worker won, or the owner finished
 	}
+	if errors.Is(err, registry.ErrTenantMoved) {
+		// The tenant moved to another registry (registry.TenantFencer):
+		// its copy there is recovered there; this one stays as it is.
+		w.log().Info("recovery: the operation's tenant moved to another registry; left to it", "operation_id", cur.OperationID)
+		return Report{}, nil
+	}
 	if err != nil {
 		return Report{}, fmt.Errorf("recovery: take over %s: %w", cur.OperationID, err)
 	}
@@ -262,6 +268,11 @@ func (w *Worker) unknown(ctx context.Context) (Report, error) {
 		}
 		s, err := ops.Settle(ctx, w.Store, rec, Actor)
 		switch {
+		case errors.Is(err, registry.ErrTenantMoved):
+			// Settled on the tenant's new registry, not here: not an
+			// error of this round; tried again after its backoff.
+			rep.Unsettled++
+			w.failed(rec.OperationID, now, "the operation's tenant moved to another registry")
 		case err != nil:
 			errs = append(errs, err)
 			rep.Unsettled++

@@ -44,6 +44,11 @@ type Claim struct {
 	// Owner identifies the authenticated principal (OwnerOf); it lets the
 	// operation status be shown to its owner only.
 	Owner [32]byte
+	// Tenant is the caller's tenant (idem.Identity.Tenant). The record
+	// stores TenantHash(Tenant), never the tenant itself, so that a
+	// tenant's records can be found, fenced and moved (tenant.go). Any
+	// bytes are accepted; the empty tenant is a tenant like another.
+	Tenant string
 	// Lease is how long the claimant owns the operation before recovery
 	// may take it over; 0 means DefaultLease.
 	Lease time.Duration
@@ -127,6 +132,10 @@ type Record struct {
 	TombstoneUntil time.Time
 	// TombstoneTTL is the claim's TombstoneTTL (0: kept forever).
 	TombstoneTTL time.Duration
+	// TenantHash is TenantHash(Claim.Tenant) of the claim that made the
+	// record; zero for a record made before tenants were recorded
+	// ("unattributed").
+	TenantHash [32]byte
 }
 
 // Outcome is what a business function decided: the terminal state, the

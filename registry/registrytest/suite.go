@@ -127,6 +127,10 @@ var cases = []struct {
 	{"RolloutMarkEnforced", testRolloutMarkEnforced},
 	{"RolloutVerdictCounts", testVerdictCounts},
 	{"RolloutRulesInDatabase", testRolloutRulesInDatabase},
+	{"TenantAttribution", testTenantAttribution},
+	{"TenantFence", testTenantFence},
+	{"TenantInFlight", testTenantInFlight},
+	{"TenantCopy", testTenantCopy},
 }
 
 const (

@@ -1,0 +1,55 @@
+package idempg
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/idemkit/idem/registry"
+)
+
+// TestFenceWaitsForEarlierWriters: a transaction that claimed and recorded
+// an outcome of the tenant (ClaimAndExecute) before the fence committed,
+// but has not committed itself, could commit after an export — no count
+// of records in flight sees it. FenceTenant does not return while such a
+// transaction is open: bounded by its ctx, it ends with an error saying
+// the fence holds but older transactions still run; once the transaction
+// committed, FenceTenant (again: idempotent) returns and the record is
+// there for the export to see; from then on nothing of the tenant is
+// written.
+// threat:tenant-split-brain
+func TestFenceWaitsForEarlierWriters(t *testing.T) {
+	t.Parallel()
+	ts := openStore(t, "")
+	ctx := t.Context()
+	claim := func() registry.Claim { c := newClaim("fence-wait"); c.Tenant = "acme"; return c }
+	c := claim()
+	tx, err := ts.Pool().Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	res, err := ts.ClaimAndExecute(ctx, tx, c, record(succeeded("before the fence")))
+	if err != nil || res.Verdict != registry.Execute {
+		t.Fatalf("ClaimAndExecute: %v %v", res.Verdict, err)
+	}
+
+	short, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	if err := ts.FenceTenant(short, "acme", "b"); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("FenceTenant while an earlier writer of the tenant is open: %v, want it still waiting when its ctx ended", err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := ts.FenceTenant(ctx, "acme", "b"); err != nil {
+		t.Fatalf("FenceTenant once the earlier writer committed: %v", err)
+	}
+	if got, err := ts.Get(ctx, c.Scope); err != nil || got.OperationID != res.Record.OperationID {
+		t.Errorf("the earlier writer's record after FenceTenant: %+v %v", got, err)
+	}
+	if _, _, err := ts.Reserve(ctx, claim()); !errors.Is(err, registry.ErrTenantMoved) {
+		t.Errorf("Reserve after the fence: %v, want ErrTenantMoved", err)
+	}
+}
