@@ -1,0 +1,128 @@
+package idemmysql
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/idemkit/idem/registry"
+)
+
+// ErrNotImplemented is wrapped by the methods of registry.Store this
+// driver does not implement yet: effects and reconciliation, lease
+// scanning, outbox failures and dead letters, the audit log, prune runs
+// and pruning, downstream lookups and settlements, and rollouts (see
+// doc.go). They fail closed, without touching the database; the
+// conformance cases that use them fail, and say so.
+var ErrNotImplemented = errors.New("idemmysql: not implemented yet")
+
+// unsupported supplies those methods to Store.
+type unsupported struct{}
+
+func notYet(method string) error { return fmt.Errorf("%w: %s", ErrNotImplemented, method) }
+
+func (unsupported) Prune(context.Context, int) (registry.PruneResult, error) {
+	return registry.PruneResult{}, notYet("Prune")
+}
+func (unsupported) RecordPruneRun(context.Context, registry.PruneRun) error {
+	return notYet("RecordPruneRun")
+}
+func (unsupported) PruneRuns(context.Context, int) ([]registry.PruneRun, error) {
+	return nil, notYet("PruneRuns")
+}
+func (unsupported) BeginEffect(context.Context, registry.Record, string, []byte) (registry.Effect, error) {
+	return registry.Effect{}, notYet("BeginEffect")
+}
+func (unsupported) RecordEffect(context.Context, registry.Record, string, string, string, []byte) error {
+	return notYet("RecordEffect")
+}
+func (unsupported) Effects(context.Context, string) ([]registry.Effect, error) {
+	return nil, notYet("Effects")
+}
+func (unsupported) MarkUnknown(context.Context, registry.Record) (registry.Record, error) {
+	return registry.Record{}, notYet("MarkUnknown")
+}
+func (unsupported) Reconcile(context.Context, string, registry.Reconciliation) (registry.Record, error) {
+	return registry.Record{}, notYet("Reconcile")
+}
+func (unsupported) Reconciliations(context.Context, string) ([]registry.ReconciliationEntry, error) {
+	return nil, notYet("Reconciliations")
+}
+func (unsupported) ListOperations(context.Context, registry.ListFilter) ([]registry.Record, error) {
+	return nil, notYet("ListOperations")
+}
+func (unsupported) CountOperations(context.Context, registry.ListFilter) (int64, error) {
+	return 0, notYet("CountOperations")
+}
+func (unsupported) ExpiredLeases(context.Context, int) ([]registry.Record, error) {
+	return nil, notYet("ExpiredLeases")
+}
+func (unsupported) ExtendLease(context.Context, registry.Record, time.Duration) (time.Time, error) {
+	return time.Time{}, notYet("ExtendLease")
+}
+func (unsupported) FailOutbox(context.Context, registry.OutboxFailure) error {
+	return notYet("FailOutbox")
+}
+func (unsupported) DeadLetters(context.Context, int) ([]registry.OutboxMessage, error) {
+	return nil, notYet("DeadLetters")
+}
+func (unsupported) RequeueOutbox(context.Context, string) error { return notYet("RequeueOutbox") }
+func (unsupported) OutboxStats(context.Context) (registry.OutboxStats, error) {
+	return registry.OutboxStats{}, notYet("OutboxStats")
+}
+func (unsupported) OperationOutbox(context.Context, string) ([]registry.OutboxMessage, error) {
+	return nil, notYet("OperationOutbox")
+}
+func (unsupported) AppendAudit(context.Context, registry.AuditEntry) (registry.AuditEntry, error) {
+	return registry.AuditEntry{}, notYet("AppendAudit")
+}
+func (unsupported) AuditLog(context.Context, registry.AuditFilter) ([]registry.AuditEntry, error) {
+	return nil, notYet("AuditLog")
+}
+func (unsupported) RecordLookup(context.Context, registry.Lookup) (registry.Lookup, error) {
+	return registry.Lookup{}, notYet("RecordLookup")
+}
+func (unsupported) Lookups(context.Context, string) ([]registry.Lookup, error) {
+	return nil, notYet("Lookups")
+}
+func (unsupported) RequestSettlement(context.Context, registry.PendingSettlement) (registry.PendingSettlement, bool, error) {
+	return registry.PendingSettlement{}, false, notYet("RequestSettlement")
+}
+func (unsupported) PendingSettlement(context.Context, string) (registry.PendingSettlement, error) {
+	return registry.PendingSettlement{}, notYet("PendingSettlement")
+}
+func (unsupported) ApproveSettlement(context.Context, string, string) (registry.PendingSettlement, error) {
+	return registry.PendingSettlement{}, notYet("ApproveSettlement")
+}
+func (unsupported) Rollouts(context.Context) ([]registry.Rollout, error) {
+	return nil, notYet("Rollouts")
+}
+func (unsupported) Rollout(context.Context, string) (registry.Rollout, error) {
+	return registry.Rollout{}, notYet("Rollout")
+}
+func (unsupported) SetRollout(context.Context, registry.RolloutChange) (registry.Rollout, error) {
+	return registry.Rollout{}, notYet("SetRollout")
+}
+func (unsupported) MarkEnforced(context.Context, string) (registry.Rollout, error) {
+	return registry.Rollout{}, notYet("MarkEnforced")
+}
+func (unsupported) AddVerdicts(context.Context, []registry.VerdictCount) error {
+	return notYet("AddVerdicts")
+}
+func (unsupported) Verdicts(context.Context, string) ([]registry.VerdictCount, error) {
+	return nil, notYet("Verdicts")
+}
+func (unsupported) Reseal(context.Context, string, int) (registry.ResealBatch, error) {
+	return registry.ResealBatch{}, notYet("Reseal")
+}
+func (unsupported) KeyUsage(context.Context) (map[string]int64, error) {
+	return nil, notYet("KeyUsage")
+}
+func (unsupported) AnnounceKeys(context.Context, string, []string) error {
+	return notYet("AnnounceKeys")
+}
+func (unsupported) KeyHolders(context.Context, time.Duration) ([]registry.KeyHolder, error) {
+	return nil, notYet("KeyHolders")
+}
+func (unsupported) ForgetInstance(context.Context, string) error { return notYet("ForgetInstance") }
