@@ -58,8 +58,11 @@ func (s *Store) executeOnce(ctx context.Context, c registry.Claim, fn registry.B
 	}
 	// The claim is never seen as RESERVED: for fn, and for the outcomes
 	// it may return, the operation is executing.
-	rec.State = idem.StateExecuting
-	out, err := fn(ctx, sqlTx{tx}, rec)
+	// The record is stored as RESERVED until the compare-and-set below,
+	// which moves it straight to the outcome's state.
+	seen := rec
+	seen.State = idem.StateExecuting
+	out, err := fn(ctx, sqlTx{tx}, seen)
 	if err != nil {
 		return registry.Result{}, err, false
 	}

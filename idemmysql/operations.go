@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/idemkit/idem"
@@ -83,32 +84,50 @@ func (s *Store) Reserve(ctx context.Context, c registry.Claim) (registry.Record,
 	if !errors.Is(err, sql.ErrNoRows) {
 		return registry.Record{}, false, s.fail("reserve", err)
 	}
-	var inserted bool
 	for attempt := 1; ; attempt++ {
-		inserted, err = s.insertClaim(ctx, s.db, c)
-		if !isDeadlock(err) || attempt == deadlockAttempts {
-			break
+		rec, created, err := s.reserveOnce(ctx, c)
+		// A deadlock wrote nothing; a duplicate whose record was released
+		// before it could be read leaves the scope free again: try again.
+		if (isDeadlock(err) || errors.Is(err, errVanished)) && attempt < deadlockAttempts {
+			continue
 		}
+		if errors.Is(err, errVanished) {
+			err = fmt.Errorf("%w: %w", registry.ErrUnavailable, err)
+		}
+		if err != nil {
+			return registry.Record{}, false, s.fail("reserve", err)
+		}
+		return rec, created, nil
 	}
+}
+
+// errVanished reports a scope whose insert met a duplicate but whose
+// record was gone (released) when read.
+var errVanished = errors.New("the scope's record was released while it was being reserved")
+
+// reserveOnce is one attempt of Reserve's insert-or-read. Its errors are
+// untranslated.
+func (s *Store) reserveOnce(ctx context.Context, c registry.Claim) (registry.Record, bool, error) {
+	inserted, err := s.insertClaim(ctx, s.db, c)
 	if key, dup := duplicateKey(err); err != nil && !(dup && key == "PRIMARY") {
-		return registry.Record{}, false, s.fail("reserve", err)
+		return registry.Record{}, false, err
 	}
 	rec, rerr := s.scanRecord(queryRow(ctx, s.db, queries.Get("GetByScope"), c.Scope[:]))
 	switch {
 	case rerr == nil:
 		return rec, inserted, nil
 	case !errors.Is(rerr, sql.ErrNoRows):
-		return registry.Record{}, false, s.fail("reserve", rerr)
-	case err != nil: // a duplicate whose record vanished (released) meanwhile
-		return registry.Record{}, false, s.fail("reserve", err)
+		return registry.Record{}, false, rerr
+	case err != nil:
+		return registry.Record{}, false, errVanished
 	}
 	if ferr := writerFenced(ctx, s.db, c.WriterEpoch); ferr != nil {
-		return registry.Record{}, false, s.fail("reserve", ferr)
+		return registry.Record{}, false, ferr
 	}
 	if c.MaxActive > 0 {
-		return registry.Record{}, false, s.fail("reserve", registry.ErrActiveLimit)
+		return registry.Record{}, false, registry.ErrActiveLimit
 	}
-	return registry.Record{}, false, s.fail("reserve", registry.ErrNotFound)
+	return registry.Record{}, false, errVanished
 }
 
 // Release deletes the record if it is still RESERVED under rec.OwnerGen,

@@ -31,30 +31,6 @@ func (unsupported) RecordPruneRun(context.Context, registry.PruneRun) error {
 func (unsupported) PruneRuns(context.Context, int) ([]registry.PruneRun, error) {
 	return nil, notYet("PruneRuns")
 }
-func (unsupported) BeginEffect(context.Context, registry.Record, string, []byte) (registry.Effect, error) {
-	return registry.Effect{}, notYet("BeginEffect")
-}
-func (unsupported) RecordEffect(context.Context, registry.Record, string, string, string, []byte) error {
-	return notYet("RecordEffect")
-}
-func (unsupported) Effects(context.Context, string) ([]registry.Effect, error) {
-	return nil, notYet("Effects")
-}
-func (unsupported) MarkUnknown(context.Context, registry.Record) (registry.Record, error) {
-	return registry.Record{}, notYet("MarkUnknown")
-}
-func (unsupported) Reconcile(context.Context, string, registry.Reconciliation) (registry.Record, error) {
-	return registry.Record{}, notYet("Reconcile")
-}
-func (unsupported) Reconciliations(context.Context, string) ([]registry.ReconciliationEntry, error) {
-	return nil, notYet("Reconciliations")
-}
-func (unsupported) ListOperations(context.Context, registry.ListFilter) ([]registry.Record, error) {
-	return nil, notYet("ListOperations")
-}
-func (unsupported) CountOperations(context.Context, registry.ListFilter) (int64, error) {
-	return 0, notYet("CountOperations")
-}
 func (unsupported) ExpiredLeases(context.Context, int) ([]registry.Record, error) {
 	return nil, notYet("ExpiredLeases")
 }
