@@ -31,25 +31,6 @@ func (unsupported) RecordPruneRun(context.Context, registry.PruneRun) error {
 func (unsupported) PruneRuns(context.Context, int) ([]registry.PruneRun, error) {
 	return nil, notYet("PruneRuns")
 }
-func (unsupported) ExpiredLeases(context.Context, int) ([]registry.Record, error) {
-	return nil, notYet("ExpiredLeases")
-}
-func (unsupported) ExtendLease(context.Context, registry.Record, time.Duration) (time.Time, error) {
-	return time.Time{}, notYet("ExtendLease")
-}
-func (unsupported) FailOutbox(context.Context, registry.OutboxFailure) error {
-	return notYet("FailOutbox")
-}
-func (unsupported) DeadLetters(context.Context, int) ([]registry.OutboxMessage, error) {
-	return nil, notYet("DeadLetters")
-}
-func (unsupported) RequeueOutbox(context.Context, string) error { return notYet("RequeueOutbox") }
-func (unsupported) OutboxStats(context.Context) (registry.OutboxStats, error) {
-	return registry.OutboxStats{}, notYet("OutboxStats")
-}
-func (unsupported) OperationOutbox(context.Context, string) ([]registry.OutboxMessage, error) {
-	return nil, notYet("OperationOutbox")
-}
 func (unsupported) AppendAudit(context.Context, registry.AuditEntry) (registry.AuditEntry, error) {
 	return registry.AuditEntry{}, notYet("AppendAudit")
 }

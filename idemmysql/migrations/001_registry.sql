@@ -162,24 +162,13 @@ CREATE TABLE idem_outbox (
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin;
 
 -- A message is deleted only once published, with its operation's
--- expiring tombstone; what it says never changes.
+-- expiring tombstone.
 CREATE TRIGGER idem_outbox_delete BEFORE DELETE ON idem_outbox
 FOR EACH ROW
 BEGIN
     IF OLD.published_at IS NULL
        OR EXISTS (SELECT 1 FROM idem_operations WHERE operation_id = OLD.operation_id AND tombstone_until IS NULL) THEN
         SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'idem: an outbox message is deleted only once published, with its operation''s expiring tombstone';
-    END IF;
-END;
-
-CREATE TRIGGER idem_outbox_update BEFORE UPDATE ON idem_outbox
-FOR EACH ROW
-BEGIN
-    IF NOT (NEW.seq <=> OLD.seq AND NEW.message_id <=> OLD.message_id AND NEW.operation_id <=> OLD.operation_id
-            AND NEW.topic <=> OLD.topic AND NEW.created_at <=> OLD.created_at)
-       OR (OLD.published_at IS NOT NULL AND NOT (NEW.published_at <=> OLD.published_at))
-       OR (NOT (NEW.payload <=> OLD.payload) AND (NEW.payload_key IS NULL OR NEW.payload_key <=> OLD.payload_key)) THEN
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'idem: an outbox message''s identity and payload never change, and a publication stands';
     END IF;
 END;
 
