@@ -25,33 +25,6 @@ func notYet(method string) error { return fmt.Errorf("%w: %s", ErrNotImplemented
 func (unsupported) Prune(context.Context, int) (registry.PruneResult, error) {
 	return registry.PruneResult{}, notYet("Prune")
 }
-func (unsupported) RecordPruneRun(context.Context, registry.PruneRun) error {
-	return notYet("RecordPruneRun")
-}
-func (unsupported) PruneRuns(context.Context, int) ([]registry.PruneRun, error) {
-	return nil, notYet("PruneRuns")
-}
-func (unsupported) AppendAudit(context.Context, registry.AuditEntry) (registry.AuditEntry, error) {
-	return registry.AuditEntry{}, notYet("AppendAudit")
-}
-func (unsupported) AuditLog(context.Context, registry.AuditFilter) ([]registry.AuditEntry, error) {
-	return nil, notYet("AuditLog")
-}
-func (unsupported) RecordLookup(context.Context, registry.Lookup) (registry.Lookup, error) {
-	return registry.Lookup{}, notYet("RecordLookup")
-}
-func (unsupported) Lookups(context.Context, string) ([]registry.Lookup, error) {
-	return nil, notYet("Lookups")
-}
-func (unsupported) RequestSettlement(context.Context, registry.PendingSettlement) (registry.PendingSettlement, bool, error) {
-	return registry.PendingSettlement{}, false, notYet("RequestSettlement")
-}
-func (unsupported) PendingSettlement(context.Context, string) (registry.PendingSettlement, error) {
-	return registry.PendingSettlement{}, notYet("PendingSettlement")
-}
-func (unsupported) ApproveSettlement(context.Context, string, string) (registry.PendingSettlement, error) {
-	return registry.PendingSettlement{}, notYet("ApproveSettlement")
-}
 func (unsupported) Rollouts(context.Context) ([]registry.Rollout, error) {
 	return nil, notYet("Rollouts")
 }
