@@ -22,9 +22,6 @@ type unsupported struct{}
 
 func notYet(method string) error { return fmt.Errorf("%w: %s", ErrNotImplemented, method) }
 
-func (unsupported) Prune(context.Context, int) (registry.PruneResult, error) {
-	return registry.PruneResult{}, notYet("Prune")
-}
 func (unsupported) Rollouts(context.Context) ([]registry.Rollout, error) {
 	return nil, notYet("Rollouts")
 }
