@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/idemkit/idem/registry"
 )
@@ -40,16 +39,3 @@ func (unsupported) AddVerdicts(context.Context, []registry.VerdictCount) error {
 func (unsupported) Verdicts(context.Context, string) ([]registry.VerdictCount, error) {
 	return nil, notYet("Verdicts")
 }
-func (unsupported) Reseal(context.Context, string, int) (registry.ResealBatch, error) {
-	return registry.ResealBatch{}, notYet("Reseal")
-}
-func (unsupported) KeyUsage(context.Context) (map[string]int64, error) {
-	return nil, notYet("KeyUsage")
-}
-func (unsupported) AnnounceKeys(context.Context, string, []string) error {
-	return notYet("AnnounceKeys")
-}
-func (unsupported) KeyHolders(context.Context, time.Duration) ([]registry.KeyHolder, error) {
-	return nil, notYet("KeyHolders")
-}
-func (unsupported) ForgetInstance(context.Context, string) error { return notYet("ForgetInstance") }
