@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"time"
 
 	"github.com/idemkit/idem/registry"
 )
@@ -80,6 +81,19 @@ func (s *Store) writeTx(ctx context.Context, op string, fn func(tx *sql.Tx, now 
 		if !isDeadlock(err) || attempt == deadlockAttempts {
 			return s.fail(op, err)
 		}
+		deadlockPause(ctx, attempt)
+	}
+}
+
+// deadlockPause waits a little before a deadlock victim runs again —
+// attempt milliseconds, or until ctx ends — so that the transaction that
+// won gets ahead instead of meeting the victim at the same locks again.
+func deadlockPause(ctx context.Context, attempt int) {
+	t := time.NewTimer(time.Duration(attempt) * time.Millisecond)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
 	}
 }
 

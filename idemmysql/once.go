@@ -35,6 +35,7 @@ func (s *Store) ExecuteOnce(ctx context.Context, c registry.Claim, fn registry.B
 		if !retry || attempt == deadlockAttempts {
 			return res, err
 		}
+		deadlockPause(ctx, attempt)
 	}
 }
 

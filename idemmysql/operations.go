@@ -89,6 +89,7 @@ func (s *Store) Reserve(ctx context.Context, c registry.Claim) (registry.Record,
 		// A deadlock wrote nothing; a duplicate whose record was released
 		// before it could be read leaves the scope free again: try again.
 		if (isDeadlock(err) || errors.Is(err, errVanished)) && attempt < deadlockAttempts {
+			deadlockPause(ctx, attempt)
 			continue
 		}
 		if errors.Is(err, errVanished) {

@@ -53,7 +53,6 @@ type Store struct {
 	sealer registry.Sealer  // Options.Sealer, may be nil
 	ownsDB bool             // Close closes db (Open), or leaves it (OpenDB)
 	closed atomic.Bool
-	unsupported
 }
 
 var _ registry.Store = (*Store)(nil)
