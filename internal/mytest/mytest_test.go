@@ -219,3 +219,20 @@ func TestDBName(t *testing.T) {
 		}
 	}
 }
+
+// TestDatabaseDropped: the database DSN hands a test is dropped when the
+// test ends, while the server goes on serving the others.
+func TestDatabaseDropped(t *testing.T) {
+	var name string
+	t.Run("owner", func(t *testing.T) {
+		name = queryString(t, open(t, DSN(t)), "SELECT DATABASE()")
+	})
+	admin := Admin(t, DSN(t))
+	var n int
+	if err := admin.QueryRowContext(t.Context(), "SELECT COUNT(*) FROM information_schema.schemata WHERE schema_name = ?", name).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if name == "" || n != 0 {
+		t.Errorf("database %q still exists after its test (%d rows)", name, n)
+	}
+}
