@@ -17,6 +17,9 @@ import (
 const (
 	idAttempts       = 3
 	deadlockAttempts = 5
+	// vanishedAttempts bounds Reserve's tries for a scope that others
+	// keep reserving and releasing between its insert and its read.
+	vanishedAttempts = 100
 )
 
 // claimArgs are the arguments of ClaimInsert; ClaimInsertLimited takes
@@ -62,7 +65,9 @@ func (s *Store) insertClaim(ctx context.Context, q querier, c registry.Claim) (b
 // one commits and the others, after waiting for it, fail with a
 // duplicate-key error and read its record. A deadlock (InnoDB's lock
 // upgrade between waiters of a rolled-back insert) is retried: nothing
-// was written. ctx governs the whole call.
+// was written (up to 5 tries). A duplicate whose record was released
+// before it could be read is tried again (up to 100 tries, then an error
+// wrapping registry.ErrUnavailable). ctx governs the whole call.
 //
 // With c.MaxActive > 0 the insert is made only while c.Owner holds fewer
 // than c.MaxActive active records of c.Operation (ClaimInsertLimited);
@@ -84,15 +89,21 @@ func (s *Store) Reserve(ctx context.Context, c registry.Claim) (registry.Record,
 	if !errors.Is(err, sql.ErrNoRows) {
 		return registry.Record{}, false, s.fail("reserve", err)
 	}
-	for attempt := 1; ; attempt++ {
+	for deadlocks, vanished := 0, 0; ; {
 		rec, created, err := s.reserveOnce(ctx, c)
-		// A deadlock wrote nothing; a duplicate whose record was released
-		// before it could be read leaves the scope free again: try again.
-		if (isDeadlock(err) || errors.Is(err, errVanished)) && attempt < deadlockAttempts {
-			deadlockPause(ctx, attempt)
+		switch {
+		case isDeadlock(err) && deadlocks+1 < deadlockAttempts:
+			// A deadlock wrote nothing: run again, after a pause.
+			deadlocks++
+			deadlockPause(ctx, deadlocks)
 			continue
-		}
-		if errors.Is(err, errVanished) {
+		case errors.Is(err, errVanished) && vanished+1 < vanishedAttempts && ctx.Err() == nil:
+			// The duplicate's record was released before it could be
+			// read: the scope is free again, and whoever released it made
+			// progress. Try again at once.
+			vanished++
+			continue
+		case errors.Is(err, errVanished):
 			err = fmt.Errorf("%w: %w", registry.ErrUnavailable, err)
 		}
 		if err != nil {
