@@ -10,8 +10,9 @@ import (
 
 // sqlTx is the registry.Tx handed to business functions: $1 …
 // placeholders, rewritten to MySQL's "?" (a repeated $N binds its argument
-// again; see placeholders.go); Native returns the *sql.Tx, on which
-// statements use "?" as MySQL does. Its errors are the database's,
+// again; see placeholders.go); a statement without $N is sent as it is,
+// so MySQL's own "?" placeholders work too. Native returns the *sql.Tx,
+// on which statements use "?" only. Its errors are the database's,
 // untranslated.
 type sqlTx struct{ tx *sql.Tx }
 
