@@ -11,7 +11,7 @@ import (
 // checked with the tool a reader would use: go list -deps.
 func TestLibraryLayout(t *testing.T) {
 	library := []string{".", "./canon", "./registry", "./registry/registrytest", "./effect", "./idemhttp",
-		"./idempg", "./idemsqlite", "./idemstore", "./outbox", "./recovery", "./maintenance", "./keyring", "./console"}
+		"./idempg", "./idemsqlite", "./idemmysql", "./idemstore", "./outbox", "./recovery", "./maintenance", "./keyring", "./console"}
 	out, err := exec.Command("go", append([]string{"list", "-deps"}, library...)...).CombinedOutput()
 	if err != nil {
 		t.Fatalf("go list -deps: %v\n%s", err, out)

@@ -1,6 +1,6 @@
 // Package idemstore opens a registry store from a DSN, choosing the driver by
 // its scheme: "postgres://…" or "postgresql://…" for idempg, "sqlite:PATH"
-// for idemsqlite. It is the one place that knows every driver; libraries
+// for idemsqlite, "mysql://…" for idemmysql (MySQL or MariaDB). It is the one place that knows every driver; libraries
 // that want a single driver import it directly instead.
 package idemstore
 
@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/idemkit/idem/idemmysql"
 	"github.com/idemkit/idem/idempg"
 	"github.com/idemkit/idem/idemsqlite"
 	"github.com/idemkit/idem/registry"
@@ -33,17 +34,21 @@ func Open(ctx context.Context, dsn string, opts Options) (registry.Store, error)
 		return idempg.Open(ctx, dsn, idempg.Options{Now: opts.Now, Sealer: opts.Sealer})
 	case "sqlite":
 		return idemsqlite.Open(ctx, dsn, idemsqlite.Options{Now: opts.Now, Sealer: opts.Sealer})
+	case "mysql":
+		return idemmysql.Open(ctx, dsn, idemmysql.Options{Now: opts.Now, Sealer: opts.Sealer})
 	}
-	return nil, fmt.Errorf("idemstore: unknown database %q: want postgres://… or sqlite:PATH", redact(dsn))
+	return nil, fmt.Errorf("idemstore: unknown database %q: want postgres://…, mysql://… or sqlite:PATH", redact(dsn))
 }
 
-// Kind returns "postgres", "sqlite" or "" for a DSN.
+// Kind returns "postgres", "sqlite", "mysql" or "" for a DSN.
 func Kind(dsn string) string {
 	switch {
 	case strings.HasPrefix(dsn, "postgres://"), strings.HasPrefix(dsn, "postgresql://"):
 		return "postgres"
 	case strings.HasPrefix(dsn, "sqlite:"):
 		return "sqlite"
+	case strings.HasPrefix(dsn, "mysql://"):
+		return "mysql"
 	}
 	return ""
 }
