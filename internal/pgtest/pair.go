@@ -290,6 +290,11 @@ func (c *cluster) await(sql, want string, timeout time.Duration) error {
 // poll calls cond every pollEvery until it reports done or timeout passes;
 // it then returns cond's last error.
 func poll(timeout time.Duration, cond func() (bool, error)) error {
+	return pollWith(timeout, pollEvery, cond)
+}
+
+// pollWith is poll with its own interval.
+func pollWith(timeout, every time.Duration, cond func() (bool, error)) error {
 	deadline := time.Now().Add(timeout)
 	for {
 		done, err := cond()
@@ -299,7 +304,7 @@ func poll(timeout time.Duration, cond func() (bool, error)) error {
 		if time.Now().After(deadline) {
 			return fmt.Errorf("pgtest: after %v: %w", timeout, err)
 		}
-		time.Sleep(pollEvery) // a polling interval, not a synchronisation
+		time.Sleep(every) // a polling interval, not a synchronisation
 	}
 }
 
