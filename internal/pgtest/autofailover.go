@@ -252,9 +252,28 @@ func (h *HACluster) DSN(db string) (string, error) {
 	if err := h.nodes[p].c.client("createdb", "--", db); err != nil {
 		return "", err
 	}
+	// Until the secondary has replayed the createdb, a client that
+	// tries it first gets FATAL "database does not exist" there and
+	// gives up instead of trying the next host.
+	for _, n := range h.nodes {
+		q := "select count(*) from pg_database where datname = '" + db + "'"
+		if err := n.c.await(q, "1", haFormWait); err != nil {
+			return "", err
+		}
+	}
 	a, b := h.Ports()
 	return fmt.Sprintf("postgres://postgres@127.0.0.1:%d,127.0.0.1:%d/%s?sslmode=disable&target_session_attrs=read-write&connect_timeout=2",
 		a, b, db), nil
+}
+
+// NodeDSN is the connection string of name's postgres database alone,
+// for probes (read-write sessions only: target_session_attrs).
+func (h *HACluster) NodeDSN(name string) string {
+	port := 0
+	if n, ok := h.nodes[name]; ok {
+		port = n.c.port
+	}
+	return fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable&target_session_attrs=read-write&connect_timeout=1", port)
 }
 
 // State returns what the monitor reports of every node (pg_autoctl show
@@ -278,6 +297,28 @@ func (h *HACluster) StateText() string {
 		return err.Error()
 	}
 	return strings.TrimRight(out, "\n")
+}
+
+// Events is the monitor's last count events (pg_autoctl show events):
+// every state it assigned and every report, with its reason.
+func (h *HACluster) Events(count int) string {
+	out, err := h.monitor.output(h.autoctl, "show", "events", "--pgdata", h.monitor.c.data, "--count", strconv.Itoa(count))
+	if err != nil {
+		return err.Error()
+	}
+	return strings.TrimRight(out, "\n")
+}
+
+// Replication is what the primary name runs with: its
+// synchronous_standby_names and, for every standby in its
+// pg_stat_replication, "application_name:state:sync_state".
+func (h *HACluster) Replication(name string) (string, error) {
+	n, err := h.node(name)
+	if err != nil {
+		return "", err
+	}
+	return n.c.query("select coalesce(current_setting('synchronous_standby_names'), '') || ' / ' || " +
+		"coalesce((select string_agg(application_name || ':' || state || ':' || sync_state, ',') from pg_stat_replication), 'no standby')")
 }
 
 // Primary returns the name of the node the monitor reports, and
@@ -317,6 +358,29 @@ func (h *HACluster) WaitState(timeout time.Duration, pairs ...string) error {
 			}
 		}
 		return true, nil
+	})
+	if err != nil {
+		return fmt.Errorf("%w\n%s", err, h.logTails())
+	}
+	return nil
+}
+
+// WaitPromoted polls the monitor until it reports name as a primary —
+// "wait_primary" (promoted, accepting writes, its standby not back yet:
+// pg_auto_failover then commits without waiting for one) or "primary"
+// — or timeout passes.
+func (h *HACluster) WaitPromoted(timeout time.Duration, name string) error {
+	err := pollWith(timeout, haStatePoll, func() (bool, error) {
+		s, err := h.State()
+		if err != nil {
+			return false, err
+		}
+		for _, n := range s {
+			if n.Name == name && (n.Reported == "wait_primary" || n.Reported == "primary") {
+				return true, nil
+			}
+		}
+		return false, fmt.Errorf("want %s promoted, the monitor reports %+v", name, s)
 	})
 	if err != nil {
 		return fmt.Errorf("%w\n%s", err, h.logTails())
