@@ -106,6 +106,7 @@ type haFigures struct {
 // node back, the same gates must pass, and the stopped node, restarted,
 // rejoins. With IDEM_HA_REPLICATION=async (no replication quorum) the
 // test reports what was lost and fails only if the harness broke.
+// threat:ha-failover-acknowledged-loss
 func TestHAFailover(t *testing.T) {
 	t.Parallel()
 	requests := envRequests(t, haRequestsEnv, defaultHARequests)

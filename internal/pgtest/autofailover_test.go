@@ -20,6 +20,7 @@ const haWait = 2 * time.Minute
 // killed (StopNode) the monitor promotes the first node back, and the
 // restarted node rejoins as a secondary. Every row committed before each
 // failure is on the node promoted after it.
+// threat:ha-failover-acknowledged-loss
 func TestHACluster(t *testing.T) {
 	t.Parallel()
 	h := pgtest.NewHACluster(t, true)
