@@ -116,18 +116,7 @@ type NodeState struct {
 func NewHACluster(t testing.TB, sync bool) *HACluster {
 	t.Helper()
 	h, err := startHA(sync)
-	switch {
-	case errors.Is(err, errNoBinaries) && os.Getenv(RequireEnv) != "1":
-		t.Skip(err)
-	case err != nil:
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := h.stop(); err != nil {
-			t.Error(err)
-		}
-	})
-	return h
+	return started(t, h, err)
 }
 
 // startHA builds the formation; on failure nothing is left running.

@@ -63,6 +63,14 @@ type Pair struct {
 func NewPair(t testing.TB, sync bool) *Pair {
 	t.Helper()
 	p, err := startPair(sync)
+	return started(t, p, err)
+}
+
+// started is what NewPair and NewHACluster do with what they started:
+// skip t when err says the binaries are missing (unless RequireEnv),
+// fail it on any other err, else register a cleanup that stops v.
+func started[T interface{ stop() error }](t testing.TB, v T, err error) T {
+	t.Helper()
 	switch {
 	case errors.Is(err, errNoBinaries) && os.Getenv(RequireEnv) != "1":
 		t.Skip(err)
@@ -70,11 +78,11 @@ func NewPair(t testing.TB, sync bool) *Pair {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		if err := p.stop(); err != nil {
+		if err := v.stop(); err != nil {
 			t.Error(err)
 		}
 	})
-	return p
+	return v
 }
 
 // startPair builds the pair; on failure nothing is left running.
