@@ -222,7 +222,7 @@ func haRun(t *testing.T, h *pgtest.HACluster, fig *haFigures, db string, request
 	} else {
 		fig.RejoinedAfterMs, rejoined = ms(time.Since(failed)), true
 	}
-	fig.State, fig.Events = h.StateText(), h.Events(30)
+	fig.State, fig.Events = h.StateText(), h.Events(60)
 	t.Log(haFiguresText(rep, *fig))
 
 	if rep.Crashes != 0 || rep.InstanceProblems != 0 {

@@ -36,11 +36,14 @@ func (h *HACluster) KillPostmaster(name string) (int, error) {
 }
 
 // StopNode kills the whole node at one instant, as a loss of its host:
-// its keeper, the postmaster and every backend (they share the keeper's
-// process group; SIGSTOP to all of them first, then SIGKILL), and
-// returns once the keeper has exited and the port refuses connections.
-// The monitor then sees a primary it cannot reach, waits
-// primary_demote_timeout and promotes the secondary.
+// its keeper processes (one process group) and PostgreSQL — the
+// postmaster and every child of it, which PostgreSQL puts each in a
+// session of its own, so a signal to the keeper's group misses them. All
+// are stopped first (SIGSTOP: the postmaster forks no more, no backend
+// commits or answers once stopped), then killed (SIGKILL), as
+// Pair.KillPrimary does; it returns once the keeper has exited and the
+// port refuses connections. The monitor then sees a primary it cannot
+// reach, waits primary_demote_timeout and promotes the secondary.
 func (h *HACluster) StopNode(name string) error {
 	n, err := h.node(name)
 	if err != nil {
@@ -53,14 +56,35 @@ func (h *HACluster) StopNode(name string) error {
 		return fmt.Errorf("pgtest: %s is not running", name)
 	}
 	pgid := k.Process.Pid
-	_ = syscall.Kill(-pgid, syscall.SIGSTOP)
+	_ = syscall.Kill(-pgid, syscall.SIGSTOP) // the keeper restarts nothing now
+	var pg []int
+	if pm, err := n.c.postmasterPID(); err == nil && pidAlive(pm) {
+		_ = syscall.Kill(pm, syscall.SIGSTOP)
+		pg = append([]int{pm}, children(pm)...)
+	}
+	for _, pid := range pg {
+		_ = syscall.Kill(pid, syscall.SIGSTOP) // gone already: nothing to stop
+	}
 	if err := syscall.Kill(-pgid, syscall.SIGKILL); err != nil {
 		return fmt.Errorf("pgtest: killing %s (process group %d): %w", name, pgid, err)
+	}
+	for _, pid := range pg {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
 	}
 	select {
 	case <-exited:
 	case <-time.After(haStopWait):
 		return fmt.Errorf("pgtest: %s's keeper did not exit after SIGKILL", name)
+	}
+	if err := poll(deathWait, func() (bool, error) {
+		for _, pid := range pg {
+			if pidAlive(pid) {
+				return false, fmt.Errorf("pgtest: %s's PostgreSQL process %d still runs after SIGKILL", name, pid)
+			}
+		}
+		return true, nil
+	}); err != nil {
+		return err
 	}
 	return n.awaitRefused(deathWait)
 }
