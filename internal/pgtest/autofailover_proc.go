@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -56,14 +57,29 @@ func (h *HACluster) StopNode(name string) error {
 		return fmt.Errorf("pgtest: %s is not running", name)
 	}
 	pgid := k.Process.Pid
-	_ = syscall.Kill(-pgid, syscall.SIGSTOP) // the keeper restarts nothing now
+	// Reading /proc takes a while on a busy machine: the children are
+	// listed before anything stops, so that the stops land within
+	// microseconds of each other, and listed again once the postmaster
+	// has stopped, for a backend it forked in between.
+	pm, err := n.c.postmasterPID()
+	if err != nil || !pidAlive(pm) {
+		pm = 0
+	}
 	var pg []int
-	if pm, err := n.c.postmasterPID(); err == nil && pidAlive(pm) {
-		_ = syscall.Kill(pm, syscall.SIGSTOP)
+	if pm != 0 {
 		pg = append([]int{pm}, children(pm)...)
 	}
+	_ = syscall.Kill(-pgid, syscall.SIGSTOP) // the keeper restarts nothing now
 	for _, pid := range pg {
 		_ = syscall.Kill(pid, syscall.SIGSTOP) // gone already: nothing to stop
+	}
+	if pm != 0 {
+		for _, pid := range children(pm) {
+			if !slices.Contains(pg, pid) {
+				_ = syscall.Kill(pid, syscall.SIGSTOP)
+				pg = append(pg, pid)
+			}
+		}
 	}
 	if err := syscall.Kill(-pgid, syscall.SIGKILL); err != nil {
 		return fmt.Errorf("pgtest: killing %s (process group %d): %w", name, pgid, err)
