@@ -164,7 +164,7 @@ func haRun(t *testing.T, h *pgtest.HACluster, fig *haFigures, db string, request
 		at := time.Now()
 		var old *writableProbe
 		if fig.Failure == "node" {
-			err = h.StopNode(fig.Failed)
+			at, err = h.StopNode(fig.Failed)
 		} else {
 			_, err = h.KillPostmaster(fig.Failed)
 			old = startWritableProbe(ctx, h.NodeDSN(fig.Failed), at)

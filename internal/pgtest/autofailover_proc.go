@@ -43,18 +43,20 @@ func (h *HACluster) KillPostmaster(name string) (int, error) {
 // are stopped first (SIGSTOP: the postmaster forks no more, no backend
 // commits or answers once stopped), then killed (SIGKILL), as
 // Pair.KillPrimary does; it returns once the keeper has exited and the
-// port refuses connections. The monitor then sees a primary it cannot
-// reach, waits primary_demote_timeout and promotes the secondary.
-func (h *HACluster) StopNode(name string) error {
+// port refuses connections, with the instant the first stop was sent
+// (the failure's: the processes are listed before it). The monitor then
+// sees a primary it cannot reach, waits primary_demote_timeout and
+// promotes the secondary.
+func (h *HACluster) StopNode(name string) (stopped time.Time, err error) {
 	n, err := h.node(name)
 	if err != nil {
-		return err
+		return time.Time{}, err
 	}
 	n.mu.Lock()
 	k, exited := n.keeper, n.exited
 	n.mu.Unlock()
 	if k == nil {
-		return fmt.Errorf("pgtest: %s is not running", name)
+		return time.Time{}, fmt.Errorf("pgtest: %s is not running", name)
 	}
 	pgid := k.Process.Pid
 	// Reading /proc takes a while on a busy machine: the children are
@@ -69,6 +71,7 @@ func (h *HACluster) StopNode(name string) error {
 	if pm != 0 {
 		pg = append([]int{pm}, children(pm)...)
 	}
+	stopped = time.Now()
 	_ = syscall.Kill(-pgid, syscall.SIGSTOP) // the keeper restarts nothing now
 	for _, pid := range pg {
 		_ = syscall.Kill(pid, syscall.SIGSTOP) // gone already: nothing to stop
@@ -82,7 +85,7 @@ func (h *HACluster) StopNode(name string) error {
 		}
 	}
 	if err := syscall.Kill(-pgid, syscall.SIGKILL); err != nil {
-		return fmt.Errorf("pgtest: killing %s (process group %d): %w", name, pgid, err)
+		return stopped, fmt.Errorf("pgtest: killing %s (process group %d): %w", name, pgid, err)
 	}
 	for _, pid := range pg {
 		_ = syscall.Kill(pid, syscall.SIGKILL)
@@ -90,7 +93,7 @@ func (h *HACluster) StopNode(name string) error {
 	select {
 	case <-exited:
 	case <-time.After(haStopWait):
-		return fmt.Errorf("pgtest: %s's keeper did not exit after SIGKILL", name)
+		return stopped, fmt.Errorf("pgtest: %s's keeper did not exit after SIGKILL", name)
 	}
 	if err := poll(deathWait, func() (bool, error) {
 		for _, pid := range pg {
@@ -100,9 +103,9 @@ func (h *HACluster) StopNode(name string) error {
 		}
 		return true, nil
 	}); err != nil {
-		return err
+		return stopped, err
 	}
-	return n.awaitRefused(deathWait)
+	return stopped, n.awaitRefused(deathWait)
 }
 
 // RestartNode starts the node's keeper again (pg_autoctl run) after

@@ -54,7 +54,7 @@ func TestHACluster(t *testing.T) {
 	psql(t, dsn, "insert into t values (2)")
 
 	start = time.Now()
-	if err := h.StopNode(pgtest.NodeB); err != nil {
+	if _, err := h.StopNode(pgtest.NodeB); err != nil {
 		t.Fatal(err)
 	}
 	if err := h.WaitState(haWait, pgtest.NodeA, "wait_primary"); err != nil {
