@@ -1,10 +1,10 @@
 package pgtest
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -121,7 +121,7 @@ func NewHACluster(t testing.TB, sync bool) *HACluster {
 
 // startHA builds the formation; on failure nothing is left running.
 func startHA(syncRep bool) (_ *HACluster, err error) {
-	autoctl, err := exec.LookPath(cmpOr(os.Getenv(AutoctlEnv), "pg_autoctl"))
+	autoctl, err := exec.LookPath(cmp.Or(os.Getenv(AutoctlEnv), "pg_autoctl"))
 	if err != nil {
 		return nil, fmt.Errorf("%w (pg_autoctl: %v; install postgresql-15-auto-failover)", errNoBinaries, err)
 	}
@@ -386,24 +386,4 @@ func (h *HACluster) logTails() string {
 		}
 	}
 	return b.String()
-}
-
-// awaitRefused polls the node's port until it refuses connections.
-func (n *haNode) awaitRefused(timeout time.Duration) error {
-	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(n.c.port))
-	return poll(timeout, func() (bool, error) {
-		c, err := net.DialTimeout("tcp", addr, time.Second)
-		if err != nil {
-			return true, nil
-		}
-		c.Close()
-		return false, fmt.Errorf("pgtest: %s (%s) still accepts connections", addr, n.name)
-	})
-}
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }

@@ -105,7 +105,7 @@ func (h *HACluster) StopNode(name string) (stopped time.Time, err error) {
 	}); err != nil {
 		return stopped, err
 	}
-	return stopped, n.awaitRefused(deathWait)
+	return stopped, n.c.awaitRefused(deathWait)
 }
 
 // RestartNode starts the node's keeper again (pg_autoctl run) after

@@ -204,13 +204,19 @@ func (p *Pair) KillPrimary() error {
 		_ = syscall.Kill(c, syscall.SIGKILL)
 	}
 	p.killed = true
-	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(p.primary.port))
-	return poll(deathWait, func() (bool, error) {
-		c, err := net.DialTimeout("tcp", addr, time.Second)
+	return p.primary.awaitRefused(deathWait)
+}
+
+// awaitRefused polls c's port until it refuses connections, or timeout
+// passes.
+func (c *cluster) awaitRefused(timeout time.Duration) error {
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(c.port))
+	return poll(timeout, func() (bool, error) {
+		conn, err := net.DialTimeout("tcp", addr, time.Second)
 		if err != nil {
 			return true, nil
 		}
-		c.Close()
+		conn.Close()
 		return false, fmt.Errorf("pgtest: %s still accepts connections after SIGKILL", addr)
 	})
 }
