@@ -91,14 +91,7 @@ type failoverFigures struct {
 // constants above).
 func TestFailover(t *testing.T) {
 	t.Parallel()
-	requests := defaultFailoverRequests
-	if s := os.Getenv(failoverRequestsEnv); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 20 {
-			t.Fatalf("%s=%q: want a number of requests ≥ 20", failoverRequestsEnv, s)
-		}
-		requests = n
-	}
+	requests := envRequests(t, failoverRequestsEnv, defaultFailoverRequests)
 	standby := cmp.Or(os.Getenv(failoverStandbyEnv), "sync")
 	if standby != "sync" && standby != "async" {
 		t.Fatalf("%s=%q: want sync or async", failoverStandbyEnv, standby)
@@ -186,18 +179,9 @@ func TestFailover(t *testing.T) {
 		return nil
 	}
 
-	rep, err := gate.Run(t.Context(), gate.Config{
-		DSN: dsn, Bin: idemBin, Instances: 2, Requests: requests, TwoPhase: fig.TwoPhase,
-		ConflictRate: gate.DefaultConflictRate, RefusalRate: gate.DefaultRefusalRate,
-		// Two keys' storms at once (the gate's default is one): the kill
-		// always finds requests in flight, some of them in a commit.
-		Concurrency: 2 * gate.DefaultRetries,
-		Midway:      hook, Resend: true,
-		// The outage stalls reservations for seconds: the latency gate
-		// would judge the failover, not the reservation (docs/gate.md).
-		LatencyBudget: time.Hour,
-		Progress:      testWriter{t},
-	})
+	cfg := failoverGate(t, dsn, gate.WorkloadPayments, requests, hook)
+	cfg.TwoPhase = fig.TwoPhase
+	rep, err := gate.Run(t.Context(), cfg)
 	if err != nil {
 		t.Fatalf("the gate could not run: %v", err)
 	}
@@ -208,7 +192,7 @@ func TestFailover(t *testing.T) {
 		fig.FirstNewAcceptanceMs = firstNewAcceptance(rep.Load, promoted)
 	}
 	t.Log(figuresText(rep, fig))
-	writeFailoverReport(t, rep, fig)
+	writeJSONReport(t, failoverReportEnv, map[string]any{"gate": rep, "failover": fig})
 
 	if fig.Kills != 1 || promoted.IsZero() {
 		t.Fatalf("the primary was killed %d times and promoted: %v; want once and true (problems: %q)", fig.Kills, !promoted.IsZero(), rep.Problems)
@@ -313,14 +297,46 @@ func figuresText(rep *gate.Report, f failoverFigures) string {
 	return b.String()
 }
 
-// writeFailoverReport writes the report and the figures to the file
-// failoverReportEnv names, if any.
-func writeFailoverReport(t *testing.T, rep *gate.Report, f failoverFigures) {
-	path := os.Getenv(failoverReportEnv)
+// envRequests reads a number of planned requests (at least 20) from the
+// environment variable env; def when it is unset.
+func envRequests(t *testing.T, env string, def int) int {
+	s := os.Getenv(env)
+	if s == "" {
+		return def
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 20 {
+		t.Fatalf("%s=%q: want a number of requests ≥ 20", env, s)
+	}
+	return n
+}
+
+// failoverGate is the gate run of the failover tests: workload through
+// two instances on dsn, requests planned, hook called midway, every
+// answered key re-sent after the load.
+func failoverGate(t *testing.T, dsn, workload string, requests int, hook func(context.Context, gate.Midpoint) error) gate.Config {
+	return gate.Config{
+		DSN: dsn, Bin: idemBin, Workload: workload, Instances: 2, Requests: requests,
+		ConflictRate: gate.DefaultConflictRate, RefusalRate: gate.DefaultRefusalRate,
+		// Two keys' storms at once (the gate's default is one): the kill
+		// always finds requests in flight, some of them in a commit.
+		Concurrency: 2 * gate.DefaultRetries,
+		Midway:      hook, Resend: true,
+		// The outage stalls reservations for seconds: the latency gate
+		// would judge the failover, not the reservation (docs/gate.md).
+		LatencyBudget: time.Hour,
+		Progress:      testWriter{t},
+	}
+}
+
+// writeJSONReport writes v, indented, to the file the environment
+// variable env names, if any.
+func writeJSONReport(t *testing.T, env string, v any) {
+	path := os.Getenv(env)
 	if path == "" {
 		return
 	}
-	b, err := json.MarshalIndent(map[string]any{"gate": rep, "failover": f}, "", "  ")
+	b, err := json.MarshalIndent(v, "", "  ")
 	if err == nil {
 		err = os.WriteFile(path, b, 0o644)
 	}

@@ -63,6 +63,14 @@ type Pair struct {
 func NewPair(t testing.TB, sync bool) *Pair {
 	t.Helper()
 	p, err := startPair(sync)
+	return started(t, p, err)
+}
+
+// started is what NewPair and NewHACluster do with what they started:
+// skip t when err says the binaries are missing (unless RequireEnv),
+// fail it on any other err, else register a cleanup that stops v.
+func started[T interface{ stop() error }](t testing.TB, v T, err error) T {
+	t.Helper()
 	switch {
 	case errors.Is(err, errNoBinaries) && os.Getenv(RequireEnv) != "1":
 		t.Skip(err)
@@ -70,11 +78,11 @@ func NewPair(t testing.TB, sync bool) *Pair {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		if err := p.stop(); err != nil {
+		if err := v.stop(); err != nil {
 			t.Error(err)
 		}
 	})
-	return p
+	return v
 }
 
 // startPair builds the pair; on failure nothing is left running.
@@ -196,13 +204,19 @@ func (p *Pair) KillPrimary() error {
 		_ = syscall.Kill(c, syscall.SIGKILL)
 	}
 	p.killed = true
-	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(p.primary.port))
-	return poll(deathWait, func() (bool, error) {
-		c, err := net.DialTimeout("tcp", addr, time.Second)
+	return p.primary.awaitRefused(deathWait)
+}
+
+// awaitRefused polls c's port until it refuses connections, or timeout
+// passes.
+func (c *cluster) awaitRefused(timeout time.Duration) error {
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(c.port))
+	return poll(timeout, func() (bool, error) {
+		conn, err := net.DialTimeout("tcp", addr, time.Second)
 		if err != nil {
 			return true, nil
 		}
-		c.Close()
+		conn.Close()
 		return false, fmt.Errorf("pgtest: %s still accepts connections after SIGKILL", addr)
 	})
 }
@@ -290,6 +304,11 @@ func (c *cluster) await(sql, want string, timeout time.Duration) error {
 // poll calls cond every pollEvery until it reports done or timeout passes;
 // it then returns cond's last error.
 func poll(timeout time.Duration, cond func() (bool, error)) error {
+	return pollWith(timeout, pollEvery, cond)
+}
+
+// pollWith is poll with its own interval.
+func pollWith(timeout, every time.Duration, cond func() (bool, error)) error {
 	deadline := time.Now().Add(timeout)
 	for {
 		done, err := cond()
@@ -299,7 +318,7 @@ func poll(timeout time.Duration, cond func() (bool, error)) error {
 		if time.Now().After(deadline) {
 			return fmt.Errorf("pgtest: after %v: %w", timeout, err)
 		}
-		time.Sleep(pollEvery) // a polling interval, not a synchronisation
+		time.Sleep(every) // a polling interval, not a synchronisation
 	}
 }
 

@@ -33,6 +33,11 @@
 // parameter that tells idempg.Open so (docs/operations.md, "Connection
 // poolers"); PgBouncer ignores it when a test connects with pgx directly.
 //
+// Besides the shared cluster: [NewPair] starts a primary and a streaming
+// standby that a test promotes by hand, and [NewHACluster] a
+// pg_auto_failover formation (pg_autoctl from PATH, or the binary
+// [AutoctlEnv] names) whose monitor fails over by itself.
+//
 // If the test binary is killed (or panics, e.g. on -timeout) before Main
 // returns, the server and its directory outlive it. The next cluster started
 // on the machine reaps them: each directory records its owner's process ID
