@@ -40,7 +40,7 @@ type adminServer struct {
 // those operators (its status page draws the acceptance latency from
 // metrics). It logs nothing yet but the warning of an open address
 // without TLS: announce logs the "listening on" line.
-func startAdmin(ctx context.Context, log *slog.Logger, f adminFlags, store registry.Store, effects effect.Set, operations []string, metrics *prometheus.Registry) (*adminServer, error) {
+func startAdmin(ctx context.Context, log *slog.Logger, f adminFlags, store registry.Store, effects effect.Set, operations []string, metrics prometheus.Gatherer) (*adminServer, error) {
 	tlsConf, err := f.tlsConfig()
 	if err != nil {
 		return nil, err
