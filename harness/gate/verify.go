@@ -269,13 +269,20 @@ func readEffects(ctx context.Context, store registry.Store, plan Plan, outboxMar
 	pays = make([][]string, len(plan.Keys))
 	outbox = make([][]string, len(plan.Keys))
 	prefix := plan.MemoPrefix()
+	// The memo names a key by its Index, which is its position in
+	// plan.Keys unless plan is one shard's part of a run's (ShardPlan).
+	pos := make(map[int]int, len(plan.Keys))
+	for i, k := range plan.Keys {
+		pos[k.Index] = i
+	}
 	keyOf := func(memo string) (int, bool) {
 		s, ok := strings.CutPrefix(memo, prefix)
 		if !ok {
 			return 0, false
 		}
-		i, err := strconv.Atoi(s)
-		return i, err == nil && i >= 0 && i < len(plan.Keys)
+		n, err := strconv.Atoi(s)
+		i, ok := pos[n]
+		return i, err == nil && ok
 	}
 	var ops []string // operations with "payment.created" messages since the mark
 	err = store.InTx(ctx, func(ctx context.Context, tx registry.Tx) error {
