@@ -116,18 +116,20 @@ func Verify(ctx context.Context, store registry.Store, plan Plan, res LoadResult
 		switch {
 		case errors.Is(r.err, idem.ErrDigestMismatch):
 			v.CorruptSnapshots++
-			v.problem("key %d (%s): the stored response fails its digest", i, k.Key)
+			v.problem("key %d (%s): the stored response fails its digest", k.Index, k.Key)
 		case r.err != nil && !errors.Is(r.err, registry.ErrNotFound):
 			return v, fmt.Errorf("gate: reading the record of key %d: %w", i, r.err)
 		case r.err == nil && r.rec.State == idem.StateUnknown && now.Sub(r.rec.CreatedAt) > slo:
 			v.UnknownPastSLO++
-			v.problem("key %d: operation %s UNKNOWN since %v", i, r.rec.OperationID, r.rec.CreatedAt)
+			v.problem("key %d: operation %s UNKNOWN since %v", k.Index, r.rec.OperationID, r.rec.CreatedAt)
 		case r.err == nil && r.rec.State.InFlight():
 			v.InFlight++
-			v.problem("key %d: operation %s still %s after the recovery pass", i, r.rec.OperationID, r.rec.State)
+			v.problem("key %d: operation %s still %s after the recovery pass", k.Index, r.rec.OperationID, r.rec.State)
 		}
-		v.checkAnswers(i, k, kr, r)
-		v.checkEffects(i, k, r, pays[i], outbox[i])
+		// Problems name a key by its Index: its position in the run's
+		// plan, also when plan is one shard's part of it.
+		v.checkAnswers(k.Index, k, kr, r)
+		v.checkEffects(k.Index, k, r, pays[i], outbox[i])
 	}
 	for _, n := range pays {
 		v.PaymentRows += len(n)
