@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"text/tabwriter"
 	"time"
 
@@ -14,6 +15,8 @@ import (
 
 // auditJSON is the JSON form of an audit entry.
 type auditJSON struct {
+	// Shard names the shard whose audit log holds the entry ("--shard").
+	Shard       string    `json:"shard,omitempty"`
 	Seq         int64     `json:"seq"`
 	At          time.Time `json:"at"`
 	Actor       string    `json:"actor"`
@@ -24,6 +27,7 @@ type auditJSON struct {
 
 func opsAudit(ctx context.Context, args []string, std stdio) int {
 	f := newOpsFlags("audit", std)
+	f.addShards()
 	op := f.String("operation", "", "only the entries about operation `ID`")
 	before := f.Int64("before", 0, "only entries older than sequence number `SEQ` (the next page)")
 	limit := f.Int("limit", registry.DefaultAuditLimit, "print at most `N` entries")
@@ -34,39 +38,64 @@ func opsAudit(ctx context.Context, args []string, std stdio) int {
 		fmt.Fprintln(std.err, "idem ops audit: --limit must be positive and --before not negative")
 		return exitUsage
 	}
-	return withControl(ctx, "ops audit", *f.db, std, func(store registry.Store) error {
+	f.keys = new(string) // the audit log holds no sealed bodies
+	var rows []shardAudit
+	code := f.eachStore(ctx, "ops audit", std, func(shard string, store registry.Store) error {
 		log, err := store.AuditLog(ctx, registry.AuditFilter{OperationID: *op, Before: *before, Limit: *limit})
-		if err != nil {
-			return err
+		for _, e := range log {
+			rows = append(rows, shardAudit{shard, e})
 		}
-		if *f.asJSON {
-			out := make([]auditJSON, 0, len(log))
-			for _, e := range log {
-				out = append(out, auditJSON(e))
-			}
-			return printJSON(std.out, struct {
-				Audit []auditJSON `json:"audit"`
-			}{out})
-		}
-		if err := printAudit(std.out, log); err != nil {
-			return err
-		}
-		if len(log) == *limit {
-			fmt.Fprintf(std.err, "idem ops audit: showing the newest %d; --before %d shows older ones\n", *limit, log[len(log)-1].Seq)
-		}
-		return nil
+		return err
 	})
+	if code != exitOK {
+		return code
+	}
+	sharded := len(f.shards.names) > 0
+	if sharded { // newest first across the shards, at most --limit
+		slices.SortStableFunc(rows, byNewest)
+		rows = rows[:min(len(rows), *limit)]
+	}
+	if *f.asJSON {
+		out := make([]auditJSON, 0, len(rows))
+		for _, r := range rows {
+			j := auditJSON{Shard: r.shard, Seq: r.e.Seq, At: r.e.At, Actor: r.e.Actor, Action: r.e.Action, OperationID: r.e.OperationID, Detail: r.e.Detail}
+			out = append(out, j)
+		}
+		if err := printJSON(std.out, struct {
+			Audit []auditJSON `json:"audit"`
+		}{out}); err != nil {
+			fmt.Fprintf(std.err, "idem ops audit: %v\n", err)
+			return exitRefused
+		}
+		return exitOK
+	}
+	if err := printAudit(std.out, rows, sharded); err != nil {
+		fmt.Fprintf(std.err, "idem ops audit: %v\n", err)
+		return exitRefused
+	}
+	if len(rows) == *limit && !sharded {
+		fmt.Fprintf(std.err, "idem ops audit: showing the newest %d; --before %d shows older ones\n", *limit, rows[len(rows)-1].e.Seq)
+	}
+	return exitOK
 }
 
 // printAudit prints audit entries as a table, or "no audit entries".
-func printAudit(w io.Writer, log []registry.AuditEntry) error {
+// With sharded, a first column SHARD names each entry's shard.
+func printAudit(w io.Writer, log []shardAudit, sharded bool) error {
 	if len(log) == 0 {
 		_, err := fmt.Fprintln(w, "no audit entries")
 		return err
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	if sharded {
+		fmt.Fprint(tw, "SHARD\t")
+	}
 	fmt.Fprintln(tw, "SEQ\tAT\tACTOR\tACTION\tOPERATION ID\tDETAIL")
-	for _, e := range log {
+	for _, r := range log {
+		e := r.e
+		if sharded {
+			fmt.Fprintf(tw, "%s\t", r.shard)
+		}
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", e.Seq, stamp(e.At), oneLine(e.Actor), oneLine(e.Action), orDash(oneLine(e.OperationID)), oneLine(e.Detail))
 	}
 	return tw.Flush()
