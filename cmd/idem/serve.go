@@ -126,9 +126,10 @@ import (
 // a tenant the map does not name goes to --shard-default, which is
 // required. A draining tenant's new keys get 503 DRAINING. /healthz and
 // /readyz answer for every shard; the metrics carry a shard label; the
-// console (--operators) shows the default shard only.
+// console (--operators) shows one shard, --console-shard NAME (default:
+// the default shard).
 func runServe(ctx context.Context, args []string, std stdio) int {
-	fs := newFlags("serve", "[--addr ADDR] [--db DSN] [--auth FILE] [--provider URL] [--webhook URL …] [--admin-addr ADDR [--operators FILE] [--admin-tls-cert F --admin-tls-key F]] [flags]", std)
+	fs := newFlags("serve", "[--addr ADDR] [--db DSN | --shard NAME=DSN … --shard-default NAME [--shard-map FILE]] [--auth FILE] [--provider URL] [--webhook URL …] [--admin-addr ADDR [--operators FILE] [--admin-tls-cert F --admin-tls-key F]] [flags]", std)
 	addr := fs.String("addr", "127.0.0.1:8080", "listen `ADDR` (host:port; port 0 picks a free one)")
 	dsn := fs.db(defaultDB, "database `DSN`: sqlite:PATH or postgres://…")
 	auth := fs.String("auth", "", "bearer tokens `FILE`: {\"<token>\": {\"tenant\": \"…\", \"principal\": \"…\"}}; without it the token \"demo\" is accepted")
@@ -238,7 +239,7 @@ func runServe(ctx context.Context, args []string, std stdio) int {
 	var (
 		handler  http.Handler
 		gatherer prometheus.Gatherer = reg
-		first    *serveShard         // the only one, or the default shard
+		first    *serveShard         // the only one, or the console's shard
 		attrs    []any
 	)
 	if shards.sharded() {
@@ -248,7 +249,7 @@ func runServe(ctx context.Context, args []string, std stdio) int {
 			return exitRefused
 		}
 		defer stop()
-		handler, gatherer, first = srv.handler, srv.gatherer, srv.byName[*shards.def]
+		handler, gatherer, first = srv.handler, srv.gatherer, srv.byName[shards.consoleName()]
 		attrs = []any{"shards", strings.Join(shards.list.names, ","), "default_shard", *shards.def}
 	} else {
 		one, stop, err := setup.openShard(ctx, "", *dsn, reg)

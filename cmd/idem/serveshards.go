@@ -55,8 +55,8 @@ func redactedShard(v string) string {
 // shardFlags are serve's shard flags (docs/operations.md, "Tenant-sharded
 // registries").
 type shardFlags struct {
-	list                  *shardList
-	def, mapFile, dirName *string
+	list                                *shardList
+	def, mapFile, dirName, consoleShard *string
 }
 
 // addShardFlags registers --shard, --shard-default, --shard-map and
@@ -67,6 +67,7 @@ func addShardFlags(fs *flag.FlagSet) shardFlags {
 		"with --shard, --db is not used")
 	f.def = fs.String("shard-default", "", "the shard `NAME` of tenants the map does not name (required with --shard)")
 	f.mapFile = fs.String("shard-map", "", "shard map `FILE`: {\"default\":\"NAME\",\"tenants\":{\"TENANT\":\"NAME\"}}; without it the map is the directory table of --shard-directory")
+	f.consoleShard = fs.String("console-shard", "", "with --shard: the shard `NAME` the console (--operators) shows (default: --shard-default)")
 	f.dirName = fs.String("shard-directory", "", "the PostgreSQL shard `NAME` whose idem_shard_directory table holds the map (default: --shard-default)")
 	return f
 }
@@ -78,8 +79,8 @@ func (f shardFlags) sharded() bool { return len(f.list.names) > 0 }
 // --db or --db-file was given.
 func (f shardFlags) check(dbGiven bool) error {
 	if !f.sharded() {
-		if *f.def != "" || *f.mapFile != "" || *f.dirName != "" {
-			return fmt.Errorf("--shard-default, --shard-map and --shard-directory need --shard")
+		if *f.def != "" || *f.mapFile != "" || *f.dirName != "" || *f.consoleShard != "" {
+			return fmt.Errorf("--shard-default, --shard-map, --shard-directory and --console-shard need --shard")
 		}
 		return nil
 	}
@@ -90,6 +91,8 @@ func (f shardFlags) check(dbGiven bool) error {
 		return fmt.Errorf("--shard needs --shard-default")
 	case !slices.Contains(f.list.names, *f.def):
 		return fmt.Errorf("--shard-default %q is not a --shard", *f.def)
+	case *f.consoleShard != "" && !slices.Contains(f.list.names, *f.consoleShard):
+		return fmt.Errorf("--console-shard %q is not a --shard", *f.consoleShard)
 	case *f.mapFile != "" && *f.dirName != "":
 		return fmt.Errorf("give --shard-map or --shard-directory, not both")
 	}
@@ -103,6 +106,14 @@ func (f shardFlags) check(dbGiven bool) error {
 		}
 	}
 	return nil
+}
+
+// consoleName is the shard the console shows.
+func (f shardFlags) consoleName() string {
+	if *f.consoleShard != "" {
+		return *f.consoleShard
+	}
+	return *f.def
 }
 
 // directoryShard is the shard holding the directory table.
