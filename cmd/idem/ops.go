@@ -271,22 +271,13 @@ func opsList(ctx context.Context, args []string, std stdio) int {
 		fmt.Fprintf(std.err, "idem ops list: --limit %d: want a positive number\n", *limit)
 		return exitUsage
 	}
-	var rows []shardRecord
-	code := f.eachStore(ctx, "ops list", std, func(shard string, store registry.Store) error {
-		recs, err := store.ListOperations(ctx, filter)
-		for _, r := range recs {
-			rows = append(rows, shardRecord{shard, r})
-		}
-		return err
-	})
+	rows, code := readShards(ctx, f, "ops list", std, func(store registry.Store) ([]registry.Record, error) {
+		return store.ListOperations(ctx, filter)
+	}, func(a, b registry.Record) int { return a.CreatedAt.Compare(b.CreatedAt) }, *limit) // oldest first
 	if code != exitOK {
 		return code
 	}
-	sharded := len(f.shards.names) > 0
-	if sharded { // oldest first across the shards, at most --limit
-		slices.SortStableFunc(rows, func(a, b shardRecord) int { return a.rec.CreatedAt.Compare(b.rec.CreatedAt) })
-		rows = rows[:min(len(rows), *limit)]
-	}
+	sharded := f.sharded()
 	if err := printOpsList(std, rows, sharded, *f.asJSON); err != nil {
 		fmt.Fprintf(std.err, "idem ops list: %v\n", err)
 		return exitRefused
@@ -297,19 +288,13 @@ func opsList(ctx context.Context, args []string, std stdio) int {
 	return exitOK
 }
 
-// shardRecord is a record and the shard it is on ("" without shards).
-type shardRecord struct {
-	shard string
-	rec   registry.Record
-}
-
 // printOpsList prints ops list's rows, naming each row's shard when
 // sharded.
-func printOpsList(std stdio, rows []shardRecord, sharded, asJSON bool) error {
+func printOpsList(std stdio, rows []onShard[registry.Record], sharded, asJSON bool) error {
 	if asJSON {
 		ops := make([]operationJSON, 0, len(rows))
 		for _, r := range rows {
-			o := toOperationJSON(r.rec)
+			o := toOperationJSON(r.v)
 			o.Shard = r.shard
 			ops = append(ops, o)
 		}
@@ -320,7 +305,7 @@ func printOpsList(std stdio, rows []shardRecord, sharded, asJSON bool) error {
 	recs := make([]registry.Record, len(rows))
 	var shards []string
 	for i, r := range rows {
-		recs[i] = r.rec
+		recs[i] = r.v
 		if sharded {
 			shards = append(shards, r.shard)
 		}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"slices"
 	"text/tabwriter"
 	"time"
 
@@ -39,27 +38,18 @@ func opsAudit(ctx context.Context, args []string, std stdio) int {
 		return exitUsage
 	}
 	f.keys = new(string) // the audit log holds no sealed bodies
-	var rows []shardAudit
-	code := f.eachStore(ctx, "ops audit", std, func(shard string, store registry.Store) error {
-		log, err := store.AuditLog(ctx, registry.AuditFilter{OperationID: *op, Before: *before, Limit: *limit})
-		for _, e := range log {
-			rows = append(rows, shardAudit{shard, e})
-		}
-		return err
-	})
+	rows, code := readShards(ctx, f, "ops audit", std, func(store registry.Store) ([]registry.AuditEntry, error) {
+		return store.AuditLog(ctx, registry.AuditFilter{OperationID: *op, Before: *before, Limit: *limit})
+	}, func(a, b registry.AuditEntry) int { return b.At.Compare(a.At) }, *limit) // newest first
 	if code != exitOK {
 		return code
 	}
-	sharded := len(f.shards.names) > 0
-	if sharded { // newest first across the shards, at most --limit
-		slices.SortStableFunc(rows, byNewest)
-		rows = rows[:min(len(rows), *limit)]
-	}
+	sharded := f.sharded()
 	if *f.asJSON {
 		out := make([]auditJSON, 0, len(rows))
 		for _, r := range rows {
-			j := auditJSON{Shard: r.shard, Seq: r.e.Seq, At: r.e.At, Actor: r.e.Actor, Action: r.e.Action, OperationID: r.e.OperationID, Detail: r.e.Detail}
-			out = append(out, j)
+			e := r.v
+			out = append(out, auditJSON{Shard: r.shard, Seq: e.Seq, At: e.At, Actor: e.Actor, Action: e.Action, OperationID: e.OperationID, Detail: e.Detail})
 		}
 		if err := printJSON(std.out, struct {
 			Audit []auditJSON `json:"audit"`
@@ -74,14 +64,14 @@ func opsAudit(ctx context.Context, args []string, std stdio) int {
 		return exitRefused
 	}
 	if len(rows) == *limit && !sharded {
-		fmt.Fprintf(std.err, "idem ops audit: showing the newest %d; --before %d shows older ones\n", *limit, rows[len(rows)-1].e.Seq)
+		fmt.Fprintf(std.err, "idem ops audit: showing the newest %d; --before %d shows older ones\n", *limit, rows[len(rows)-1].v.Seq)
 	}
 	return exitOK
 }
 
 // printAudit prints audit entries as a table, or "no audit entries".
 // With sharded, a first column SHARD names each entry's shard.
-func printAudit(w io.Writer, log []shardAudit, sharded bool) error {
+func printAudit(w io.Writer, log []onShard[registry.AuditEntry], sharded bool) error {
 	if len(log) == 0 {
 		_, err := fmt.Fprintln(w, "no audit entries")
 		return err
@@ -92,7 +82,7 @@ func printAudit(w io.Writer, log []shardAudit, sharded bool) error {
 	}
 	fmt.Fprintln(tw, "SEQ\tAT\tACTOR\tACTION\tOPERATION ID\tDETAIL")
 	for _, r := range log {
-		e := r.e
+		e := r.v
 		if sharded {
 			fmt.Fprintf(tw, "%s\t", r.shard)
 		}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"slices"
 
 	"github.com/idemkit/idem/registry"
 )
@@ -32,7 +33,7 @@ func (f *opsFlags) addShards() {
 // --shard's store in the order given, stopping at the first failure;
 // it returns the exit code of withStore.
 func (f opsFlags) eachStore(ctx context.Context, name string, std stdio, fn func(shard string, store registry.Store) error) int {
-	if f.shards == nil || len(f.shards.names) == 0 {
+	if !f.sharded() {
 		return withStore(ctx, name, *f.db, *f.keys, std, func(st registry.Store) error { return fn("", st) })
 	}
 	for _, n := range f.shards.names {
@@ -47,7 +48,7 @@ func (f opsFlags) eachStore(ctx context.Context, name string, std stdio, fn func
 // or the --shard whose registry has it (an operation lives on its
 // tenant's shard only). None holding it is an error (exit 1).
 func (f opsFlags) withOperation(ctx context.Context, name, id string, std stdio, fn func(shard string, store registry.Store) error) int {
-	if f.shards == nil || len(f.shards.names) == 0 {
+	if !f.sharded() {
 		return withStore(ctx, name, *f.db, *f.keys, std, func(st registry.Store) error { return fn("", st) })
 	}
 	for _, n := range f.shards.names {
@@ -69,13 +70,31 @@ func (f opsFlags) withOperation(ctx context.Context, name, id string, std stdio,
 	return exitRefused
 }
 
-// byNewest orders audit entries of several shards newest first.
-func byNewest(a, b shardAudit) int {
-	return cmp.Or(b.e.At.Compare(a.e.At), cmp.Compare(a.shard, b.shard))
+// onShard is a row and the shard it was read from ("" without shards).
+type onShard[T any] struct {
+	shard string
+	v     T
 }
 
-// shardAudit is an audit entry and its shard.
-type shardAudit struct {
-	shard string
-	e     registry.AuditEntry
+// readShards reads rows with read from --db's store or from every
+// --shard's; with shards it merges them in order (stable) and keeps the
+// first limit. It returns withStore's exit code.
+func readShards[T any](ctx context.Context, f opsFlags, name string, std stdio, read func(registry.Store) ([]T, error),
+	order func(a, b T) int, limit int) ([]onShard[T], int) {
+	var rows []onShard[T]
+	code := f.eachStore(ctx, name, std, func(shard string, store registry.Store) error {
+		got, err := read(store)
+		for _, v := range got {
+			rows = append(rows, onShard[T]{shard, v})
+		}
+		return err
+	})
+	if f.sharded() {
+		slices.SortStableFunc(rows, func(a, b onShard[T]) int { return cmp.Or(order(a.v, b.v), cmp.Compare(a.shard, b.shard)) })
+		rows = rows[:min(len(rows), limit)]
+	}
+	return rows, code
 }
+
+// sharded reports whether --shard was given.
+func (f opsFlags) sharded() bool { return f.shards != nil && len(f.shards.names) > 0 }

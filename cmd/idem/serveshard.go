@@ -48,39 +48,34 @@ func (s shardSetup) openShard(ctx context.Context, name, dsn string, reg *promet
 	if name != "" {
 		log = log.With("shard", name)
 	}
-	var stops []func()
-	stop = func() {
-		for i := len(stops) - 1; i >= 0; i-- {
-			stops[i]()
-		}
-	}
+	var stops stopStack
 	defer func() {
 		if err != nil {
-			stop()
+			stops.stop()
 		}
 	}()
 	opts := s.opts
 	gate := gateOptions(&opts)
 	store, err := idemstore.Open(ctx, dsn, opts)
 	if err != nil {
-		return nil, stop, fmt.Errorf("cannot open the database: %w", err)
+		return nil, stops.stop, fmt.Errorf("cannot open the database: %w", err)
 	}
-	stops = append(stops, func() { store.Close() })
+	stops.push(func() { store.Close() })
 	stopGate, err := gateStore(ctx, log, gate, store, s.keyRefresh)
 	if err != nil {
-		return nil, stop, err
+		return nil, stops.stop, err
 	}
-	stops = append(stops, stopGate)
+	stops.push(stopGate)
 	warnDurability(ctx, log, store)
 
 	cfg := s.svc
 	cfg.Store, cfg.Registry, cfg.Logger = registry.WithTimeout(store, s.storeTimeout), reg, log
 	svc, err := payments.New(ctx, cfg)
 	if err != nil {
-		return nil, stop, fmt.Errorf("cannot start the service: %w", err)
+		return nil, stops.stop, fmt.Errorf("cannot start the service: %w", err)
 	}
 	// The verdict counts of the last refresh, written once serving ended.
-	stops = append(stops, func() {
+	stops.push(func() {
 		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownTimeout)
 		defer cancel()
 		if err := svc.Rollouts().Flush(fctx); err != nil {
@@ -97,13 +92,24 @@ func (s shardSetup) openShard(ctx context.Context, name, dsn string, reg *promet
 	if *s.webhook.url != "" {
 		relay, err := s.webhook.relay(store, reg, log)
 		if err != nil {
-			return nil, stop, fmt.Errorf("cannot start the outbox relay: %w", err)
+			return nil, stops.stop, fmt.Errorf("cannot start the outbox relay: %w", err)
 		}
 		runner.Relay = relay
 		logRelay(log, relay, *s.webhook.url)
 	}
-	stops = append(stops, runInBackground(ctx, runner.Run))
-	return &serveShard{name: name, store: store, svc: svc, reg: reg}, stop, nil
+	stops.push(runInBackground(ctx, runner.Run))
+	return &serveShard{name: name, store: store, svc: svc, reg: reg}, stops.stop, nil
+}
+
+// stopStack holds stop functions, run in reverse order by stop.
+type stopStack []func()
+
+func (s *stopStack) push(f func()) { *s = append(*s, f) }
+
+func (s *stopStack) stop() {
+	for i := len(*s) - 1; i >= 0; i-- {
+		(*s)[i]()
+	}
 }
 
 // shardGatherer gathers a shard's metrics with the label shard=NAME.

@@ -168,35 +168,30 @@ func (s shardSetup) openShards(ctx context.Context, f shardFlags, reg *prometheu
 	s.svc.Identity, s.svc.Admit = shard.RequestIdentity, router.Admit
 	out := &shardedServer{byName: make(map[string]*serveShard)}
 	var (
-		stops  []func()
+		stops  stopStack
 		list   []*serveShard
 		raw    = make(map[string]registry.Store)
 		routes = make(map[string]http.Handler)
 		gather = prometheus.Gatherers{reg}
 	)
-	stop = func() {
-		for i := len(stops) - 1; i >= 0; i-- {
-			stops[i]()
-		}
-	}
 	defer func() {
 		if err != nil {
-			stop()
+			stops.stop()
 		}
 	}()
 	for _, name := range f.list.names {
 		one, stopOne, err := s.openShard(ctx, name, f.list.dsns[name], prometheus.NewRegistry())
 		if err != nil {
-			return nil, stop, fmt.Errorf("shard %s: %w", name, err)
+			return nil, stops.stop, fmt.Errorf("shard %s: %w", name, err)
 		}
-		stops = append(stops, stopOne)
+		stops.push(stopOne)
 		list = append(list, one)
 		out.byName[name], raw[name], routes[name] = one, one.store, one.svc.Handler()
 		router.Shards[name] = registry.WithTimeout(one.store, s.storeTimeout)
 		gather = append(gather, shardGatherer{name: name, g: one.reg})
 	}
 	if router.Directory, err = f.directory(ctx, raw); err != nil {
-		return nil, stop, fmt.Errorf("the shard map: %w", err)
+		return nil, stops.stop, fmt.Errorf("the shard map: %w", err)
 	}
 	probe := probeAll(list)
 	route := &shard.Handler{Router: router, Identity: s.svc.Auth.Identity, Shards: routes, Public: out.byName[*f.def].svc.Handler()}
@@ -211,7 +206,7 @@ func (s shardSetup) openShards(ctx context.Context, f shardFlags, reg *prometheu
 	})
 	out.gatherer = gather
 	s.log.Info("serving shards", "shards", strings.Join(f.list.names, ","), "default", *f.def, "map", mapSource(f))
-	return out, stop, nil
+	return out, stops.stop, nil
 }
 
 // mapSource says where the shard map comes from, for the log.

@@ -63,12 +63,7 @@ type Pair struct {
 func NewPair(t testing.TB, sync bool) *Pair {
 	t.Helper()
 	p, err := startPair(sync)
-	switch {
-	case errors.Is(err, errNoBinaries) && os.Getenv(RequireEnv) != "1":
-		t.Skip(err)
-	case err != nil:
-		t.Fatal(err)
-	}
+	skipOrFail(t, err)
 	t.Cleanup(func() {
 		if err := p.stop(); err != nil {
 			t.Error(err)

@@ -20,12 +20,7 @@ type Server struct{ c *cluster }
 func NewServer(t testing.TB) *Server {
 	t.Helper()
 	c, err := startCluster()
-	switch {
-	case errors.Is(err, errNoBinaries) && os.Getenv(RequireEnv) != "1":
-		t.Skip(err)
-	case err != nil:
-		t.Fatal(err)
-	}
+	skipOrFail(t, err)
 	t.Cleanup(func() {
 		if err := c.stop(); err != nil {
 			t.Error(err)
@@ -46,4 +41,16 @@ func (s *Server) DSN(db string) (string, error) {
 		return "", err
 	}
 	return fmt.Sprintf("postgres://postgres@127.0.0.1:%d/%s?sslmode=disable", s.c.port, db), nil
+}
+
+// skipOrFail skips t when err says the PostgreSQL binaries are missing
+// (unless RequireEnv is "1") and fails it on any other error.
+func skipOrFail(t testing.TB, err error) {
+	t.Helper()
+	switch {
+	case errors.Is(err, errNoBinaries) && os.Getenv(RequireEnv) != "1":
+		t.Skip(err)
+	case err != nil:
+		t.Fatal(err)
+	}
 }
