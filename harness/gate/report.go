@@ -339,6 +339,10 @@ func (r *Report) WriteText(w io.Writer) {
 	}
 	fmt.Fprintf(w, "  load      %d keys × %d retries = %d planned, %d requests sent in %s (%.0f req/s), concurrency %d\n",
 		r.Keys, r.Retries, r.Planned, r.Requests, time.Duration(r.LoadSeconds*float64(time.Second)).Round(time.Millisecond), r.ThroughputRPS, r.Concurrency)
+	for _, s := range r.Shards {
+		fmt.Fprintf(w, "  shard %-3s %s: %d keys, %d operations, digest consistency %.3f, acknowledged lost %d, re-executed %d, duplicate payments %d, duplicate outbox %d, misplaced %d\n",
+			s.Name, strings.Join(s.Tenants, ","), s.Keys, s.Operations, s.ReplayDigestConsistency, s.AcknowledgedLost, s.ReExecuted, s.DuplicatePayments, s.DuplicateOutbox, s.Misplaced)
+	}
 	if r.Workload == WorkloadTransfers {
 		fmt.Fprintf(w, "  outcomes  %d succeeded, %d refused (AMOUNT_LIMIT), %d declined, %d replays, %d/%d different payloads refused\n",
 			r.Succeeded, r.Refused, r.Declined, r.Replays, r.ConflictsRefused, r.ConflictsSent)
