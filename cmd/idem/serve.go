@@ -264,7 +264,7 @@ func runServe(ctx context.Context, args []string, std stdio) int {
 
 	var ready func()
 	if *admin.addr != "" {
-		a, err := startAdmin(ctx, log, *admin, registry.WithTimeout(first.store, *storeTimeout), first.svc.Effects(), payments.Operations(payments.Config{Provider: *provider}), gatherer)
+		a, err := startAdmin(ctx, log, *admin, registry.WithTimeout(first.store, *storeTimeout), first.name, first.svc.Effects(), payments.Operations(payments.Config{Provider: *provider}), gatherer)
 		if err != nil {
 			log.Error("idem serve: cannot start the admin listener", "err", err)
 			return exitRefused
