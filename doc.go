@@ -34,8 +34,10 @@
 // the Store interface, the conformance suite in registrytest), idempg and
 // idemsqlite (the drivers), idemstore (a store from a DSN), idemhttp (the
 // middleware), effect (effects outside the database and the evidence
-// rule), outbox (the relay), recovery, maintenance and keyring (the key
-// ring that seals stored bodies at rest: the drivers' Options.Sealer).
+// rule), outbox (the relay), recovery, maintenance, keyring (the key
+// ring that seals stored bodies at rest: the drivers' Options.Sealer) and
+// shard (tenants spread over several registries, each beside its
+// tenants' business tables: a directory, a router, per-tenant drain).
 // The reference
 // application lives under example/ and the command in cmd/idem; the
 // harness that proves all of it under harness/ — none of them is ever

@@ -10,7 +10,7 @@ import (
 // application (example/), the harness (harness/) or the command (cmd/),
 // checked with the tool a reader would use: go list -deps.
 func TestLibraryLayout(t *testing.T) {
-	library := []string{".", "./canon", "./registry", "./registry/registrytest", "./effect", "./idemhttp",
+	library := []string{".", "./canon", "./shard", "./registry", "./registry/registrytest", "./effect", "./idemhttp",
 		"./idempg", "./idemsqlite", "./idemmysql", "./idemstore", "./outbox", "./recovery", "./maintenance", "./keyring", "./console"}
 	out, err := exec.Command("go", append([]string{"list", "-deps"}, library...)...).CombinedOutput()
 	if err != nil {

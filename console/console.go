@@ -52,6 +52,11 @@ type Config struct {
 	// registry holds a row for it ("idem serve" passes the reference
 	// service's). nil: the page lists the rows the registry holds only.
 	Operations []string
+	// Shard, when set, names the shard Store is (a service whose tenants
+	// are spread over several registries, package shard): every page says
+	// "shard NAME" beside the navigation, so an operator knows which
+	// tenants' operations the console shows. "" (the default): no shard.
+	Shard string
 }
 
 //go:embed templates/*.html templates/console.css

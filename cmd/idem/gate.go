@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -34,6 +35,13 @@ import (
 // operation that stayed UNKNOWN for longer than the retention must replay
 // its settled answer when retried after a prune pass
 // (gate.Config.Retention).
+//
+// --shard NAME=DSN (repeatable, instead of --db) with --shard-default
+// NAME and --shard-map FILE runs the instances over several registries
+// ("idem serve --shard") and verifies each shard with its tenants' keys,
+// and that no tenant's records are on another tenant's shard
+// (gate.Config.Shards; --tenants N spreads the principals over N
+// tenants, tenant-0 …).
 //
 // --rollout runs the rollout phase instead (gate.Config.Rollout,
 // docs/gate.md "The rollout phase"): the instances serve payments.create
@@ -74,14 +82,23 @@ func runGate(ctx context.Context, args []string, std stdio) int {
 	fs.StringVar(&cfg.EncryptionKeys, "encryption-keys", "", "key ring `FILE` passed to every instance (--encryption-keys: bodies sealed at rest) and used to read the registry when verifying")
 	fs.BoolVar(&cfg.TwoPhase, "two-phase", false, "start every instance with --two-phase (POST /v1/payments reserves its key, then executes; default: payment, outbox message and record in one database transaction, nothing reserved first)")
 	fs.Int64Var(&cfg.Seed, "seed", 0, "seed of amounts, conflicts and refusals (0: from the clock)")
+	shards := addGateShardFlags(fs.FlagSet, &cfg)
 	asJSON := fs.Bool("json", false, "print the report as one JSON object")
 	html := fs.String("html", "", "also write a self-contained HTML report to `FILE`")
 	words, code, ok := fs.parse(args)
 	if !ok {
 		return code
 	}
-	if len(words) != 0 || cfg.DSN == "" {
-		return fs.usage("--db is required, and nothing else but flags")
+	var u usageError
+	switch err := shards.apply(&cfg); {
+	case errors.As(err, &u):
+		return fs.usage(err.Error())
+	case err != nil:
+		fmt.Fprintln(std.err, "idem gate:", err)
+		return exitRefused
+	}
+	if len(words) != 0 || (cfg.DSN == "" && cfg.Shards == nil) {
+		return fs.usage("--db (or --shard) is required, and nothing else but flags")
 	}
 	if cfg.Bin == "" {
 		exe, err := os.Executable()

@@ -122,6 +122,15 @@ import (
 // one operation; --before SEQ reads the next page. --json prints
 // {"audit":[…]} on one line (opsaudit.go).
 //
+// list, show, reconcile and audit take, instead of --db, the shards of
+// a sharded service ("idem serve --shard"): --shard NAME=DSN, repeated.
+// list and audit read every shard, merge the rows (oldest first, newest
+// first; at most --limit in all) and name each row's shard (a SHARD
+// column, a "shard" member); audit's --before applies to each shard's own
+// sequence numbers. show and reconcile find the operation on the shard
+// that holds it and name that shard ("shard" in the output; "not found
+// on any shard", exit 1, when none does).
+//
 // Exit codes: 0 done, 1 refused or failed (not found, not UNKNOWN, not
 // dead, store error), 2 bad usage.
 func runOps(ctx context.Context, args []string, std stdio) int {
@@ -180,14 +189,14 @@ func opsAction(args []string) (action string, rest []string) {
 
 // opsSynopses are the synopses of the ops actions, after "idem ops ACTION".
 var opsSynopses = map[string]string{
-	"list":         "[--state S] [--older-than D] [--limit N] [--json] [--encryption-keys FILE] --db DSN",
-	"show":         "ID [--json] [--encryption-keys FILE] --db DSN",
+	"list":         "[--state S] [--older-than D] [--limit N] [--json] [--encryption-keys FILE] --db DSN | --shard NAME=DSN …",
+	"show":         "ID [--json] [--encryption-keys FILE] --db DSN | --shard NAME=DSN …",
 	"lookup":       "ID --provider URL [--effect NAME] [--provider-timeout D] [--actor NAME] [--json] [--encryption-keys FILE] --db DSN",
-	"reconcile":    "ID --outcome succeeded|failed [--handle H] --evidence TEXT [--actor NAME] [--json] [--encryption-keys FILE] --db DSN",
+	"reconcile":    "ID --outcome succeeded|failed [--handle H] --evidence TEXT [--actor NAME] [--json] [--encryption-keys FILE] --db DSN | --shard NAME=DSN …",
 	"approve":      "ID [--actor NAME] [--json] [--encryption-keys FILE] --db DSN",
 	"dead-letters": "[--limit N] [--json] --db DSN",
 	"requeue":      "MESSAGE-ID [--json] --db DSN",
-	"audit":        "[--operation ID] [--before SEQ] [--limit N] [--json] --db DSN",
+	"audit":        "[--operation ID] [--before SEQ] [--limit N] [--json] --db DSN | --shard NAME=DSN …",
 }
 
 // opsUsage prints the synopsis of every action, with its summary, to w.
@@ -209,6 +218,7 @@ type opsFlags struct {
 	db     *string
 	keys   *string
 	asJSON *bool
+	shards *shardList // --shard, on the actions that call addShards; else nil
 }
 
 func newOpsFlags(action string, std stdio) opsFlags {
@@ -242,6 +252,7 @@ func (f opsFlags) parse(args []string, positional int) (words []string, code int
 
 func opsList(ctx context.Context, args []string, std stdio) int {
 	f := newOpsFlags("list", std)
+	f.addShards()
 	state := f.String("state", "", "list operations in state `S` only (e.g. UNKNOWN)")
 	olderThan := f.Duration("older-than", 0, "list operations created at least `D` ago (e.g. 15m)")
 	limit := f.Int("limit", registry.DefaultListLimit, "print at most `N` operations")
@@ -260,43 +271,67 @@ func opsList(ctx context.Context, args []string, std stdio) int {
 		fmt.Fprintf(std.err, "idem ops list: --limit %d: want a positive number\n", *limit)
 		return exitUsage
 	}
-	return withStore(ctx, "ops list", *f.db, *f.keys, std, func(store registry.Store) error {
-		recs, err := store.ListOperations(ctx, filter)
-		if err != nil {
-			return err
+	rows, code := readShards(ctx, f, "ops list", std, func(store registry.Store) ([]registry.Record, error) {
+		return store.ListOperations(ctx, filter)
+	}, func(a, b registry.Record) int { return a.CreatedAt.Compare(b.CreatedAt) }, *limit) // oldest first
+	if code != exitOK {
+		return code
+	}
+	sharded := f.sharded()
+	if err := printOpsList(std, rows, sharded, *f.asJSON); err != nil {
+		fmt.Fprintf(std.err, "idem ops list: %v\n", err)
+		return exitRefused
+	}
+	if !*f.asJSON && len(rows) == *limit {
+		fmt.Fprintf(std.err, "idem ops list: showing the first %d; raise --limit to see more\n", *limit)
+	}
+	return exitOK
+}
+
+// printOpsList prints ops list's rows, naming each row's shard when
+// sharded.
+func printOpsList(std stdio, rows []onShard[registry.Record], sharded, asJSON bool) error {
+	if asJSON {
+		ops := make([]operationJSON, 0, len(rows))
+		for _, r := range rows {
+			o := toOperationJSON(r.v)
+			o.Shard = r.shard
+			ops = append(ops, o)
 		}
-		if *f.asJSON {
-			ops := make([]operationJSON, 0, len(recs))
-			for _, r := range recs {
-				ops = append(ops, toOperationJSON(r))
-			}
-			return printJSON(std.out, struct {
-				Operations []operationJSON `json:"operations"`
-			}{ops})
+		return printJSON(std.out, struct {
+			Operations []operationJSON `json:"operations"`
+		}{ops})
+	}
+	recs := make([]registry.Record, len(rows))
+	var shards []string
+	for i, r := range rows {
+		recs[i] = r.v
+		if sharded {
+			shards = append(shards, r.shard)
 		}
-		if err := printList(std.out, recs, time.Now()); err != nil {
-			return err
-		}
-		if len(recs) == *limit {
-			fmt.Fprintf(std.err, "idem ops list: showing the first %d; raise --limit to see more\n", *limit)
-		}
-		return nil
-	})
+	}
+	return printShardList(std.out, recs, shards, time.Now())
 }
 
 func opsShow(ctx context.Context, args []string, std stdio) int {
 	f := newOpsFlags("show", std)
+	f.addShards()
 	words, code, ok := f.parse(args, 1)
 	if !ok {
 		return code
 	}
-	return withStore(ctx, "ops show", *f.db, *f.keys, std, func(store registry.Store) error {
-		return show(ctx, store, words[0], *f.asJSON, std)
+	return f.withOperation(ctx, "ops show", words[0], std, func(shard string, store registry.Store) error {
+		return showOn(ctx, shard, store, words[0], *f.asJSON, std)
 	})
 }
 
 // show prints an operation with its effects and reconciliations.
 func show(ctx context.Context, store registry.Store, id string, asJSON bool, std stdio) error {
+	return showOn(ctx, "", store, id, asJSON, std)
+}
+
+// showOn is show naming the operation's shard ("" without shards).
+func showOn(ctx context.Context, shard string, store registry.Store, id string, asJSON bool, std stdio) error {
 	rec, err := store.GetByID(ctx, id)
 	if errors.Is(err, registry.ErrNotFound) {
 		return fmt.Errorf("operation %s not found", id)
@@ -317,7 +352,7 @@ func show(ctx context.Context, store registry.Store, id string, asJSON bool, std
 		return err
 	}
 	if asJSON {
-		out := evidenceJSON{showJSON: toShowJSON(rec, effs, log), Lookups: []lookupJSON{}}
+		out := evidenceJSON{Shard: shard, showJSON: toShowJSON(rec, effs, log), Lookups: []lookupJSON{}}
 		for _, l := range ls {
 			out.Lookups = append(out.Lookups, toLookupJSON(l))
 		}
@@ -325,6 +360,9 @@ func show(ctx context.Context, store registry.Store, id string, asJSON bool, std
 			out.Pending = toPendingJSON(*pending)
 		}
 		return printJSON(std.out, out)
+	}
+	if shard != "" {
+		fmt.Fprintf(std.out, "shard         %s\n", shard)
 	}
 	if err := printShow(std.out, rec, effs, log); err != nil {
 		return err
@@ -335,6 +373,7 @@ func show(ctx context.Context, store registry.Store, id string, asJSON bool, std
 
 func opsReconcile(ctx context.Context, args []string, std stdio) int {
 	f := newOpsFlags("reconcile", std)
+	f.addShards()
 	outcome := f.String("outcome", "", "what the downstream did: `succeeded` (executed) or failed (declined for good)")
 	handle := f.String("handle", "", "the downstream's `ID` of the executed effect, when known (with --outcome succeeded)")
 	evidence := f.String("evidence", "", "why the outcome is right (`TEXT`, required): at least 10 characters naming a reference — the provider's handle (tr_42), a ticket (OPS-123, #4711) or a URL")
@@ -349,13 +388,16 @@ func opsReconcile(ctx context.Context, args []string, std stdio) int {
 		return exitUsage
 	}
 	id := words[0]
-	return withStore(ctx, "ops reconcile", *f.db, *f.keys, std, func(store registry.Store) error {
+	return f.withOperation(ctx, "ops reconcile", id, std, func(shard string, store registry.Store) error {
 		s, err := renderers.SettleByOperator(ctx, store, req)
 		if err != nil {
 			return coded(err)
 		}
 		if *f.asJSON {
-			return show(ctx, store, id, true, std)
+			return showOn(ctx, shard, store, id, true, std)
+		}
+		if shard != "" {
+			fmt.Fprintf(std.out, "shard %s: ", shard)
 		}
 		if s.Pending != nil {
 			fmt.Fprintf(std.out, "operation %s: outcome %s requested by %s; it waits for a second operator's approval (no definite answer from the downstream is recorded)\n",

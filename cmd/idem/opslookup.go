@@ -129,6 +129,8 @@ func toPendingJSON(p registry.PendingSettlement) *pendingJSON {
 // evidenceJSON is what "ops show --json" prints: the operation with its
 // recorded lookups and settlement request.
 type evidenceJSON struct {
+	// Shard names the shard holding the operation ("--shard").
+	Shard string `json:"shard,omitempty"`
 	showJSON
 	Lookups []lookupJSON `json:"lookups"`
 	Pending *pendingJSON `json:"pending,omitempty"`

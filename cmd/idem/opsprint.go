@@ -18,6 +18,8 @@ import (
 // operationJSON is the JSON form of a record. The stored body is never
 // printed: only its size and the digest it is checked against.
 type operationJSON struct {
+	// Shard names the shard holding the record ("idem ops list --shard").
+	Shard       string        `json:"shard,omitempty"`
 	OperationID string        `json:"operation_id"`
 	Operation   string        `json:"operation"`
 	State       idem.State    `json:"state"`
@@ -128,13 +130,25 @@ func stamp(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
 
 // printList prints records as a table, or "no operations".
 func printList(w io.Writer, recs []registry.Record, now time.Time) error {
+	return printShardList(w, recs, nil, now)
+}
+
+// printShardList is printList with a first column SHARD naming each
+// record's shard (shards[i] of recs[i]); nil shards: no such column.
+func printShardList(w io.Writer, recs []registry.Record, shards []string, now time.Time) error {
 	if len(recs) == 0 {
 		_, err := fmt.Fprintln(w, "no operations")
 		return err
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	if shards != nil {
+		fmt.Fprint(tw, "SHARD\t")
+	}
 	fmt.Fprintln(tw, "OPERATION ID\tSTATE\tOPERATION\tGEN\tAGE\tCREATED AT")
-	for _, r := range recs {
+	for i, r := range recs {
+		if shards != nil {
+			fmt.Fprintf(tw, "%s\t", shards[i])
+		}
 		age := max(now.Sub(r.CreatedAt), 0).Round(time.Second)
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n", printable(r.OperationID), r.State, printable(r.Operation), r.OwnerGen, age, stamp(r.CreatedAt))
 	}

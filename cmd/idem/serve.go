@@ -2,10 +2,12 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -14,7 +16,6 @@ import (
 	"github.com/idemkit/idem/example/payments"
 	"github.com/idemkit/idem/idemstore"
 	"github.com/idemkit/idem/maintenance"
-	"github.com/idemkit/idem/recovery"
 	"github.com/idemkit/idem/registry"
 )
 
@@ -111,8 +112,24 @@ import (
 // as writer_epoch on the "listening on" line): "idem epoch bump" fences
 // it at once and "idem drain on" stops its new operations within about a
 // second (docs/operations.md).
+//
+// With --shard NAME=DSN (repeatable, instead of --db) it serves tenants
+// spread over several registries, each beside its tenants' business
+// tables (package shard; docs/operations.md, "Tenant-sharded
+// registries"): the migrations are applied on every shard, each shard
+// gets its own payments service and maintenance runner, and every
+// request is authenticated once and served on its tenant's shard. The
+// map from tenants to shards is the --shard-map FILE
+// ({"default":"a","tenants":{"t1":"b"}}) or the idem_shard_directory
+// table of the PostgreSQL shard --shard-directory (default: the
+// --shard-default shard), read again within about a second of a change;
+// a tenant the map does not name goes to --shard-default, which is
+// required. A draining tenant's new keys get 503 DRAINING. /healthz and
+// /readyz answer for every shard; the metrics carry a shard label; the
+// console (--operators) shows one shard, --console-shard NAME (default:
+// the default shard).
 func runServe(ctx context.Context, args []string, std stdio) int {
-	fs := newFlags("serve", "[--addr ADDR] [--db DSN] [--auth FILE] [--provider URL] [--webhook URL …] [--admin-addr ADDR [--operators FILE] [--admin-tls-cert F --admin-tls-key F]] [flags]", std)
+	fs := newFlags("serve", "[--addr ADDR] [--db DSN | --shard NAME=DSN … --shard-default NAME [--shard-map FILE]] [--auth FILE] [--provider URL] [--webhook URL …] [--admin-addr ADDR [--operators FILE] [--admin-tls-cert F --admin-tls-key F]] [flags]", std)
 	addr := fs.String("addr", "127.0.0.1:8080", "listen `ADDR` (host:port; port 0 picks a free one)")
 	dsn := fs.db(defaultDB, "database `DSN`: sqlite:PATH or postgres://…")
 	auth := fs.String("auth", "", "bearer tokens `FILE`: {\"<token>\": {\"tenant\": \"…\", \"principal\": \"…\"}}; without it the token \"demo\" is accepted")
@@ -133,6 +150,7 @@ func runServe(ctx context.Context, args []string, std stdio) int {
 	keys := addKeysFlag(fs.FlagSet)
 	admin := addAdminFlags(fs.FlagSet)
 	modes, revisions := addRolloutFlags(fs.FlagSet)
+	shards := addShardFlags(fs.FlagSet)
 	epoch := fs.Int64("writer-epoch", -1, "writer `EPOCH` to accept and commit operations at; -1: the registry's epoch at start, so a later \"idem epoch bump\" fences this server")
 	words, code, ok := fs.parse(args)
 	if !ok {
@@ -166,6 +184,11 @@ func runServe(ctx context.Context, args []string, std stdio) int {
 	if err := checkOperations(payments.Config{Provider: *provider}, modes, revisions); err != nil {
 		return fs.usage(err.Error())
 	}
+	dbGiven := false
+	fs.Visit(func(fl *flag.Flag) { dbGiven = dbGiven || fl.Name == "db" || fl.Name == "db-file" })
+	if err := shards.check(dbGiven); err != nil {
+		return fs.usage(err.Error())
+	}
 	if *epoch < -1 {
 		fmt.Fprintln(std.err, "idem serve: --writer-epoch must be -1 (the registry's at start) or an epoch >= 0")
 		return exitUsage
@@ -191,78 +214,57 @@ func runServe(ctx context.Context, args []string, std stdio) int {
 	if opts.Sealer == nil {
 		log.Warn("no --encryption-keys file: response bodies are stored in plaintext (required for production: docs/operations.md, \"Encryption at rest\")")
 	}
-	gate := gateOptions(&opts)
-	store, err := idemstore.Open(ctx, *dsn, opts)
-	if err != nil {
-		log.Error("idem serve: cannot open the database", "err", err)
-		return exitRefused
-	}
-	defer store.Close()
-	stopGate, err := gateStore(ctx, log, gate, store, *keyRefresh)
-	if err != nil {
-		log.Error("idem serve: cannot start", "err", err)
-		return exitRefused
-	}
-	defer stopGate()
-	warnDurability(ctx, log, store)
-
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	svc, err := payments.New(ctx, payments.Config{
-		Store:           registry.WithTimeout(store, *storeTimeout),
-		Auth:            tokens,
-		Lease:           *lease,
-		Retention:       *retention,
-		Logger:          log,
-		Registry:        reg,
-		Provider:        *provider,
-		ProviderTimeout: *providerTimeout,
-		WriterEpoch:     *epoch,
-		APIRevision:     *apiRevision,
-		Modes:           modes,
-		Revisions:       revisions,
+	setup := shardSetup{log: log, opts: opts, keyRefresh: *keyRefresh, storeTimeout: *storeTimeout, webhook: webhook,
+		svc: payments.Config{
+			Auth:            tokens,
+			Lease:           *lease,
+			Retention:       *retention,
+			Provider:        *provider,
+			ProviderTimeout: *providerTimeout,
+			WriterEpoch:     *epoch,
+			APIRevision:     *apiRevision,
+			Modes:           modes,
+			Revisions:       revisions,
 
-		OneTransaction: !*twoPhase,
-	})
-	if err != nil {
-		log.Error("idem serve: cannot start the service", "err", err)
-		return exitRefused
+			OneTransaction: !*twoPhase,
+		},
+		runner: maintenance.Runner{RecoverEvery: *recoverEvery, Lease: *lease, PruneEvery: *pruneEvery},
 	}
-	// The verdict counts of the last refresh, written once serving ended
-	// (deferred after store.Close, so run before it).
-	defer func() {
-		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownTimeout)
-		defer cancel()
-		if err := svc.Rollouts().Flush(fctx); err != nil {
-			log.Error("idem serve: the last verdict counts could not be written", "err", err)
-		} else {
-			log.Info("verdict counts flushed")
-		}
-	}()
-
-	// The library's maintenance runner: recovery, settlement of UNKNOWN
-	// operations, pruning and the relay. Stopped (deferred after
-	// store.Close, so run before it) once serving ends.
-	runner := &maintenance.Runner{Store: store, Effects: svc.Effects(), RecoverEvery: *recoverEvery, Lease: *lease,
-		PruneEvery: *pruneEvery, Metrics: recovery.NewMetrics(reg), Logger: log}
 	if *pruneEvery == 0 {
-		runner.PruneEvery = -1 // --prune-interval 0: off
+		setup.runner.PruneEvery = -1 // --prune-interval 0: off
 		log.Info("scheduled pruning is off (--prune-interval 0); run idem prune")
 	}
-	if *webhook.url != "" {
-		relay, err := webhook.relay(store, reg, log)
+	var (
+		handler  http.Handler
+		gatherer prometheus.Gatherer = reg
+		first    *serveShard         // the only one, or the console's shard
+		attrs    []any
+	)
+	if shards.sharded() {
+		srv, stop, err := setup.openShards(ctx, shards, reg)
 		if err != nil {
-			log.Error("idem serve: cannot start the outbox relay", "err", err)
+			log.Error("idem serve: cannot start", "err", err)
 			return exitRefused
 		}
-		runner.Relay = relay
-		logRelay(log, relay, *webhook.url)
+		defer stop()
+		handler, gatherer, first = srv.handler, srv.gatherer, srv.byName[shards.consoleName()]
+		attrs = []any{"shards", strings.Join(shards.list.names, ","), "default_shard", *shards.def}
+	} else {
+		one, stop, err := setup.openShard(ctx, "", *dsn, reg)
+		if err != nil {
+			log.Error("idem serve: cannot start", "err", err)
+			return exitRefused
+		}
+		defer stop()
+		handler, first = one.svc.Handler(), one
+		attrs = []any{"db", idemstore.Kind(*dsn), "writer_epoch", one.svc.WriterEpoch()}
 	}
-	defer runInBackground(ctx, runner.Run)()
 
 	var ready func()
 	if *admin.addr != "" {
-		a, err := startAdmin(ctx, log, *admin, registry.WithTimeout(store, *storeTimeout), svc.Effects(), payments.Operations(payments.Config{Provider: *provider}), reg)
+		a, err := startAdmin(ctx, log, *admin, registry.WithTimeout(first.store, *storeTimeout), first.name, first.svc.Effects(), payments.Operations(payments.Config{Provider: *provider}), gatherer)
 		if err != nil {
 			log.Error("idem serve: cannot start the admin listener", "err", err)
 			return exitRefused
@@ -278,6 +280,5 @@ func runServe(ctx context.Context, args []string, std stdio) int {
 		log.Error("idem serve: cannot listen", "err", err)
 		return exitRefused
 	}
-	return serveUntilDoneThen(ctx, log, "idem serve", ln, &http.Server{Handler: svc.Handler()}, ready,
-		"db", idemstore.Kind(*dsn), "writer_epoch", svc.WriterEpoch())
+	return serveUntilDoneThen(ctx, log, "idem serve", ln, &http.Server{Handler: handler}, ready, attrs...)
 }

@@ -36,11 +36,11 @@ type adminServer struct {
 }
 
 // startAdmin binds f's address and serves /metrics from metrics on it and,
-// when f names an operators file, the console for store and effects with
+// when f names an operators file, the console for store (the shard named shard, "" without shards) and effects with
 // those operators (its status page draws the acceptance latency from
 // metrics). It logs nothing yet but the warning of an open address
 // without TLS: announce logs the "listening on" line.
-func startAdmin(ctx context.Context, log *slog.Logger, f adminFlags, store registry.Store, effects effect.Set, operations []string, metrics *prometheus.Registry) (*adminServer, error) {
+func startAdmin(ctx context.Context, log *slog.Logger, f adminFlags, store registry.Store, shard string, effects effect.Set, operations []string, metrics prometheus.Gatherer) (*adminServer, error) {
 	tlsConf, err := f.tlsConfig()
 	if err != nil {
 		return nil, err
@@ -53,7 +53,7 @@ func startAdmin(ctx context.Context, log *slog.Logger, f adminFlags, store regis
 		if err != nil {
 			return nil, err
 		}
-		if a.h, err = console.New(console.Config{Store: store, Effects: effects, Operators: ops, Logger: log, Gatherer: metrics, Operations: operations}); err != nil {
+		if a.h, err = console.New(console.Config{Store: store, Shard: shard, Effects: effects, Operators: ops, Logger: log, Gatherer: metrics, Operations: operations}); err != nil {
 			return nil, err
 		}
 		mux.Handle("/", a.h)

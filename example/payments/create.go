@@ -129,7 +129,7 @@ func (s *Service) execution(w http.ResponseWriter, r *http.Request, what string,
 	var ok bool
 	if e.caller, ok = idemhttp.Caller(ctx); !ok { // off and shadow's plain path may hand no identity down
 		var err error
-		if e.caller, err = s.auth.Identity(r); err != nil {
+		if e.caller, err = s.identity(r); err != nil {
 			w.Header().Set("WWW-Authenticate", "Bearer")
 			idemhttp.WriteProblem(w, idem.CodeUnauthenticated, "authentication required")
 			return execution{}, false

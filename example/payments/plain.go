@@ -63,7 +63,7 @@ func (s *Service) PlainCreateWith(step PlainStep) http.Handler {
 
 func (s *Service) plainCreate(w http.ResponseWriter, r *http.Request, opts canon.Options, step PlainStep) {
 	ctx := r.Context()
-	id, err := s.auth.Identity(r)
+	id, err := s.identity(r)
 	if err != nil {
 		w.Header().Set("WWW-Authenticate", "Bearer")
 		idemhttp.WriteProblem(w, idem.CodeUnauthenticated, "authentication required")

@@ -80,6 +80,7 @@ import (
 	"github.com/idemkit/idem/idemhttp"
 	"github.com/idemkit/idem/internal/sqlfile"
 	"github.com/idemkit/idem/registry"
+	"github.com/idemkit/idem/shard"
 )
 
 //go:embed payments.sql
@@ -115,6 +116,15 @@ type Config struct {
 	Store registry.Store
 	// Auth maps bearer tokens to identities.
 	Auth Tokens
+	// Identity, when set, authenticates requests in place of Auth (which
+	// is still required): "idem serve" with shards authenticates once in
+	// shard.Handler and gives each shard's service shard.RequestIdentity.
+	Identity func(*http.Request) (idem.Identity, error)
+	// Admit, when set, is asked before a new operation is accepted, after
+	// the registry's drain and writer epoch: "idem serve" with shards
+	// gives each shard's service shard.Router.Admit (a draining tenant's
+	// new keys get 503 DRAINING).
+	Admit func(context.Context) error
 	// Lease and Retention of POST /v1/payments operations; 0 means
 	// registry.DefaultLease and registry.DefaultRetention.
 	Lease, Retention time.Duration
@@ -179,10 +189,11 @@ type Config struct {
 // safe for concurrent use.
 type Service struct {
 	store registry.Store
-	auth  Tokens
-	log   *slog.Logger
-	mux   *http.ServeMux
-	epoch int64 // the writer epoch of every claim
+	// identity authenticates requests: Config.Identity or Auth.Identity.
+	identity func(*http.Request) (idem.Identity, error)
+	log      *slog.Logger
+	mux      *http.ServeMux
+	epoch    int64 // the writer epoch of every claim
 	// effects of the operations that have any (Effects), by name.
 	effects effect.Set
 	// rollouts are the rollout rows its operations follow.
@@ -205,9 +216,12 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 	if err := createTables(ctx, cfg.Store); err != nil {
 		return nil, err
 	}
-	s := &Service{store: cfg.Store, auth: cfg.Auth, log: cfg.Logger, mux: http.NewServeMux(), epoch: cfg.WriterEpoch, rollouts: cfg.Rollouts}
+	s := &Service{store: cfg.Store, identity: cfg.Identity, log: cfg.Logger, mux: http.NewServeMux(), epoch: cfg.WriterEpoch, rollouts: cfg.Rollouts}
 	if s.log == nil {
 		s.log = slog.Default()
+	}
+	if s.identity == nil {
+		s.identity = cfg.Auth.Identity
 	}
 	if s.rollouts == nil {
 		s.rollouts = &idemhttp.Rollouts{Store: cfg.Store, Refresh: cfg.AdmitRefresh, Logger: s.log}
@@ -239,10 +253,10 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 		OneTransaction: cfg.OneTransaction,
 	}
 	configure(&createOp, cfg)
-	create, err := idemhttp.New(ctx, cfg.Store, createOp, s.auth.Identity, idemhttp.Options{
+	create, err := idemhttp.New(ctx, cfg.Store, createOp, s.identity, idemhttp.Options{
 		Challenge:     "Bearer",
 		MonitorPrefix: "/v1/operations/",
-		Admit:         admit.Admit,
+		Admit:         shard.Chain(admit.Admit, cfg.Admit),
 		WriterEpoch:   &s.epoch,
 		Metrics:       idemhttp.NewMetrics(reg),
 		Logger:        s.log,
@@ -341,7 +355,7 @@ func addRefundedColumn(ctx context.Context, tx registry.Tx) error {
 // UNAUTHENTICATED itself when the request carries no known bearer token.
 func (s *Service) authenticated(h func(http.ResponseWriter, *http.Request, idem.Identity)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		id, err := s.auth.Identity(r)
+		id, err := s.identity(r)
 		if err != nil {
 			w.Header().Set("WWW-Authenticate", "Bearer")
 			idemhttp.WriteProblem(w, idem.CodeUnauthenticated, "authentication required")

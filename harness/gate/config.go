@@ -198,6 +198,20 @@ type Config struct {
 	// effect requests and answers are sealed at rest; the gate reads the
 	// registry with it when it verifies. Empty: bodies in plaintext.
 	EncryptionKeys string
+	// Shards, if set, runs the instances over several registries
+	// ("idem serve --shard NAME=DSN", docs/operations.md) instead of DSN:
+	// shard name → database. ShardMap sends the plan's tenants
+	// ("tenant-0", …) to shards, ShardDefault (required) the others; the
+	// instances get the map as a --shard-map file. Each shard is verified
+	// with its tenants' keys (Report.Shards), and must hold nothing of
+	// the other shards' tenants. The payments workload only, without
+	// Rollout or Retention.
+	Shards       map[string]string
+	ShardDefault string
+	ShardMap     map[string]string
+	// Tenants is the number of tenants the principals are spread over
+	// (Plan.SpreadTenants); 0 means two. At most Principals.
+	Tenants int
 	// Seed makes key order and payload variants reproducible; 0 means one
 	// derived from the clock (reported).
 	Seed int64
@@ -257,8 +271,13 @@ func (c Config) withDefaults() Config {
 
 // validate reports a configuration Run cannot use (after withDefaults).
 func (c Config) validate() error {
+	if err := c.validateShards(); err != nil {
+		return err
+	}
 	switch {
-	case idemstore.Kind(c.DSN) == "":
+	case c.Tenants < 0 || c.Tenants > c.Principals:
+		return errors.New("gate: tenants must be between 0 and the principals")
+	case idemstore.Kind(c.DSN) == "" && !c.sharded():
 		return errors.New("gate: the database must be postgres://… or sqlite:PATH")
 	case c.Instances < 1 || c.Retries < 1 || c.Requests < c.Retries || c.Concurrency < 1 || c.Principals < 1:
 		return fmt.Errorf("gate: instances, retries, concurrency and principals must be positive and requests at least retries")

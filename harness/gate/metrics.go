@@ -34,13 +34,26 @@ func ParseReservationsOf(r io.Reader, op string) (Histogram, error) {
 	if !ok || fam.GetType() != dto.MetricType_HISTOGRAM {
 		return Histogram{}, errNoHistogram
 	}
+	// One series per shard of a sharded instance (label shard): summed.
+	var sum Histogram
+	found := false
 	for _, m := range fam.GetMetric() {
 		if label(m, "operation") != op {
 			continue
 		}
-		return fromDTO(m.GetHistogram())
+		h, err := fromDTO(m.GetHistogram())
+		if err != nil {
+			return Histogram{}, err
+		}
+		if err := sum.Add(h); err != nil {
+			return Histogram{}, err
+		}
+		found = true
 	}
-	return Histogram{}, errNoHistogram
+	if !found {
+		return Histogram{}, errNoHistogram
+	}
+	return sum, nil
 }
 
 func label(m *dto.Metric, name string) string {

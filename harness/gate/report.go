@@ -39,12 +39,14 @@ type Report struct {
 	OneTransaction bool `json:"one_transaction"`
 	// ServeFlags are the arguments every instance got after "idem serve"
 	// (the --db and --auth values shown as "…"); set by Run.
-	ServeFlags  []string `json:"serve_flags,omitempty"`
-	Crash       bool     `json:"crash"`
-	Crashes     int      `json:"crashes"` // instances killed and restarted
-	Keys        int      `json:"keys"`
-	Retries     int      `json:"retries"`
-	Concurrency int      `json:"concurrency"`
+	ServeFlags []string `json:"serve_flags,omitempty"`
+	// Shards is each shard's part of a sharded run (Config.Shards).
+	Shards      []ShardReport `json:"shards,omitempty"`
+	Crash       bool          `json:"crash"`
+	Crashes     int           `json:"crashes"` // instances killed and restarted
+	Keys        int           `json:"keys"`
+	Retries     int           `json:"retries"`
+	Concurrency int           `json:"concurrency"`
 	// Planned is keys × retries; Requests every request sent.
 	Planned  int              `json:"planned_requests"`
 	Requests int64            `json:"requests"`
@@ -288,6 +290,19 @@ func (r *Report) decide() {
 		// histogram is missing from the p99, fails the run it was part of.
 		{Name: "instance_problems", Value: float64(r.InstanceProblems), Limit: "= 0", Passed: r.InstanceProblems == 0},
 	}
+	if r.Shards != nil {
+		// Every shard consistent on its own, and no tenant's records or
+		// payments on another tenant's shard.
+		misplaced, consistent := 0, 0
+		for _, s := range r.Shards {
+			misplaced += s.Misplaced
+			if s.AnsweredKeys > 0 && s.ReplayDigestConsistency == 1 {
+				consistent++
+			}
+		}
+		r.Gates = append(r.Gates, Gate{Name: "shard_placement", Value: float64(misplaced), Limit: "= 0", Passed: misplaced == 0},
+			Gate{Name: "consistent_shards", Value: float64(consistent), Limit: fmt.Sprintf("= %d", len(r.Shards)), Passed: consistent == len(r.Shards)})
+	}
 	if r.Late != nil {
 		// Retention from settlement: every retry of a key that settled
 		// after an outage longer than the retention replays its answer.
@@ -324,6 +339,10 @@ func (r *Report) WriteText(w io.Writer) {
 	}
 	fmt.Fprintf(w, "  load      %d keys × %d retries = %d planned, %d requests sent in %s (%.0f req/s), concurrency %d\n",
 		r.Keys, r.Retries, r.Planned, r.Requests, time.Duration(r.LoadSeconds*float64(time.Second)).Round(time.Millisecond), r.ThroughputRPS, r.Concurrency)
+	for _, s := range r.Shards {
+		fmt.Fprintf(w, "  shard %-3s %s: %d keys, %d operations, digest consistency %.3f, acknowledged lost %d, re-executed %d, duplicate payments %d, duplicate outbox %d, misplaced %d\n",
+			s.Name, strings.Join(s.Tenants, ","), s.Keys, s.Operations, s.ReplayDigestConsistency, s.AcknowledgedLost, s.ReExecuted, s.DuplicatePayments, s.DuplicateOutbox, s.Misplaced)
+	}
 	if r.Workload == WorkloadTransfers {
 		fmt.Fprintf(w, "  outcomes  %d succeeded, %d refused (AMOUNT_LIMIT), %d declined, %d replays, %d/%d different payloads refused\n",
 			r.Succeeded, r.Refused, r.Declined, r.Replays, r.ConflictsRefused, r.ConflictsSent)

@@ -73,19 +73,19 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 		opts.Sealer = ring
 	}
-	store, err := idemstore.Open(ctx, cfg.DSN, opts)
-	if err != nil {
-		return nil, fmt.Errorf("gate: opening the database: %w", err)
-	}
-	defer store.Close()
-	mark, err := OutboxMark(ctx, store)
+	stores, closeStores, err := openStores(ctx, cfg, opts)
 	if err != nil {
 		return nil, err
 	}
+	defer closeStores()
+	store, mark := stores[0].store, stores[0].mark // the only one unless sharded
 
 	plan := NewPlan(cfg.keys(), cfg.Retries, cfg.Principals, cfg.ConflictRate, cfg.RefusalRate, cfg.Seed)
 	if cfg.transfers() {
 		plan.PayeePerKey()
+	}
+	if cfg.Tenants > 0 {
+		plan.SpreadTenants(cfg.Tenants)
 	}
 	dir, err := os.MkdirTemp("", "idem-gate-")
 	if err != nil {
@@ -100,8 +100,12 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err := os.WriteFile(authPath, auth, 0o600); err != nil {
 		return nil, fmt.Errorf("gate: %w", err)
 	}
-	args := []string{"--db", cfg.DSN, "--auth", authPath, "--lease", cfg.Lease.String(),
-		"--recover-interval", cfg.RecoverInterval.String()}
+	args, err := dbArgs(cfg, dir)
+	if err != nil {
+		return nil, err
+	}
+	args = append(args, "--auth", authPath, "--lease", cfg.Lease.String(),
+		"--recover-interval", cfg.RecoverInterval.String())
 	if cfg.Retention > 0 {
 		// The late-settlement phase: a short retention, which the
 		// retention windows checked at start-up must allow, and a prune
@@ -158,7 +162,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 
 	say("run %s: %d keys × %d retries on %s, concurrency %d, seed %d", plan.Run, cfg.keys(), cfg.Retries,
-		idemstore.Kind(cfg.DSN), cfg.keyWorkers()*cfg.Retries, cfg.Seed)
+		idemstore.Kind(stores[0].dsn), cfg.keyWorkers()*cfg.Retries, cfg.Seed)
 	crash := func() {
 		say("killing instance 0 with SIGKILL")
 		var env []string
@@ -224,15 +228,23 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if cfg.transfers() {
 		worker.Effects = effect.Set{payments.OperationTransfer: payments.TransferEffects(prov.url, 30*time.Second)}
 	}
-	rep, err := worker.RunOnce(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("gate: final recovery pass: %w", err)
-	}
-	if rep != (recovery.Report{}) {
-		say("recovery pass: recovered %d, unknown %d, reconciled %d, unsettled %d", rep.Recovered, rep.Unknown, rep.Reconciled, rep.Unsettled)
+	for _, s := range stores {
+		worker.Store = s.store
+		rep, err := worker.RunOnce(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("gate: final recovery pass %s: %w", s.name, err)
+		}
+		if rep != (recovery.Report{}) {
+			say("recovery pass %s: recovered %d, unknown %d, reconciled %d, unsettled %d", s.name, rep.Recovered, rep.Unknown, rep.Reconciled, rep.Unsettled)
+		}
 	}
 	var v Verification
-	if cfg.transfers() {
+	var shards []ShardReport
+	if cfg.sharded() {
+		if v, shards, err = verifyShards(ctx, cfg, stores, plan, res); err != nil {
+			return nil, err
+		}
+	} else if cfg.transfers() {
 		list, err := provider.transfers(ctx)
 		if err != nil {
 			return nil, err
@@ -257,7 +269,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			problems = append(problems, fmt.Sprintf("the provider outage lasted %v, not longer than the retention %v", faults.outage, cfg.Retention))
 		}
 	}
-	r.DB = idemstore.Kind(cfg.DSN)
+	r.DB = idemstore.Kind(stores[0].dsn)
+	r.Shards = shards
 	r.ServeFlags = fleet.serveFlags()
 	r.Crashes = fleet.crashes
 	r.LoadAverage = [2]float64{loadBefore, loadAfter}
@@ -332,7 +345,7 @@ func (f *fleet) serveFlags() []string {
 			continue
 		}
 		out = append(out, a)
-		if (a == "--db" || a == "--auth") && i+1 < len(args) {
+		if (a == "--db" || a == "--auth" || a == "--shard" || a == "--shard-map") && i+1 < len(args) {
 			out = append(out, "…")
 			i++
 		}

@@ -116,18 +116,20 @@ func Verify(ctx context.Context, store registry.Store, plan Plan, res LoadResult
 		switch {
 		case errors.Is(r.err, idem.ErrDigestMismatch):
 			v.CorruptSnapshots++
-			v.problem("key %d (%s): the stored response fails its digest", i, k.Key)
+			v.problem("key %d (%s): the stored response fails its digest", k.Index, k.Key)
 		case r.err != nil && !errors.Is(r.err, registry.ErrNotFound):
 			return v, fmt.Errorf("gate: reading the record of key %d: %w", i, r.err)
 		case r.err == nil && r.rec.State == idem.StateUnknown && now.Sub(r.rec.CreatedAt) > slo:
 			v.UnknownPastSLO++
-			v.problem("key %d: operation %s UNKNOWN since %v", i, r.rec.OperationID, r.rec.CreatedAt)
+			v.problem("key %d: operation %s UNKNOWN since %v", k.Index, r.rec.OperationID, r.rec.CreatedAt)
 		case r.err == nil && r.rec.State.InFlight():
 			v.InFlight++
-			v.problem("key %d: operation %s still %s after the recovery pass", i, r.rec.OperationID, r.rec.State)
+			v.problem("key %d: operation %s still %s after the recovery pass", k.Index, r.rec.OperationID, r.rec.State)
 		}
-		v.checkAnswers(i, k, kr, r)
-		v.checkEffects(i, k, r, pays[i], outbox[i])
+		// Problems name a key by its Index: its position in the run's
+		// plan, also when plan is one shard's part of it.
+		v.checkAnswers(k.Index, k, kr, r)
+		v.checkEffects(k.Index, k, r, pays[i], outbox[i])
 	}
 	for _, n := range pays {
 		v.PaymentRows += len(n)
@@ -269,13 +271,20 @@ func readEffects(ctx context.Context, store registry.Store, plan Plan, outboxMar
 	pays = make([][]string, len(plan.Keys))
 	outbox = make([][]string, len(plan.Keys))
 	prefix := plan.MemoPrefix()
+	// The memo names a key by its Index, which is its position in
+	// plan.Keys unless plan is one shard's part of a run's (ShardPlan).
+	pos := make(map[int]int, len(plan.Keys))
+	for i, k := range plan.Keys {
+		pos[k.Index] = i
+	}
 	keyOf := func(memo string) (int, bool) {
 		s, ok := strings.CutPrefix(memo, prefix)
 		if !ok {
 			return 0, false
 		}
-		i, err := strconv.Atoi(s)
-		return i, err == nil && i >= 0 && i < len(plan.Keys)
+		n, err := strconv.Atoi(s)
+		i, ok := pos[n]
+		return i, err == nil && ok
 	}
 	var ops []string // operations with "payment.created" messages since the mark
 	err = store.InTx(ctx, func(ctx context.Context, tx registry.Tx) error {

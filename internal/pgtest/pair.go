@@ -68,15 +68,11 @@ func NewPair(t testing.TB, sync bool) *Pair {
 
 // started is what NewPair and NewHACluster do with what they started:
 // skip t when err says the binaries are missing (unless RequireEnv),
-// fail it on any other err, else register a cleanup that stops v.
+// fail it on any other err (skipOrFail), else register a cleanup that
+// stops v.
 func started[T interface{ stop() error }](t testing.TB, v T, err error) T {
 	t.Helper()
-	switch {
-	case errors.Is(err, errNoBinaries) && os.Getenv(RequireEnv) != "1":
-		t.Skip(err)
-	case err != nil:
-		t.Fatal(err)
-	}
+	skipOrFail(t, err)
 	t.Cleanup(func() {
 		if err := v.stop(); err != nil {
 			t.Error(err)
