@@ -39,11 +39,13 @@ type openTrx struct{ thread, started int64 }
 // an in-transaction claim and outcome (ClaimAndExecute) whose caller
 // commits later, which no count of records in flight sees until it
 // commits — could commit after FenceTenant returned, and after an export.
-// Under REPEATABLE READ a transaction whose snapshot predates the fence
-// does not see the fence row even in a later statement; it too was open
-// when the fence committed, so the wait covers it. A transaction that
-// begins after the fence committed sees it. Once FenceTenant returns,
-// nothing of the tenant changes.
+// A transaction that begins after the fence committed sees it, and so,
+// on MariaDB 10.11, does a later statement of a REPEATABLE READ
+// transaction whose snapshot is older (the trigger's read happens inside
+// an INSERT or UPDATE, which reads other tables with locks, the latest
+// committed rows); the wait does not rely on that: such a transaction
+// was open when the fence committed. Once FenceTenant returns, nothing
+// of the tenant changes.
 //
 // How this differs from idempg: InnoDB has no transaction-ID horizon a
 // client can read, so the driver lists the open transactions in
