@@ -8,7 +8,7 @@
 SELECT scope, operation_id, operation, owner, fingerprint, contract, state,
        owner_gen, writer_epoch, lease_until, expires_at, created_at, updated_at,
        resp_status, resp_media_type, resp_location, resp_etag, resp_body, resp_digest, resp_key,
-       retired_at, tombstone_until, tombstone_ttl
+       retired_at, tombstone_until, tombstone_ttl, tenant_hash
 FROM idem_operations
 WHERE state = 'EXECUTING'
   AND lease_until <= coalesce($1, CAST(UNIX_TIMESTAMP(NOW(6)) * 1000000 AS SIGNED))

@@ -58,6 +58,18 @@
 // decreases. Creating triggers with the binary
 // log on needs the SUPER privilege or log_bin_trust_function_creators=1.
 //
+// # Tenants
+//
+// Every record stores registry.TenantHash of its claim's tenant
+// (migration 006; NULL for records made before it), and the Store is a
+// registry.TenantMover (tenant.go, tenantcopy.go): a row of
+// idem_tenant_fences makes the triggers refuse every write that could
+// change an outcome of the tenant with SQLSTATE IDM03, which the driver
+// returns as registry.ErrTenantMoved; ClaimOutbox leaves the tenant's
+// messages alone. FenceTenant waits for the InnoDB transactions open when
+// the fence committed (information_schema.INNODB_TRX, which takes the
+// PROCESS privilege) — see its doc comment.
+//
 // # Servers
 //
 // Tested on MariaDB 10.11 (internal/mytest starts a throwaway server per

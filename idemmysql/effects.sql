@@ -83,7 +83,7 @@ ORDER BY id;
 SELECT scope, operation_id, operation, owner, fingerprint, contract, state,
        owner_gen, writer_epoch, lease_until, expires_at, created_at, updated_at,
        resp_status, resp_media_type, resp_location, resp_etag, resp_body, resp_digest, resp_key,
-       retired_at, tombstone_until, tombstone_ttl
+       retired_at, tombstone_until, tombstone_ttl, tenant_hash
 FROM idem_operations
 WHERE ($2 IS NULL OR state = $2)
   AND ($3 <= 0 OR created_at <= coalesce($1, CAST(UNIX_TIMESTAMP(NOW(6)) * 1000000 AS SIGNED)) - $3)

@@ -29,6 +29,16 @@ const (
 	errReadOnlyTx        = 1792 // ER_CANT_EXECUTE_IN_READ_ONLY_TRANSACTION
 )
 
+// sqlStateTenantMoved is the SQLSTATE the tenant fence's triggers signal
+// (migration 006): the operation's tenant is fenced.
+const sqlStateTenantMoved = "IDM03"
+
+// isTenantMoved reports whether err is the tenant fence's refusal.
+func isTenantMoved(err error) bool {
+	e, ok := errors.AsType[*mysql.MySQLError](err)
+	return ok && string(e.SQLState[:]) == sqlStateTenantMoved
+}
+
 // serverCode returns the server error number carried by err, or 0.
 func serverCode(err error) uint16 {
 	if e, ok := errors.AsType[*mysql.MySQLError](err); ok {
@@ -67,6 +77,8 @@ func isDeadlock(err error) bool { return serverCode(err) == errLockDeadlock }
 // boundary:
 //
 //   - sql.ErrNoRows → registry.ErrNotFound;
+//   - the tenant fence's refusal (SQLSTATE IDM03, migration 006) →
+//     registry.ErrTenantMoved wrapping err;
 //   - a lost or refused connection (mysql.ErrInvalidConn, a bad or
 //     finished connection, a network error, too many connections, a
 //     server shutting down, a killed connection or query), a lock wait
@@ -83,8 +95,10 @@ func translate(err error) error {
 		return registry.ErrNotFound
 	case errors.Is(err, registry.ErrNotFound), errors.Is(err, registry.ErrFenced),
 		errors.Is(err, registry.ErrUnavailable), errors.Is(err, registry.ErrActiveLimit),
-		errors.Is(err, registry.ErrWriterFenced):
+		errors.Is(err, registry.ErrWriterFenced), errors.Is(err, registry.ErrTenantMoved):
 		return err
+	case isTenantMoved(err):
+		return fmt.Errorf("%w: %w", registry.ErrTenantMoved, err)
 	case errors.Is(err, driver.ErrBadConn), errors.Is(err, sql.ErrConnDone),
 		errors.Is(err, mysql.ErrInvalidConn), errors.Is(err, context.DeadlineExceeded):
 		return fmt.Errorf("%w: %w", registry.ErrUnavailable, err)

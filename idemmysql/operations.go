@@ -30,7 +30,7 @@ func (s *Store) claimArgs(c registry.Claim) (string, []any) {
 		now, c.Scope[:], idem.NewOperationID(idAt), c.Operation, c.Owner[:], c.Fingerprint[:],
 		idem.ContractVersion, c.WriterEpoch,
 		c.LeaseOrDefault().Microseconds(), c.RetentionOrDefault().Microseconds(),
-		tombstoneTTL(c),
+		tombstoneTTL(c), tenantHash(c),
 	}
 	if c.MaxActive > 0 {
 		return queries.Get("ClaimInsertLimited"), append(args, c.MaxActive)

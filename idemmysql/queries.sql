@@ -18,7 +18,7 @@
 --   owner_gen, writer_epoch, lease_until, expires_at, created_at,
 --   updated_at, resp_status, resp_media_type, resp_location, resp_etag,
 --   resp_body, resp_digest, resp_key, retired_at, tombstone_until,
---   tombstone_ttl
+--   tombstone_ttl, tenant_hash (migration 006)
 
 -- name: CreateMigrationsTable
 CREATE TABLE IF NOT EXISTS idem_schema_migrations (
@@ -41,46 +41,47 @@ VALUES ($2, coalesce($1, CAST(UNIX_TIMESTAMP(NOW(6)) * 1000000 AS SIGNED)));
 -- (the writer fence, $8 the claim's epoch): a concurrent BumpEpoch waits
 -- for this transaction, and this insert for a BumpEpoch in progress. No
 -- row inserted: the fence held. $11 is the tombstone TTL in µs, NULL to
--- keep the tombstone forever.
+-- keep the tombstone forever; $12 the tenant hash (registry.TenantHash;
+-- migration 006).
 INSERT INTO idem_operations (scope, operation_id, operation, owner, fingerprint, contract, state,
                              owner_gen, writer_epoch, lease_until, expires_at, created_at, updated_at,
-                             tombstone_ttl)
-SELECT $2, $3, $4, $5, $6, $7, 'RESERVED', 1, $8, clock.now + $9, clock.now + $10, clock.now, clock.now, $11
+                             tombstone_ttl, tenant_hash)
+SELECT $2, $3, $4, $5, $6, $7, 'RESERVED', 1, $8, clock.now + $9, clock.now + $10, clock.now, clock.now, $11, $12
 FROM (SELECT coalesce($1, CAST(UNIX_TIMESTAMP(NOW(6)) * 1000000 AS SIGNED)) AS now) AS clock
 WHERE $8 >= (SELECT writer_epoch FROM idem_control WHERE id = 1 LOCK IN SHARE MODE);
 
 -- name: ClaimInsertLimited
--- ClaimInsert with Claim.MaxActive ($12, > 0): the row is inserted only
--- while the owner holds fewer than $12 active records of the operation —
+-- ClaimInsert with Claim.MaxActive ($13, > 0): the row is inserted only
+-- while the owner holds fewer than $13 active records of the operation —
 -- UNKNOWN ones, and RESERVED or EXECUTING ones whose lease has not
--- expired (idem_operations_inflight; the LIMIT stops the count at $12).
+-- expired (idem_operations_inflight; the LIMIT stops the count at $13).
 -- Under READ COMMITTED the count reads committed rows without locking
 -- them, so racing reservations may overshoot the bound by the number of
 -- racers, as registry.Claim.MaxActive allows. No row inserted: the fence
 -- or the limit held.
 INSERT INTO idem_operations (scope, operation_id, operation, owner, fingerprint, contract, state,
                              owner_gen, writer_epoch, lease_until, expires_at, created_at, updated_at,
-                             tombstone_ttl)
-SELECT $2, $3, $4, $5, $6, $7, 'RESERVED', 1, $8, clock.now + $9, clock.now + $10, clock.now, clock.now, $11
+                             tombstone_ttl, tenant_hash)
+SELECT $2, $3, $4, $5, $6, $7, 'RESERVED', 1, $8, clock.now + $9, clock.now + $10, clock.now, clock.now, $11, $12
 FROM (SELECT coalesce($1, CAST(UNIX_TIMESTAMP(NOW(6)) * 1000000 AS SIGNED)) AS now) AS clock
 WHERE $8 >= (SELECT writer_epoch FROM idem_control WHERE id = 1 LOCK IN SHARE MODE)
   AND (SELECT count(*) FROM (SELECT 1 FROM idem_operations
                              WHERE owner = $5 AND operation = $4 AND state IN ('RESERVED', 'EXECUTING', 'UNKNOWN')
                                AND (state = 'UNKNOWN' OR lease_until > coalesce($1, CAST(UNIX_TIMESTAMP(NOW(6)) * 1000000 AS SIGNED)))
-                             LIMIT $12) AS active) < $12;
+                             LIMIT $13) AS active) < $13;
 
 -- name: GetByScope
 SELECT scope, operation_id, operation, owner, fingerprint, contract, state,
        owner_gen, writer_epoch, lease_until, expires_at, created_at, updated_at,
        resp_status, resp_media_type, resp_location, resp_etag, resp_body, resp_digest, resp_key,
-       retired_at, tombstone_until, tombstone_ttl
+       retired_at, tombstone_until, tombstone_ttl, tenant_hash
 FROM idem_operations WHERE scope = $1;
 
 -- name: GetByID
 SELECT scope, operation_id, operation, owner, fingerprint, contract, state,
        owner_gen, writer_epoch, lease_until, expires_at, created_at, updated_at,
        resp_status, resp_media_type, resp_location, resp_etag, resp_body, resp_digest, resp_key,
-       retired_at, tombstone_until, tombstone_ttl
+       retired_at, tombstone_until, tombstone_ttl, tenant_hash
 FROM idem_operations WHERE operation_id = $1;
 
 -- name: CompleteOperation
@@ -123,9 +124,15 @@ WHERE scope = $2 AND operation_id = $5 AND owner_gen = $3 AND state IN ('RESERVE
 -- name: ClaimOutboxPick
 -- The messages a relay may claim, locked; SKIP LOCKED passes over the
 -- rows another relay is claiming right now (MariaDB 10.6, MySQL 8.0).
+-- A fenced tenant's messages (migration 006) stay unclaimed: they are
+-- published from the tenant's new registry. The fence test runs only
+-- when some tenant is fenced (the table is almost always empty).
 SELECT seq FROM idem_outbox
 WHERE published_at IS NULL AND dead_at IS NULL
   AND (claimed_until IS NULL OR claimed_until <= coalesce($1, CAST(UNIX_TIMESTAMP(NOW(6)) * 1000000 AS SIGNED)))
+  AND (NOT EXISTS (SELECT 1 FROM idem_tenant_fences)
+       OR NOT EXISTS (SELECT 1 FROM idem_tenant_fences f JOIN idem_operations o ON o.tenant_hash = f.tenant_hash
+                      WHERE o.operation_id = idem_outbox.operation_id))
 ORDER BY seq LIMIT $2
 FOR UPDATE SKIP LOCKED;
 

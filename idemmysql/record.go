@@ -32,15 +32,21 @@ func (s *Store) scanRecord(row scanner) (registry.Record, error) {
 		body, digest                   []byte
 		bodyKey                        sql.NullString
 		retired, tombstoneUntil, ttl   sql.NullInt64
+		tenant                         []byte
 	)
 	err := row.Scan(&scope, &rec.OperationID, &rec.Operation, &owner, &fingerprint, &rec.Contract,
 		&state, &rec.OwnerGen, &rec.WriterEpoch, &leaseUntil, &expiresAt, &created, &updated,
 		&status, &mediaType, &location, &etag, &body, &digest, &bodyKey,
-		&retired, &tombstoneUntil, &ttl)
+		&retired, &tombstoneUntil, &ttl, &tenant)
 	if err != nil {
 		return registry.Record{}, err
 	}
 	scanTombstone(&rec, retired, tombstoneUntil, ttl)
+	if tenant != nil { // NULL (unattributed) leaves it zero
+		if err := copyHash(rec.TenantHash[:], tenant, "tenant_hash"); err != nil {
+			return registry.Record{}, err
+		}
+	}
 	if err := copyHash(rec.Scope[:], scope, "scope"); err != nil {
 		return registry.Record{}, err
 	}
@@ -108,6 +114,13 @@ func tombstoneTTL(c registry.Claim) any {
 		return nil
 	}
 	return max(ttl.Microseconds(), 1)
+}
+
+// tenantHash is the tenant_hash argument of a claim: registry.TenantHash
+// of c.Tenant (migration 006).
+func tenantHash(c registry.Claim) []byte {
+	h := registry.TenantHash(c.Tenant)
+	return h[:]
 }
 
 // scanTombstone fills the retention fields of rec from the columns

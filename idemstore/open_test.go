@@ -10,8 +10,6 @@ import (
 	"github.com/idemkit/idem/registry"
 )
 
-func TestMain(m *testing.M) { mytest.Main(m) }
-
 // TestOpenMySQL: a mysql:// DSN opens the MySQL/MariaDB driver, migrated
 // and usable; an unknown scheme is refused without printing the DSN.
 func TestOpenMySQL(t *testing.T) {

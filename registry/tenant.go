@@ -56,8 +56,8 @@ type TenantCounts struct {
 }
 
 // TenantMover is what a tenant move between two registries needs: the
-// fence and counts of TenantFencer, and the copy of TenantCopier. Both
-// drivers implement it; methods are safe for concurrent use and ctx
+// fence and counts of TenantFencer, and the copy of TenantCopier. Every
+// driver implements it; methods are safe for concurrent use and ctx
 // governs the call.
 //
 // A move runs: drain the tenant (new keys refused, replays served), wait

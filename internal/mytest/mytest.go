@@ -84,7 +84,20 @@ var errStopped = errors.New("mytest: server requested after mytest.Main finished
 // Main runs the tests, then stops every server the package started and
 // deletes their directories, and exits with the tests' exit code (1 if a
 // server could not be stopped). Call it from TestMain; it does not return.
-func Main(m *testing.M) {
+func Main(m interface{ Run() int }) { os.Exit(runTests(m)) }
+
+// Runner runs M's tests as Main does — stopping the servers after them
+// — but returns the exit code instead of exiting, so that a test binary
+// needing PostgreSQL too can pass it to pgtest.Main:
+//
+//	func TestMain(m *testing.M) { pgtest.Main(mytest.Runner{M: m}) }
+type Runner struct{ M interface{ Run() int } }
+
+// Run runs the tests and stops the servers; it returns the exit code.
+func (r Runner) Run() int { return runTests(r.M) }
+
+// runTests is Main without the exit.
+func runTests(m interface{ Run() int }) int {
 	mainCalled.Store(true)
 	code := m.Run()
 	shared.once.Do(func() { shared.err = errStopped })
@@ -106,7 +119,7 @@ func Main(m *testing.M) {
 		}
 	}
 	removeTemplate()
-	os.Exit(code)
+	return code
 }
 
 // DSN returns the connection string, in the form of

@@ -81,8 +81,10 @@ var errStopped = errors.New("pgtest: cluster requested after pgtest.Main finishe
 
 // Main runs the tests and then stops and deletes the shared cluster, if one
 // was started, and exits with the tests' exit code (1 if the cluster could not
-// be stopped). Call it from TestMain; it does not return.
-func Main(m *testing.M) {
+// be stopped). Call it from TestMain; it does not return. m is the
+// *testing.M, or something that runs it (mytest.Runner, for a test binary
+// that needs both servers).
+func Main(m interface{ Run() int }) {
 	mainCalled.Store(true)
 	code := m.Run()
 	// After this Do, the once has run: either the cluster exists, start
