@@ -66,9 +66,9 @@
 // idem_tenant_fences makes the triggers refuse every write that could
 // change an outcome of the tenant with SQLSTATE IDM03, which the driver
 // returns as registry.ErrTenantMoved; ClaimOutbox leaves the tenant's
-// messages alone. FenceTenant waits for the InnoDB transactions open when
-// the fence committed (information_schema.INNODB_TRX, which takes the
-// PROCESS privilege) — see its doc comment.
+// messages alone. FenceTenant waits for the transactions that touched
+// idem_operations before the fence committed (the table's metadata lock,
+// which takes the LOCK TABLES privilege) — see its doc comment.
 //
 // # Servers
 //

@@ -3,8 +3,6 @@ package idemmysql
 import (
 	"context"
 	"embed"
-	"fmt"
-	"time"
 
 	"github.com/idemkit/idem/internal/sqlfile"
 	"github.com/idemkit/idem/registry"
@@ -23,14 +21,6 @@ var tenantQueries = sqlfile.MustLoad(tenantFiles, "tenant.sql")
 // registry.ErrTenantMoved. A refused Complete or ExecuteOnce aborts its
 // transaction, so the business writes roll back with it.
 
-// fenceWaitPoll is how often FenceTenant looks whether the transactions
-// open when the fence committed have ended.
-const fenceWaitPoll = 10 * time.Millisecond
-
-// openTrx names an InnoDB transaction: its server thread and the second
-// it began.
-type openTrx struct{ thread, started int64 }
-
 // FenceTenant fences the tenant; see registry.TenantFencer. The insert
 // commits (autocommit); then FenceTenant waits until every InnoDB
 // transaction that was open when the fence committed has ended. A trigger
@@ -48,19 +38,19 @@ type openTrx struct{ thread, started int64 }
 // of the tenant changes.
 //
 // How this differs from idempg: InnoDB has no transaction-ID horizon a
-// client can read, so the driver lists the open transactions in
-// information_schema.INNODB_TRX (the server thread and the second each
-// began) and waits until none of them is still listed. It waits for
-// every open transaction of the server, reading ones and those of other
-// databases included — it cannot tell tenants apart — so a session left
-// idle in a transaction holds it up; and a thread that ends its
-// transaction and begins another within the same second is taken for the
-// same transaction (a longer wait, never a shorter one). Reading
-// INNODB_TRX takes the PROCESS privilege: without it the fence holds but
-// FenceTenant returns the error. The list is polled every 10 ms; ctx
-// governs the insert and the wait, and when ctx ends first the fence
-// stays and the error says the wait did not finish (call FenceTenant
-// again).
+// client can read. Every transaction that has read or written
+// idem_operations holds a shared metadata lock on it until it ends, so
+// after the fence commits FenceTenant takes the table's write lock
+// (LOCK TABLES … WRITE) on a connection of its own and releases it at
+// once: that waits for every such transaction, of every tenant — a
+// session left idle in a transaction holds it up — and while it waits,
+// new statements on idem_operations queue behind it (a pause of the
+// registry as long as the oldest open transaction; moves are rare). It
+// takes the LOCK TABLES privilege. (Listing information_schema.INNODB_TRX
+// instead was tried: on MariaDB 10.11 it kept listing a transaction of a
+// connection long gone, and the wait never ended.) ctx governs the insert
+// and the wait; when ctx ends first the fence stays and the error says
+// the wait did not finish (call FenceTenant again).
 func (s *Store) FenceTenant(ctx context.Context, tenant, movedTo string) error {
 	if err := s.checkOpen(); err != nil {
 		return err
@@ -69,48 +59,18 @@ func (s *Store) FenceTenant(ctx context.Context, tenant, movedTo string) error {
 	if _, err := exec(ctx, s.db, tenantQueries.Get("FenceTenant"), s.nowParam(), h[:], movedTo); err != nil {
 		return s.fail("fence tenant", err)
 	}
-	before, err := s.openTransactions(ctx)
+	conn, err := s.db.Conn(ctx)
 	if err != nil {
-		return s.fail("fence tenant: the fence holds, but listing the transactions older than it failed", err)
+		return s.fail("fence tenant: the fence holds, but waiting for earlier writers failed", err)
 	}
-	tick := time.NewTicker(fenceWaitPoll)
-	defer tick.Stop()
-	for len(before) > 0 {
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("idemmysql: fence tenant: the fence holds, but transactions older than it are still running: %w", ctx.Err())
-		case <-tick.C:
-		}
-		now, err := s.openTransactions(ctx)
-		if err != nil {
-			return s.fail("fence tenant: the fence holds, but waiting for earlier writers failed", err)
-		}
-		for t := range before {
-			if !now[t] {
-				delete(before, t)
-			}
-		}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, tenantQueries.Get("FenceWaitLock")); err != nil {
+		return s.fail("fence tenant: the fence holds, but waiting for earlier writers failed", err)
+	}
+	if _, err := conn.ExecContext(ctx, tenantQueries.Get("FenceWaitUnlock")); err != nil {
+		return s.fail("fence tenant: the fence holds, but releasing the wait's lock failed", err)
 	}
 	return nil
-}
-
-// openTransactions lists the InnoDB transactions open now, other than
-// the session's own.
-func (s *Store) openTransactions(ctx context.Context) (map[openTrx]bool, error) {
-	rows, err := queryRows(ctx, s.db, tenantQueries.Get("OpenTransactions"))
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	out := map[openTrx]bool{}
-	for rows.Next() {
-		var t openTrx
-		if err := rows.Scan(&t.thread, &t.started); err != nil {
-			return nil, err
-		}
-		out[t] = true
-	}
-	return out, rows.Err()
 }
 
 // UnfenceTenant removes the tenant's fence, if any; see

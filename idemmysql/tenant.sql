@@ -9,13 +9,15 @@ INSERT INTO idem_tenant_fences (tenant_hash, moved_to, fenced_at)
 VALUES ($2, $3, coalesce($1, CAST(UNIX_TIMESTAMP(NOW(6)) * 1000000 AS SIGNED)))
 ON DUPLICATE KEY UPDATE moved_to = VALUES(moved_to);
 
--- name: OpenTransactions
--- The InnoDB transactions open now, other than this session's: the
--- server thread that runs each and when it began (trx_started, to the
--- second). Reading INNODB_TRX takes the PROCESS privilege.
-SELECT trx_mysql_thread_id, CAST(UNIX_TIMESTAMP(trx_started) AS SIGNED)
-FROM information_schema.INNODB_TRX
-WHERE trx_mysql_thread_id <> CONNECTION_ID();
+-- name: FenceWaitLock
+-- Waits until every transaction that has touched idem_operations (or a
+-- table its triggers use) has ended: each holds a shared metadata lock on
+-- it until it commits or rolls back, and this write lock waits for all
+-- of them. Released at once by FenceWaitUnlock.
+LOCK TABLES idem_operations WRITE;
+
+-- name: FenceWaitUnlock
+UNLOCK TABLES;
 
 -- name: UnfenceTenant
 -- $1 tenant hash.
