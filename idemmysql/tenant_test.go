@@ -16,7 +16,7 @@ import (
 // an outcome of the tenant (ClaimAndExecute) before the fence committed,
 // but has not committed itself, could commit after an export — no count
 // of records in flight sees it. FenceTenant does not return while such a
-// transaction is open (InnoDB's open transactions, INNODB_TRX): bounded by
+// transaction is open (its metadata lock on idem_operations): bounded by
 // its ctx, it ends with an error saying the fence holds but older
 // transactions still run; once the transaction committed, FenceTenant
 // (again: idempotent) returns and the record is there for the export to
