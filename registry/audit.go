@@ -40,6 +40,9 @@ const (
 	AuditEpochBump       = "epoch.bump"        // the writer epoch raised (Controller.BumpEpoch)
 	AuditFailed          = "failed"            // the change an earlier entry announced did not happen
 	AuditOutboxRequeue   = "outbox.requeue"    // a dead letter made pending again (OutboxDelivery.RequeueOutbox)
+	AuditTenantFence     = "tenant.fence"      // a tenant's writes refused here, as it moves away (TenantFencer.FenceTenant)
+	AuditTenantUnfence   = "tenant.unfence"    // a tenant's fence lifted: its move was aborted before the switch
+	AuditTenantImport    = "tenant.import"     // a moving tenant's records imported here (TenantCopier.ImportTenant)
 )
 
 // Bounds of an audit entry's texts, in bytes.

@@ -109,6 +109,11 @@ func commands() []command {
 			{"OPERATION", "set its mode: off, shadow or enforce [--percent N]; compare-and-set, audited"},
 		}},
 		{name: "serve", summary: "run the reference payments service", run: runServe},
+		{name: "shard", summary: "the shard directory of a sharded service, and tenant moves between its shards", run: runShard, actions: []action{
+			{"list", "print the directory: the default shard and every tenant's entry"},
+			{"move", "move a tenant to another shard: drain, fence, copy, switch, undrain; resumable"},
+			{"abort", "undo a move that has not switched: lift the fence, undrain"},
+		}},
 	}
 }
 

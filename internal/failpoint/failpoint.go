@@ -10,7 +10,9 @@
 // can act on the process's state at the seam — take a lock, cut a
 // connection — before letting it go on; one SIGUSR1 releases every Hit
 // waiting at that moment). The seams are named by the code that calls Hit:
-// after-reserve, before-commit, after-commit, after-downstream.
+// after-reserve, before-commit, after-commit, after-downstream, and
+// "idem shard move"'s shard-STEP after each step of a tenant move
+// (shard-drain, shard-fence, shard-copy, shard-data, shard-switch, …).
 //
 // The variable is read once, at first use. Unset, Hit costs one atomic
 // load and a nil map lookup. Safe for concurrent use.
