@@ -75,3 +75,65 @@ func TestGateShards(t *testing.T) {
 		t.Fatalf("the sharded gate FAILED: %q", rep.Problems)
 	}
 }
+
+// TestGateShardMoves is the gate's tenant-move phase: the payments load
+// through two "idem serve --shard …" instances over three PostgreSQL
+// databases whose map is the directory table of the default shard, and
+// midway through it "idem shard move" moves tenant-1 from b to c —
+// killed with SIGKILL after its copy and resumed — and tenant-3 from the
+// default a to b, while the instances go on serving the others. After the load every
+// answered key is sent once more. It must PASS: every move done, every
+// key judged on its tenant's shard after the moves (acknowledged lost 0,
+// duplicate effects 0, replay digest consistency 1 per shard: the old
+// keys replay from the new shard unchanged), and the old shards' fenced
+// copies what the new shards hold. threat:tenant-move-interrupted
+func TestGateShardMoves(t *testing.T) {
+	t.Parallel()
+	srv := pgtest.NewServer(t)
+	shards := map[string]string{}
+	for _, name := range []string{"a", "b", "c"} {
+		dsn, err := srv.DSN("move_" + name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		shards[name] = dsn
+	}
+	rep, err := gate.Run(t.Context(), gate.Config{
+		Shards: shards, ShardDefault: "a", ShardMap: map[string]string{"tenant-1": "b", "tenant-2": "c"},
+		Moves:     []gate.TenantMove{{Tenant: "tenant-1", To: "c"}, {Tenant: "tenant-3", To: "b"}},
+		MoveCrash: true,
+		Tenants:   4, Principals: 8,
+		Bin: idemBin, Instances: 2, Requests: 8000, Resend: true,
+		ConflictRate: gate.DefaultConflictRate, RefusalRate: gate.DefaultRefusalRate,
+		Concurrency:   2 * gate.DefaultRetries,
+		LatencyBudget: time.Hour, // a move drains a tenant for seconds: the latency gate would judge the move
+		Progress:      testWriter{t},
+	})
+	if err != nil {
+		t.Fatalf("the gate could not run: %v", err)
+	}
+	for _, m := range rep.Moves {
+		t.Logf("move %s %s → %s: done %v in %.1fs, crashed %v, stale copies %d", m.Tenant, m.From, m.To, m.Done, m.Seconds, m.Crashed, m.StaleCopies)
+	}
+	for _, s := range rep.Shards {
+		t.Logf("shard %s %v: keys %d, operations %d, consistency %.3f, acknowledged lost %d, re-executed %d, duplicate payments %d, misplaced %d",
+			s.Name, s.Tenants, s.Keys, s.Operations, s.ReplayDigestConsistency, s.AcknowledgedLost, s.ReExecuted, s.DuplicatePayments, s.Misplaced)
+	}
+	if len(rep.Moves) != 2 || !rep.Moves[0].Crashed {
+		t.Fatalf("moves %+v, want two, the first crashed once", rep.Moves)
+	}
+	want := map[string][]string{"a": {"tenant-0"}, "b": {"tenant-3"}, "c": {"tenant-1", "tenant-2"}}
+	for _, s := range rep.Shards {
+		if len(s.Tenants) != len(want[s.Name]) {
+			t.Errorf("shard %s judged with tenants %v after the moves, want %v", s.Name, s.Tenants, want[s.Name])
+		}
+	}
+	if !rep.Passed {
+		for _, g := range rep.Gates {
+			if !g.Passed {
+				t.Errorf("gate %s = %v, want %s", g.Name, g.Value, g.Limit)
+			}
+		}
+		t.Fatalf("the gate with tenant moves FAILED: %q", rep.Problems)
+	}
+}

@@ -30,6 +30,10 @@ func TestGateShardFlags(t *testing.T) {
 		{[]string{"gate", "--shard", a, "--shard", b, "--shard-default", "a", "--shard-map", bad}, exitRefused},
 		{[]string{"gate", "--shard", a, "--shard", b, "--shard-default", "a", "--shard-map", other}, exitRefused},
 		{[]string{"gate", "--shard", a, "--shard", b, "--shard-default", "c"}, exitRefused}, // gate.Config's check
+		{[]string{"gate", "--move", "tenant-1=b"}, exitUsage},
+		{[]string{"gate", "--shard", a, "--shard", b, "--shard-default", "a", "--move", "tenant-1"}, exitUsage},
+		{[]string{"gate", "--shard", a, "--shard", b, "--shard-default", "a", "--move", "tenant-1=b"}, exitRefused}, // the directory needs PostgreSQL
+		{[]string{"gate", "--shard", a, "--shard", b, "--shard-default", "a", "--move-crash"}, exitRefused},
 	} {
 		if code, _, stderr := runCmd(t, "", c.args...); code != c.code {
 			t.Errorf("%q: exit %d, want %d: %s", c.args, code, c.code, stderr)

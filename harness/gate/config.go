@@ -209,6 +209,14 @@ type Config struct {
 	Shards       map[string]string
 	ShardDefault string
 	ShardMap     map[string]string
+	// Moves, if set, moves these tenants between the shards midway
+	// through the load with "idem shard move" (moves.go): the instances
+	// then read the map from the directory table of ShardDefault, which
+	// must be PostgreSQL, and the verification judges each key on its
+	// tenant's shard after the moves. MoveCrash kills the first mover
+	// with SIGKILL once, after its copy, and resumes it.
+	Moves     []TenantMove
+	MoveCrash bool
 	// Tenants is the number of tenants the principals are spread over
 	// (Plan.SpreadTenants); 0 means two. At most Principals.
 	Tenants int
@@ -271,6 +279,9 @@ func (c Config) withDefaults() Config {
 
 // validate reports a configuration Run cannot use (after withDefaults).
 func (c Config) validate() error {
+	if err := c.validateMoves(); err != nil {
+		return err
+	}
 	if err := c.validateShards(); err != nil {
 		return err
 	}

@@ -338,7 +338,7 @@ func (l *loader) request(ctx context.Context, k Key, res *KeyResult, mu *sync.Mu
 			continue
 		}
 		switch a.Code {
-		case idem.CodeInProgress, idem.CodeStoreUnavailable, idem.CodeDraining, idem.CodeWriterFenced, idem.CodeKeyLimit:
+		case idem.CodeInProgress, idem.CodeStoreUnavailable, idem.CodeDraining, idem.CodeWriterFenced, idem.CodeKeyLimit, idem.CodeTenantMoved:
 			l.resend(string(a.Code))
 			sleep(ctx, retryAfter)
 			continue

@@ -41,12 +41,14 @@ type Report struct {
 	// (the --db and --auth values shown as "…"); set by Run.
 	ServeFlags []string `json:"serve_flags,omitempty"`
 	// Shards is each shard's part of a sharded run (Config.Shards).
-	Shards      []ShardReport `json:"shards,omitempty"`
-	Crash       bool          `json:"crash"`
-	Crashes     int           `json:"crashes"` // instances killed and restarted
-	Keys        int           `json:"keys"`
-	Retries     int           `json:"retries"`
-	Concurrency int           `json:"concurrency"`
+	Shards []ShardReport `json:"shards,omitempty"`
+	// Moves are the tenant moves of a sharded run (Config.Moves).
+	Moves       []MoveReport `json:"moves,omitempty"`
+	Crash       bool         `json:"crash"`
+	Crashes     int          `json:"crashes"` // instances killed and restarted
+	Keys        int          `json:"keys"`
+	Retries     int          `json:"retries"`
+	Concurrency int          `json:"concurrency"`
 	// Planned is keys × retries; Requests every request sent.
 	Planned  int              `json:"planned_requests"`
 	Requests int64            `json:"requests"`
@@ -303,6 +305,19 @@ func (r *Report) decide() {
 		r.Gates = append(r.Gates, Gate{Name: "shard_placement", Value: float64(misplaced), Limit: "= 0", Passed: misplaced == 0},
 			Gate{Name: "consistent_shards", Value: float64(consistent), Limit: fmt.Sprintf("= %d", len(r.Shards)), Passed: consistent == len(r.Shards)})
 	}
+	if r.Moves != nil {
+		// Every tenant moved, the crashed mover included, and the old
+		// shards' fenced copies are what the new shards hold.
+		done, stale := 0, 0
+		for _, m := range r.Moves {
+			if m.Done {
+				done++
+			}
+			stale += m.StaleCopies
+		}
+		r.Gates = append(r.Gates, Gate{Name: "tenants_moved", Value: float64(done), Limit: fmt.Sprintf("= %d", len(r.Moves)), Passed: done == len(r.Moves)},
+			Gate{Name: "moved_copies_stale", Value: float64(stale), Limit: "= 0", Passed: stale == 0})
+	}
 	if r.Late != nil {
 		// Retention from settlement: every retry of a key that settled
 		// after an outage longer than the retention replays its answer.
@@ -342,6 +357,13 @@ func (r *Report) WriteText(w io.Writer) {
 	for _, s := range r.Shards {
 		fmt.Fprintf(w, "  shard %-3s %s: %d keys, %d operations, digest consistency %.3f, acknowledged lost %d, re-executed %d, duplicate payments %d, duplicate outbox %d, misplaced %d\n",
 			s.Name, strings.Join(s.Tenants, ","), s.Keys, s.Operations, s.ReplayDigestConsistency, s.AcknowledgedLost, s.ReExecuted, s.DuplicatePayments, s.DuplicateOutbox, s.Misplaced)
+	}
+	for _, m := range r.Moves {
+		crashed := ""
+		if m.Crashed {
+			crashed = ", mover killed once after its copy and resumed"
+		}
+		fmt.Fprintf(w, "  move      %s %s → %s: done %t in %.1fs%s, stale copies %d\n", m.Tenant, m.From, m.To, m.Done, m.Seconds, crashed, m.StaleCopies)
 	}
 	if r.Workload == WorkloadTransfers {
 		fmt.Fprintf(w, "  outcomes  %d succeeded, %d refused (AMOUNT_LIMIT), %d declined, %d replays, %d/%d different payloads refused\n",

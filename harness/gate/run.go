@@ -101,6 +101,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, fmt.Errorf("gate: %w", err)
 	}
 	args, err := dbArgs(cfg, dir)
+	if cfg.moving() {
+		args, err = directoryArgs(ctx, cfg, stores)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -186,10 +189,15 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	var midway func()
 	var midwayErr error // written by midway, read after Load waited for it
-	if cfg.Crash || cfg.Midway != nil {
+	var moves []MoveReport
+	var moveProblems []string // both written by midway, read after Load waited for it
+	if cfg.Crash || cfg.Midway != nil || cfg.moving() {
 		midway = func() {
 			if cfg.Crash {
 				crash()
+			}
+			if cfg.moving() {
+				moves, moveProblems = runMoves(ctx, cfg, say)
 			}
 			if cfg.Midway == nil {
 				return
@@ -221,6 +229,10 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if midwayErr != nil {
 		problems = append(problems, midwayErr.Error())
 	}
+	problems = append(problems, moveProblems...)
+	if cfg.moving() {
+		cfg.ShardMap = movedMap(cfg, moves) // each key is judged on its tenant's shard after the moves
+	}
 	problems = append(problems, fleet.stopAll()...)
 	say("instances stopped; recovery pass and verification")
 
@@ -241,7 +253,10 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	var v Verification
 	var shards []ShardReport
 	if cfg.sharded() {
-		if v, shards, err = verifyShards(ctx, cfg, stores, plan, res); err != nil {
+		if v, shards, err = verifyShards(ctx, cfg, stores, plan, res, moves); err != nil {
+			return nil, err
+		}
+		if err := checkMovedCopies(ctx, cfg, stores, plan, res, moves); err != nil {
 			return nil, err
 		}
 	} else if cfg.transfers() {
@@ -271,6 +286,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	r.DB = idemstore.Kind(stores[0].dsn)
 	r.Shards = shards
+	r.Moves = moves
 	r.ServeFlags = fleet.serveFlags()
 	r.Crashes = fleet.crashes
 	r.LoadAverage = [2]float64{loadBefore, loadAfter}

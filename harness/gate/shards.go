@@ -152,8 +152,9 @@ func ShardPlan(plan Plan, res LoadResult, keep func(Key) bool) (Plan, LoadResult
 
 // verifyShards verifies each shard with its tenants' keys (Verify), sums
 // the verifications, and counts on each shard the records and payment
-// rows of the other shards' keys.
-func verifyShards(ctx context.Context, cfg Config, stores []runStore, plan Plan, res LoadResult) (Verification, []ShardReport, error) {
+// rows of the other shards' keys, but for those of tenants that moves
+// took away from it.
+func verifyShards(ctx context.Context, cfg Config, stores []runStore, plan Plan, res LoadResult, moves []MoveReport) (Verification, []ShardReport, error) {
 	var total Verification
 	var reports []ShardReport
 	tenantShard := func(k Key) string { return cfg.shardOf(plan.Principals[k.Principal].Identity.Tenant) }
@@ -163,7 +164,14 @@ func verifyShards(ctx context.Context, cfg Config, stores []runStore, plan Plan,
 		if err != nil {
 			return total, nil, fmt.Errorf("gate: shard %s: %w", s.name, err)
 		}
-		others, _ := ShardPlan(plan, res, func(k Key) bool { return tenantShard(k) != s.name })
+		// A tenant moved away leaves its fenced copy behind
+		// (checkMovedCopies judges it): not misplaced.
+		left := func(k Key) bool {
+			return slices.ContainsFunc(moves, func(m MoveReport) bool {
+				return m.Done && m.From == s.name && m.Tenant == plan.Principals[k.Principal].Identity.Tenant
+			})
+		}
+		others, _ := ShardPlan(plan, res, func(k Key) bool { return tenantShard(k) != s.name && !left(k) })
 		misplaced, err := countMisplaced(ctx, s.store, others)
 		if err != nil {
 			return total, nil, fmt.Errorf("gate: shard %s: %w", s.name, err)
