@@ -57,6 +57,17 @@ type Config struct {
 	// "shard NAME" beside the navigation, so an operator knows which
 	// tenants' operations the console shows. "" (the default): no shard.
 	Shard string
+	// Shards, when set, link the consoles of the service's other shards
+	// (each its own console, with its own login: its Prefix): every page
+	// lists them beside the shard's name. nil (the default): no links.
+	Shards []ShardLink
+}
+
+// ShardLink is a link to the console of one shard (Config.Shards).
+type ShardLink struct {
+	// Name is the shard's name, Href the path of its console's status
+	// page ("/shards/b/").
+	Name, Href string
 }
 
 //go:embed templates/*.html templates/console.css

@@ -37,8 +37,9 @@ const (
 // page is what every template gets.
 type page struct {
 	Prefix   string
-	Shard    string // Config.Shard
-	Operator string // "" on the login page
+	Shard    string      // Config.Shard
+	Shards   []ShardLink // Config.Shards
+	Operator string      // "" on the login page
 	CSRF     string
 	Flash    string
 	Error    *pageError
@@ -75,7 +76,7 @@ func age(t time.Time) string {
 
 // render writes the page name with status.
 func (h *handler) render(w http.ResponseWriter, r *http.Request, s session, status int, name, title string, data any, perr *pageError) {
-	p := page{Prefix: h.cfg.Prefix, Shard: h.cfg.Shard, Title: title, Data: data, Error: perr}
+	p := page{Prefix: h.cfg.Prefix, Shard: h.cfg.Shard, Shards: h.cfg.Shards, Title: title, Data: data, Error: perr}
 	if s.op.Name != "" {
 		p.Operator, p.CSRF = s.op.Name, h.csrf(s)
 	}

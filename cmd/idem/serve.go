@@ -240,7 +240,9 @@ func runServe(ctx context.Context, args []string, std stdio) int {
 		handler  http.Handler
 		gatherer prometheus.Gatherer = reg
 		first    *serveShard         // the only one, or the console's shard
-		attrs    []any
+		// shardServers are the shards by name; none without --shard.
+		shardServers map[string]*serveShard
+		attrs        []any
 	)
 	if shards.sharded() {
 		srv, stop, err := setup.openShards(ctx, shards, reg)
@@ -249,7 +251,7 @@ func runServe(ctx context.Context, args []string, std stdio) int {
 			return exitRefused
 		}
 		defer stop()
-		handler, gatherer, first = srv.handler, srv.gatherer, srv.byName[shards.consoleName()]
+		handler, gatherer, first, shardServers = srv.handler, srv.gatherer, srv.byName[shards.consoleName()], srv.byName
 		attrs = []any{"shards", strings.Join(shards.list.names, ","), "default_shard", *shards.def}
 	} else {
 		one, stop, err := setup.openShard(ctx, "", *dsn, reg)
@@ -264,7 +266,12 @@ func runServe(ctx context.Context, args []string, std stdio) int {
 
 	var ready func()
 	if *admin.addr != "" {
-		a, err := startAdmin(ctx, log, *admin, registry.WithTimeout(first.store, *storeTimeout), first.name, first.svc.Effects(), payments.Operations(payments.Config{Provider: *provider}), gatherer)
+		consoles := []consoleShard{{name: first.name, store: registry.WithTimeout(first.store, *storeTimeout), effects: first.svc.Effects()}}
+		for _, name := range shards.list.names { // none without --shard
+			one := shardServers[name]
+			consoles = append(consoles, consoleShard{name: name, store: registry.WithTimeout(one.store, *storeTimeout), effects: one.svc.Effects()})
+		}
+		a, err := startAdmin(ctx, log, *admin, consoles, payments.Operations(payments.Config{Provider: *provider}), gatherer)
 		if err != nil {
 			log.Error("idem serve: cannot start the admin listener", "err", err)
 			return exitRefused

@@ -30,17 +30,27 @@ type adminServer struct {
 	srv    *http.Server
 	served chan error
 	tls    bool
-	h      http.Handler // the console, for SetOperators; nil without one
-	path   string       // the operators file
+	hs     []http.Handler // the consoles, for SetOperators; none without --operators
+	path   string         // the operators file
 	hup    chan os.Signal
 }
 
+// consoleShard is what one console shows: a registry and its effects;
+// name is its shard ("" without shards).
+type consoleShard struct {
+	name    string
+	store   registry.Store
+	effects effect.Set
+}
+
 // startAdmin binds f's address and serves /metrics from metrics on it and,
-// when f names an operators file, the console for store (the shard named shard, "" without shards) and effects with
-// those operators (its status page draws the acceptance latency from
+// when f names an operators file, the console of consoles[0] at the
+// root and, with shards, the console of every one of consoles at
+// /shards/NAME/ (each its own login; every page links the others), with
+// those operators (the status pages draw the acceptance latency from
 // metrics). It logs nothing yet but the warning of an open address
 // without TLS: announce logs the "listening on" line.
-func startAdmin(ctx context.Context, log *slog.Logger, f adminFlags, store registry.Store, shard string, effects effect.Set, operations []string, metrics prometheus.Gatherer) (*adminServer, error) {
+func startAdmin(ctx context.Context, log *slog.Logger, f adminFlags, consoles []consoleShard, operations []string, metrics prometheus.Gatherer) (*adminServer, error) {
 	tlsConf, err := f.tlsConfig()
 	if err != nil {
 		return nil, err
@@ -53,10 +63,27 @@ func startAdmin(ctx context.Context, log *slog.Logger, f adminFlags, store regis
 		if err != nil {
 			return nil, err
 		}
-		if a.h, err = console.New(console.Config{Store: store, Shard: shard, Effects: effects, Operators: ops, Logger: log, Gatherer: metrics, Operations: operations}); err != nil {
-			return nil, err
+		var links []console.ShardLink
+		for _, c := range consoles[1:] {
+			links = append(links, console.ShardLink{Name: c.name, Href: "/shards/" + c.name + "/"})
 		}
-		mux.Handle("/", a.h)
+		for i, c := range consoles {
+			prefix := ""
+			if i > 0 {
+				prefix = "/shards/" + c.name
+			}
+			h, err := console.New(console.Config{Store: c.store, Shard: c.name, Shards: links, Prefix: prefix, Effects: c.effects,
+				Operators: ops, Logger: log, Gatherer: metrics, Operations: operations})
+			if err != nil {
+				return nil, err
+			}
+			a.hs = append(a.hs, h)
+			if prefix == "" {
+				mux.Handle("/", h)
+			} else {
+				mux.Handle(prefix+"/", h)
+			}
+		}
 	} else {
 		mux.HandleFunc("/", func(w http.ResponseWriter, _ *http.Request) {
 			idemhttp.Problem{Status: http.StatusNotFound, Code: "NOT_FOUND", Detail: "This admin listener serves GET /metrics; the console needs --operators."}.Write(w)
@@ -81,7 +108,7 @@ func startAdmin(ctx context.Context, log *slog.Logger, f adminFlags, store regis
 			a.served <- a.srv.Serve(idemhttp.ProblemListener(ln))
 		}
 	}()
-	if a.h != nil {
+	if len(a.hs) > 0 {
 		a.hup = make(chan os.Signal, 1)
 		signal.Notify(a.hup, syscall.SIGHUP)
 		go a.reloads()
@@ -96,8 +123,10 @@ func startAdmin(ctx context.Context, log *slog.Logger, f adminFlags, store regis
 func (a *adminServer) reloads() {
 	for range a.hup {
 		ops, err := console.LoadOperators(a.path)
-		if err == nil {
-			err = console.SetOperators(a.h, ops)
+		for _, h := range a.hs {
+			if err == nil {
+				err = console.SetOperators(h, ops)
+			}
 		}
 		if err != nil {
 			a.log.Error("idem serve: the operators file was not reloaded; the console keeps its operators", "err", err)
@@ -112,7 +141,7 @@ func (a *adminServer) reloads() {
 func (a *adminServer) announce() {
 	bound := a.ln.Addr().String()
 	what := "admin"
-	if a.h != nil {
+	if len(a.hs) > 0 {
 		what = "console"
 	}
 	scheme := "http"

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"io"
 	"net/http"
+	"net/http/cookiejar"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -92,4 +94,70 @@ func TestServeConsoleRefuses(t *testing.T) {
 			t.Errorf("%q: code %d, want %d:\n%s", c.args, code, c.code, stderr)
 		}
 	}
+}
+
+// TestServeConsoleShards: with --shard, the admin listener serves the
+// console of every shard at /shards/NAME/ — each listing its own
+// tenants' operations only, naming its shard and linking the others —
+// and the --console-shard one (the default shard) at the root; a login
+// on one shard's console is not a login on another's.
+func TestServeConsoleShards(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	ops := filepath.Join(dir, "operators.json")
+	if err := os.WriteFile(ops, []byte(`{"op-alice-Zr4kW9pQ2mX7vT1nB8yL5c": {"name": "alice"}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	mapFile := filepath.Join(dir, "map.json")
+	if err := os.WriteFile(mapFile, []byte(`{"default":"a","tenants":{"t1":"b"}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	auth, tokens := shardTokens(t)
+	s := startServe(t, "--auth", auth, "--shard", "a=sqlite:"+filepath.Join(dir, "a.db"), "--shard", "b=sqlite:"+filepath.Join(dir, "b.db"),
+		"--shard-default", "a", "--shard-map", mapFile, "--admin-addr", "127.0.0.1:0", "--operators", ops)
+	s.logs.waitFor(t, contains("console listening on"), 30*time.Second, "the console line")
+	consoleURL := "http://" + consoleLine.FindStringSubmatch(s.logs.String())[1]
+	const body = `{"amount":"1","currency":"EUR","payee":"p"}`
+	opOf := map[string]string{}
+	for _, tenant := range []string{"t1", "t3"} {
+		resp, b := s.post(t, tokens[tenant], "key-"+tenant, body)
+		if resp.StatusCode != http.StatusCreated {
+			t.Fatalf("%s: %d %s", tenant, resp.StatusCode, b)
+		}
+		opOf[tenant] = resp.Header.Get("Idempotency-Operation")
+	}
+	if opOf["t1"] == "" {
+		t.Fatalf("no operation ID header")
+	}
+	login := func(prefix string) *http.Client {
+		jar, _ := cookiejar.New(nil)
+		c := &http.Client{Jar: jar, Timeout: 30 * time.Second}
+		resp, err := c.PostForm(consoleURL+prefix+"/login", url.Values{"token": {"op-alice-Zr4kW9pQ2mX7vT1nB8yL5c"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return c
+	}
+	page := func(c *http.Client, path string) string {
+		resp, err := c.Get(consoleURL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return string(b)
+	}
+	for _, c := range []struct{ prefix, shard, mine, theirs string }{{"/shards/b", "b", "t1", "t3"}, {"/shards/a", "a", "t3", "t1"}, {"", "a", "t3", "t1"}} {
+		list := page(login(c.prefix), c.prefix+"/operations")
+		if !strings.Contains(list, `<strong id="shard">`+c.shard+`</strong>`) || !strings.Contains(list, opOf[c.mine]) || strings.Contains(list, opOf[c.theirs]) ||
+			!strings.Contains(list, `href="/shards/a/" data-shard="a"`) || !strings.Contains(list, `href="/shards/b/" data-shard="b"`) {
+			t.Errorf("console %q operations: want shard %s listing %s's operation only, with links to both shards:\n%s", c.prefix, c.shard, c.mine, list)
+		}
+	}
+	onB := login("/shards/b")
+	if got := page(onB, "/shards/a/operations"); !strings.Contains(got, `<form id="login"`) {
+		t.Errorf("shard a's console with shard b's login: want the login page:\n%s", got)
+	}
+	s.stop(t)
 }

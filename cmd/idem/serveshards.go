@@ -67,7 +67,7 @@ func addShardFlags(fs *flag.FlagSet) shardFlags {
 		"with --shard, --db is not used")
 	f.def = fs.String("shard-default", "", "the shard `NAME` of tenants the map does not name (required with --shard)")
 	f.mapFile = fs.String("shard-map", "", "shard map `FILE`: {\"default\":\"NAME\",\"tenants\":{\"TENANT\":\"NAME\"}}; without it the map is the directory table of --shard-directory")
-	f.consoleShard = fs.String("console-shard", "", "with --shard: the shard `NAME` the console (--operators) shows (default: --shard-default)")
+	f.consoleShard = fs.String("console-shard", "", "with --shard: the shard `NAME` whose console (--operators) the admin listener's root serves; every shard's is at /shards/NAME/ (default: --shard-default)")
 	f.dirName = fs.String("shard-directory", "", "the PostgreSQL shard `NAME` whose idem_shard_directory table holds the map (default: --shard-default)")
 	return f
 }
