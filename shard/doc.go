@@ -6,12 +6,13 @@
 // idem records an operation's outcome in the same transaction as its
 // business rows, so the registry of a tenant must live in the database
 // that holds the tenant's business tables: each shard is one
-// registry.Store with the business tables beside it. A Directory maps
-// tenants to shard names, with an explicit default for tenants without
-// an entry: StaticDirectory reads a JSON map (a file, flags, tests);
-// idempg.ShardDirectory keeps the map in a table of one designated
-// PostgreSQL database, changed with a compare-and-set on each entry's
-// Version.
+// registry.Store with the business tables beside it. A
+// shardmap.Directory maps tenants to shard names, with an explicit
+// default for tenants without an entry: shardmap.StaticDirectory reads a
+// JSON map (a file, flags, tests); idempg.ShardDirectory keeps the map
+// in a table of one designated PostgreSQL database, changed with a
+// compare-and-set on each entry's Version. Move moves a tenant between
+// shards (docs/shards-move.md).
 //
 // A Router caches the directory's answers for a bounded time and fails
 // closed: once an entry is older than MaxAge and cannot be read again,

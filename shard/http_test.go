@@ -12,6 +12,7 @@ import (
 	"github.com/idemkit/idem/internal/pgtest"
 	"github.com/idemkit/idem/registry"
 	"github.com/idemkit/idem/shard"
+	"github.com/idemkit/idem/shard/shardmap"
 )
 
 // TestRoutesTenantToItsShard: a request of a tenant is executed on the
@@ -21,7 +22,7 @@ import (
 // default shard. threat:shard-misroute
 func TestRoutesTenantToItsShard(t *testing.T) {
 	eachDriver(t, func(t *testing.T, stores map[string]registry.Store) {
-		dir, err := shard.NewStaticDirectory("a", map[string]string{"t1": "b", "t2": "c"}, shardNames)
+		dir, err := shardmap.NewStaticDirectory("a", map[string]string{"t1": "b", "t2": "c"}, shardNames)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -63,7 +64,7 @@ func TestRoutesTenantToItsShard(t *testing.T) {
 func TestDrainingTenant(t *testing.T) {
 	eachDriver(t, func(t *testing.T, stores map[string]registry.Store) {
 		ctx := context.Background()
-		dir, err := shard.NewStaticDirectory("a", map[string]string{"t1": "b"}, shardNames)
+		dir, err := shardmap.NewStaticDirectory("a", map[string]string{"t1": "b"}, shardNames)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -114,7 +115,7 @@ func TestRouterFailsClosed(t *testing.T) {
 	if _, err := dir.InitDefault(ctx, "a", "test"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := dir.Set(ctx, shard.Entry{Tenant: "t1", Shard: "b"}, 0, "test"); err != nil {
+	if _, err := dir.Set(ctx, shardmap.Entry{Tenant: "t1", Shard: "b"}, 0, "test"); err != nil {
 		t.Fatal(err)
 	}
 	router := &shard.Router{Shards: stores, Directory: dir, Refresh: time.Millisecond, MaxAge: 3 * time.Second}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idem/registry"
+	"github.com/idemkit/idem/shard/shardmap"
 )
 
 // Defaults of a Move.
@@ -59,7 +60,7 @@ var ErrMoveRefused = errors.New("shard: tenant move refused")
 type Move struct {
 	// Directory is the shard map. Required; a StaticDirectory moves only
 	// within the process.
-	Directory Directory
+	Directory shardmap.Directory
 	// Shards are the shards' stores by name; the old and the new shard's
 	// must be registry.TenantMover (every driver's Store is; a wrapper
 	// such as registry.WithTimeout's is not). Required.
@@ -99,7 +100,7 @@ type MoveStep struct {
 	// From and To are the old and the new shard.
 	From, To string
 	// Entry is the tenant's directory entry after the step.
-	Entry Entry
+	Entry shardmap.Entry
 	// Counts are the step's counts: in flight (StepWait), the records
 	// copied and those the new shard holds (StepCopy).
 	Counts registry.TenantCounts
@@ -112,7 +113,7 @@ type MoveStep struct {
 // move: when it ends, Run stops at the step it is in and returns ctx's
 // error, and running it again resumes.
 func (m *Move) Run(ctx context.Context) error {
-	if _, ok := m.Shards[m.To]; !ok || !Storable(m.Tenant) || m.Actor == "" {
+	if _, ok := m.Shards[m.To]; !ok || !shardmap.Storable(m.Tenant) || m.Actor == "" {
 		return fmt.Errorf("%w: tenant, actor and a known destination shard are required (to %q)", ErrMoveRefused, m.To)
 	}
 	e, err := m.Directory.Lookup(ctx, m.Tenant)
@@ -139,7 +140,7 @@ func (m *Move) Run(ctx context.Context) error {
 		} else if have.Records > 0 {
 			return fmt.Errorf("%w: %s already holds %d records of the tenant (the copy of an earlier move); nothing was changed", ErrMoveRefused, m.To, have.Records)
 		}
-		if e, err = m.set(ctx, Entry{Tenant: m.Tenant, Shard: from, Draining: true}, e.Version); err != nil {
+		if e, err = m.set(ctx, shardmap.Entry{Tenant: m.Tenant, Shard: from, Draining: true}, e.Version); err != nil {
 			return err
 		}
 	}
@@ -176,7 +177,7 @@ func (m *Move) Run(ctx context.Context) error {
 			return err
 		}
 	}
-	if e, err = m.set(ctx, Entry{Tenant: m.Tenant, Shard: m.To, Draining: true}, e.Version); err != nil {
+	if e, err = m.set(ctx, shardmap.Entry{Tenant: m.Tenant, Shard: m.To, Draining: true}, e.Version); err != nil {
 		return err
 	}
 	if err := m.progress(MoveStep{Step: StepSwitch, From: from, To: m.To, Entry: e, Note: "the directory names " + m.To}); err != nil {
@@ -210,7 +211,7 @@ func (m *Move) Abort(ctx context.Context) error {
 	if err := registry.Audited(ctx, m.Shards[e.Shard], unfence, func() error { return st.UnfenceTenant(ctx, m.Tenant) }); err != nil {
 		return fmt.Errorf("shard: abort: lifting the fence on %s: %w", e.Shard, err)
 	}
-	if e, err = m.set(ctx, Entry{Tenant: m.Tenant, Shard: e.Shard}, e.Version); err != nil {
+	if e, err = m.set(ctx, shardmap.Entry{Tenant: m.Tenant, Shard: e.Shard}, e.Version); err != nil {
 		return err
 	}
 	return m.progress(MoveStep{Step: StepAbort, From: e.Shard, Entry: e, Note: "the fence is lifted and the tenant undrained on " + e.Shard})
@@ -245,7 +246,7 @@ func (m *Move) waitIdle(ctx context.Context, src registry.TenantMover) (registry
 
 // copy exports the fenced tenant from the old shard and imports it into
 // the new one, then checks the new shard holds every record.
-func (m *Move) copy(ctx context.Context, e Entry, from string, src, dst registry.TenantMover) error {
+func (m *Move) copy(ctx context.Context, e shardmap.Entry, from string, src, dst registry.TenantMover) error {
 	var stream bytes.Buffer
 	out, err := src.ExportTenant(ctx, m.Tenant, &stream)
 	if err != nil {
@@ -270,8 +271,8 @@ func (m *Move) copy(ctx context.Context, e Entry, from string, src, dst registry
 }
 
 // undrain accepts the tenant's new keys on the shard it is on.
-func (m *Move) undrain(ctx context.Context, e Entry, from string) error {
-	e, err := m.set(ctx, Entry{Tenant: m.Tenant, Shard: e.Shard}, e.Version)
+func (m *Move) undrain(ctx context.Context, e shardmap.Entry, from string) error {
+	e, err := m.set(ctx, shardmap.Entry{Tenant: m.Tenant, Shard: e.Shard}, e.Version)
 	if err != nil {
 		return err
 	}
@@ -279,10 +280,10 @@ func (m *Move) undrain(ctx context.Context, e Entry, from string) error {
 }
 
 // set writes the entry with a compare-and-set on seen.
-func (m *Move) set(ctx context.Context, e Entry, seen int64) (Entry, error) {
+func (m *Move) set(ctx context.Context, e shardmap.Entry, seen int64) (shardmap.Entry, error) {
 	got, err := m.Directory.Set(ctx, e, seen, m.Actor)
 	if err != nil {
-		return Entry{}, fmt.Errorf("shard: move: setting the tenant's entry (shard %s, draining %t): %w", e.Shard, e.Draining, err)
+		return shardmap.Entry{}, fmt.Errorf("shard: move: setting the tenant's entry (shard %s, draining %t): %w", e.Shard, e.Draining, err)
 	}
 	return got, nil
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/registry"
 	"github.com/idemkit/idem/shard"
+	"github.com/idemkit/idem/shard/shardmap"
 )
 
 // copyNotes is the tests' Move.Data: it copies the tenant's notes rows
@@ -58,7 +59,7 @@ func copyNotes(ctx context.Context, from, to registry.Store, tenant string) (str
 // whose default is a, and tenant acme's answered keys on a.
 type moveFixture struct {
 	stores map[string]registry.Store
-	dir    *shard.StaticDirectory
+	dir    *shardmap.StaticDirectory
 	url    string
 	tenant string            // the tenant the tests move
 	keys   map[string]answer // its keys and their first answers
@@ -66,7 +67,7 @@ type moveFixture struct {
 
 func newMoveFixture(t *testing.T, stores map[string]registry.Store, tenant string) *moveFixture {
 	t.Helper()
-	dir, err := shard.NewStaticDirectory("a", nil, shardNames)
+	dir, err := shardmap.NewStaticDirectory("a", nil, shardNames)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -206,7 +207,7 @@ func TestMoveAbort(t *testing.T) {
 			}
 			return nil
 		})
-		if err := m.Run(t.Context()); !errors.Is(err, shard.ErrStale) {
+		if err := m.Run(t.Context()); !errors.Is(err, shardmap.ErrStale) {
 			t.Fatalf("a move whose tenant was aborted before its switch: %v, want ErrStale", err)
 		}
 		e, _ := f.dir.Lookup(t.Context(), f.tenant)
@@ -227,11 +228,11 @@ func TestMoveAbort(t *testing.T) {
 
 // recordingDirectory logs each Set of a Directory into a shared log.
 type recordingDirectory struct {
-	shard.Directory
+	shardmap.Directory
 	log *[]string
 }
 
-func (d recordingDirectory) Set(ctx context.Context, e shard.Entry, seen int64, actor string) (shard.Entry, error) {
+func (d recordingDirectory) Set(ctx context.Context, e shardmap.Entry, seen int64, actor string) (shardmap.Entry, error) {
 	got, err := d.Directory.Set(ctx, e, seen, actor)
 	*d.log = append(*d.log, fmt.Sprintf("set %s draining=%t: %v", e.Shard, e.Draining, err == nil))
 	return got, err

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idem/registry"
+	"github.com/idemkit/idem/shard/shardmap"
 )
 
 // Defaults of a Router's cache.
@@ -38,7 +39,7 @@ type Router struct {
 	// business tables. Required.
 	Shards map[string]registry.Store
 	// Directory maps tenants to shard names. Required.
-	Directory Directory
+	Directory shardmap.Directory
 	// Refresh is how long an answer of the directory is used before it is
 	// read again (lazily, by the request that finds it old); 0 or less
 	// means DefaultRefresh. A change of the directory (a drain, a switch)
@@ -58,7 +59,7 @@ type Router struct {
 
 // cached is a directory answer and when it was read.
 type cached struct {
-	e  Entry
+	e  shardmap.Entry
 	at time.Time
 }
 
@@ -68,7 +69,7 @@ type Route struct {
 	Name  string
 	Store registry.Store
 	// Entry is the directory's answer it was found with.
-	Entry Entry
+	Entry shardmap.Entry
 }
 
 // Route returns the tenant's shard. It reads the tenant's entry when the
@@ -88,7 +89,7 @@ func (r *Router) Route(ctx context.Context, tenant string) (Route, error) {
 }
 
 // entry returns the tenant's cached or freshly read entry.
-func (r *Router) entry(ctx context.Context, tenant string) (Entry, error) {
+func (r *Router) entry(ctx context.Context, tenant string) (shardmap.Entry, error) {
 	refresh := cmp.Or(max(r.Refresh, 0), DefaultRefresh)
 	maxAge := max(cmp.Or(max(r.MaxAge, 0), DefaultMaxAge), refresh)
 	r.mu.Lock()
@@ -102,7 +103,7 @@ func (r *Router) entry(ctx context.Context, tenant string) (Entry, error) {
 		if ok && time.Since(c.at) < maxAge {
 			return c.e, nil
 		}
-		return Entry{}, fmt.Errorf("%w: %w", ErrRouteUnavailable, err)
+		return shardmap.Entry{}, fmt.Errorf("%w: %w", ErrRouteUnavailable, err)
 	}
 	r.mu.Lock()
 	if r.cache == nil || len(r.cache) >= cmp.Or(max(r.CacheSize, 0), DefaultCacheSize) {

@@ -7,7 +7,7 @@ import (
 	"strings"
 
 	"github.com/idemkit/idem/harness/gate"
-	"github.com/idemkit/idem/shard"
+	"github.com/idemkit/idem/shard/shardmap"
 )
 
 // gateShardFlags are "idem gate"'s --shard NAME=DSN (repeatable),
@@ -59,7 +59,7 @@ func (f gateShardFlags) apply(cfg *gate.Config) error {
 	if *f.mapFile == "" {
 		return nil
 	}
-	dir, err := shard.LoadMap(*f.mapFile, f.list.names)
+	dir, err := shardmap.LoadMap(*f.mapFile, f.list.names)
 	if err != nil {
 		return err
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/idemkit/idem/idemstore"
 	"github.com/idemkit/idem/registry"
 	"github.com/idemkit/idem/shard"
+	"github.com/idemkit/idem/shard/shardmap"
 )
 
 // shardList is the repeatable --shard NAME=DSN, in the order given.
@@ -30,8 +31,8 @@ func (l *shardList) Set(v string) error {
 	switch {
 	case !ok || dsn == "":
 		return fmt.Errorf("want NAME=DSN, got %q", redactedShard(v))
-	case !shard.ValidShardName(name):
-		return fmt.Errorf("shard name %q: 1 to %d letters, digits, - or _", name, shard.MaxShardName)
+	case !shardmap.ValidShardName(name):
+		return fmt.Errorf("shard name %q: 1 to %d letters, digits, - or _", name, shardmap.MaxShardName)
 	case l.dsns[name] != "":
 		return fmt.Errorf("shard %q given twice", name)
 	case idemstore.Kind(dsn) == "":
@@ -128,9 +129,9 @@ func (f shardFlags) directoryShard() string {
 // directory table of the directory shard (opened in stores), whose
 // default is set to --shard-default if it has none; a table whose
 // default differs is an error.
-func (f shardFlags) directory(ctx context.Context, stores map[string]registry.Store) (shard.Directory, error) {
+func (f shardFlags) directory(ctx context.Context, stores map[string]registry.Store) (shardmap.Directory, error) {
 	if *f.mapFile != "" {
-		d, err := shard.LoadMap(*f.mapFile, f.list.names)
+		d, err := shardmap.LoadMap(*f.mapFile, f.list.names)
 		if err != nil {
 			return nil, err
 		}

@@ -15,7 +15,7 @@ import (
 
 	"github.com/idemkit/idem/idempg"
 	"github.com/idemkit/idem/internal/pgtest"
-	"github.com/idemkit/idem/shard"
+	"github.com/idemkit/idem/shard/shardmap"
 )
 
 // shardTokens writes an --auth file with one token per tenant t1, t2,
@@ -72,7 +72,7 @@ func TestServeShardsDirectory(t *testing.T) {
 	defer dirStore.Close()
 	dir := dirStore.ShardDirectory(nil)
 	for tenant, name := range map[string]string{"t1": "b", "t2": "c"} {
-		if _, err := dir.Set(ctx, shard.Entry{Tenant: tenant, Shard: name}, 0, "test"); err != nil {
+		if _, err := dir.Set(ctx, shardmap.Entry{Tenant: tenant, Shard: name}, 0, "test"); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/idemkit/idem/internal/failpoint"
 	"github.com/idemkit/idem/registry"
 	"github.com/idemkit/idem/shard"
+	"github.com/idemkit/idem/shard/shardmap"
 )
 
 // runShard implements "idem shard" (docs/shards-move.md): the shard
@@ -112,7 +113,7 @@ func runShard(ctx context.Context, args []string, std stdio) int {
 		err = m.Abort(ctx)
 	}
 	switch {
-	case errors.Is(err, shard.ErrStale):
+	case errors.Is(err, shardmap.ErrStale):
 		fmt.Fprintf(std.err, "idem shard %s: STALE: %s\n", action, printable(err.Error()))
 		return exitStale
 	case err != nil:
@@ -147,7 +148,7 @@ func openShardStores(ctx context.Context, sf shardFlags, keysPath string) (map[s
 }
 
 // printDirectory writes the directory: its default, then every entry.
-func printDirectory(ctx context.Context, dir shard.Directory, std stdio) int {
+func printDirectory(ctx context.Context, dir shardmap.Directory, std stdio) int {
 	def, err := dir.Default(ctx)
 	if err != nil {
 		fmt.Fprintf(std.err, "idem shard list: %s\n", printable(err.Error()))

@@ -17,6 +17,7 @@ import (
 	"github.com/idemkit/idem/idemstore"
 	"github.com/idemkit/idem/internal/failpoint"
 	"github.com/idemkit/idem/shard"
+	"github.com/idemkit/idem/shard/shardmap"
 )
 
 // The tenant-move phase of a sharded run (Config.Moves): midway through
@@ -102,7 +103,7 @@ func directoryArgs(ctx context.Context, cfg Config, stores []runStore) ([]string
 	for _, tenant := range slices.Sorted(maps.Keys(cfg.ShardMap)) {
 		e, err := dir.Lookup(ctx, tenant)
 		if err == nil && (e.Shard != cfg.ShardMap[tenant] || e.Draining) {
-			_, err = dir.Set(ctx, shard.Entry{Tenant: tenant, Shard: cfg.ShardMap[tenant]}, e.Version, "idem gate")
+			_, err = dir.Set(ctx, shardmap.Entry{Tenant: tenant, Shard: cfg.ShardMap[tenant]}, e.Version, "idem gate")
 		}
 		if err != nil {
 			return nil, fmt.Errorf("gate: the directory entry of %s: %w", tenant, err)

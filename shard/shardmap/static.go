@@ -1,4 +1,4 @@
-package shard
+package shardmap
 
 import (
 	"context"
@@ -64,11 +64,11 @@ func NewStaticDirectory(def string, tenants map[string]string, shards []string) 
 func ParseMap(b []byte, shards []string) (*StaticDirectory, error) {
 	var m mapFile
 	if err := strictjson.Decode(b, MaxMapBytes, &m); err != nil {
-		return nil, fmt.Errorf("shard: the shard map: %w", err)
+		return nil, fmt.Errorf("shardmap: the shard map: %w", err)
 	}
 	d, err := NewStaticDirectory(m.Default, m.Tenants, shards)
 	if err != nil {
-		return nil, fmt.Errorf("shard: the shard map: %w", err)
+		return nil, fmt.Errorf("shardmap: the shard map: %w", err)
 	}
 	return d, nil
 }
@@ -77,7 +77,7 @@ func ParseMap(b []byte, shards []string) (*StaticDirectory, error) {
 func LoadMap(path string, shards []string) (*StaticDirectory, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("shard: %w", err)
+		return nil, fmt.Errorf("shardmap: %w", err)
 	}
 	return ParseMap(b, shards)
 }

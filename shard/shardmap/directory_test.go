@@ -1,4 +1,4 @@
-package shard_test
+package shardmap_test
 
 import (
 	"context"
@@ -7,8 +7,13 @@ import (
 
 	"github.com/idemkit/idem/idempg"
 	"github.com/idemkit/idem/internal/pgtest"
-	"github.com/idemkit/idem/shard"
+	"github.com/idemkit/idem/shard/shardmap"
 )
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// shardNames are the shards of the tests' directories.
+var shardNames = []string{"a", "b", "c"}
 
 // TestDirectorySet: both directories (in memory, and the PostgreSQL
 // table) change an entry only by a compare-and-set on its version — a
@@ -18,7 +23,7 @@ import (
 // threat:shard-map-lost-update
 func TestDirectorySet(t *testing.T) {
 	ctx := context.Background()
-	static, err := shard.NewStaticDirectory("a", nil, shardNames)
+	static, err := shardmap.NewStaticDirectory("a", nil, shardNames)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -28,7 +33,7 @@ func TestDirectorySet(t *testing.T) {
 	}
 	t.Cleanup(pg.Close)
 	pgdir := pg.ShardDirectory(shardNames)
-	if _, err := pgdir.Lookup(ctx, "t1"); !errors.Is(err, shard.ErrNoDefault) {
+	if _, err := pgdir.Lookup(ctx, "t1"); !errors.Is(err, shardmap.ErrNoDefault) {
 		t.Errorf("lookup before a default: %v, want ErrNoDefault", err)
 	}
 	if def, err := pgdir.InitDefault(ctx, "a", "test"); err != nil || def != "a" {
@@ -37,36 +42,36 @@ func TestDirectorySet(t *testing.T) {
 	if def, err := pgdir.InitDefault(ctx, "b", "test"); err != nil || def != "a" {
 		t.Errorf("second InitDefault: %q, %v; want the default in place, a", def, err)
 	}
-	for name, dir := range map[string]shard.Directory{"static": static, "postgres": pgdir} {
+	for name, dir := range map[string]shardmap.Directory{"static": static, "postgres": pgdir} {
 		t.Run(name, func(t *testing.T) {
 			for _, tenant := range []string{"t1", "bad\x00", "\xff"} {
 				if e, err := dir.Lookup(ctx, tenant); err != nil || e.Shard != "a" || e.Version != 0 {
 					t.Errorf("lookup %q without an entry: %+v, %v; want the default a at version 0", tenant, e, err)
 				}
 			}
-			e, err := dir.Set(ctx, shard.Entry{Tenant: "t1", Shard: "b"}, 0, "ann")
+			e, err := dir.Set(ctx, shardmap.Entry{Tenant: "t1", Shard: "b"}, 0, "ann")
 			if err != nil || e.Version != 1 || e.UpdatedBy != "ann" {
 				t.Fatalf("first set: %+v, %v", e, err)
 			}
-			if _, err := dir.Set(ctx, shard.Entry{Tenant: "t1", Shard: "c"}, 0, "bob"); !errors.Is(err, shard.ErrStale) {
+			if _, err := dir.Set(ctx, shardmap.Entry{Tenant: "t1", Shard: "c"}, 0, "bob"); !errors.Is(err, shardmap.ErrStale) {
 				t.Errorf("second set from version 0: %v, want ErrStale", err)
 			}
-			if _, err := dir.Set(ctx, shard.Entry{Tenant: "t1", Shard: "c", Draining: true}, 1, "bob"); err != nil {
+			if _, err := dir.Set(ctx, shardmap.Entry{Tenant: "t1", Shard: "c", Draining: true}, 1, "bob"); err != nil {
 				t.Errorf("set from version 1: %v", err)
 			}
-			if _, err := dir.Set(ctx, shard.Entry{Tenant: "t1", Shard: "a"}, 1, "cid"); !errors.Is(err, shard.ErrStale) {
+			if _, err := dir.Set(ctx, shardmap.Entry{Tenant: "t1", Shard: "a"}, 1, "cid"); !errors.Is(err, shardmap.ErrStale) {
 				t.Errorf("set from version 1 again: %v, want ErrStale", err)
 			}
-			if _, err := dir.Set(ctx, shard.Entry{Tenant: "t9", Shard: "b"}, 3, "cid"); !errors.Is(err, shard.ErrStale) {
+			if _, err := dir.Set(ctx, shardmap.Entry{Tenant: "t9", Shard: "b"}, 3, "cid"); !errors.Is(err, shardmap.ErrStale) {
 				t.Errorf("set of a tenant without an entry from version 3: %v, want ErrStale", err)
 			}
 			if e, err := dir.Lookup(ctx, "t1"); err != nil || e.Shard != "c" || !e.Draining || e.Version != 2 {
 				t.Errorf("lookup: %+v, %v; want shard c, draining, version 2", e, err)
 			}
-			if _, err := dir.Set(ctx, shard.Entry{Tenant: "t2", Shard: "z"}, 0, "ann"); !errors.Is(err, shard.ErrUnknownShard) {
+			if _, err := dir.Set(ctx, shardmap.Entry{Tenant: "t2", Shard: "z"}, 0, "ann"); !errors.Is(err, shardmap.ErrUnknownShard) {
 				t.Errorf("unknown shard: %v, want ErrUnknownShard", err)
 			}
-			if _, err := dir.Set(ctx, shard.Entry{Tenant: "t\x00", Shard: "b"}, 0, "ann"); !errors.Is(err, shard.ErrInvalidEntry) {
+			if _, err := dir.Set(ctx, shardmap.Entry{Tenant: "t\x00", Shard: "b"}, 0, "ann"); !errors.Is(err, shardmap.ErrInvalidEntry) {
 				t.Errorf("tenant with NUL: %v, want ErrInvalidEntry", err)
 			}
 			if list, err := dir.List(ctx); err != nil || len(list) != 1 || list[0].Tenant != "t1" {
@@ -90,11 +95,11 @@ func TestParseMap(t *testing.T) {
 		`{"default":"a","tenants":{"t1":""}}`,
 		`{"default":"a"} x`,
 	} {
-		if _, err := shard.ParseMap([]byte(bad), shardNames); err == nil {
+		if _, err := shardmap.ParseMap([]byte(bad), shardNames); err == nil {
 			t.Errorf("ParseMap(%s) accepted it", bad)
 		}
 	}
-	d, err := shard.ParseMap([]byte(`{"default":"a","tenants":{"t1":"b"}}`), shardNames)
+	d, err := shardmap.ParseMap([]byte(`{"default":"a","tenants":{"t1":"b"}}`), shardNames)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package shard
+package shardmap
 
 import (
 	"context"
@@ -52,13 +52,13 @@ type Entry struct {
 // Errors of a Directory, for callers to branch on with errors.Is.
 var (
 	// ErrStale: the entry changed since the Version the change was based on.
-	ErrStale = errors.New("shard: the directory entry changed since it was read")
+	ErrStale = errors.New("shardmap: the directory entry changed since it was read")
 	// ErrUnknownShard: a shard name that is not one of the service's shards.
-	ErrUnknownShard = errors.New("shard: unknown shard")
+	ErrUnknownShard = errors.New("shardmap: unknown shard")
 	// ErrInvalidEntry: a tenant, shard name or actor the directory cannot hold.
-	ErrInvalidEntry = errors.New("shard: invalid directory entry")
+	ErrInvalidEntry = errors.New("shardmap: invalid directory entry")
 	// ErrNoDefault: the directory has no default shard.
-	ErrNoDefault = errors.New("shard: the directory has no default shard")
+	ErrNoDefault = errors.New("shardmap: the directory has no default shard")
 )
 
 // Limits of the names a directory holds, in bytes.
