@@ -133,7 +133,9 @@ func start(epmd string) (*broker, error) {
 		return nil, err
 	}
 	amqpPort, distPort, epmdPort := ports[0], ports[1], ports[2]
-	write := func(name, content string) error { return os.WriteFile(filepath.Join(dir, name), []byte(content), 0o600) }
+	write := func(name, content string) error {
+		return os.WriteFile(filepath.Join(dir, name), []byte(content), 0o600)
+	}
 	if err := errors.Join(write("enabled_plugins", "[].\n"), write("rabbitmq.conf", ""),
 		write("owner.pid", strconv.Itoa(os.Getpid()))); err != nil {
 		return nil, err
