@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/idemkit/idem/internal/docprogram"
 )
 
 // TestReadmeProgram: the README's library program, copied into a fresh
@@ -29,59 +31,14 @@ func TestReadmeProgram(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds a program in a fresh module")
 	}
-	readme, err := os.ReadFile("README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, rest, ok := bytes.Cut(readme, []byte("<!-- library-program"))
-	_, rest, ok2 := bytes.Cut(rest, []byte("```go\n"))
-	src, _, ok3 := bytes.Cut(rest, []byte("```\n"))
-	if !ok || !ok2 || !ok3 {
-		t.Fatal("README.md has no library program")
-	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	addr := ln.Addr().String()
 	ln.Close()
-	if !bytes.Contains(src, []byte(`"127.0.0.1:8081"`)) {
-		t.Fatal("the README program no longer listens on 127.0.0.1:8081; update this test")
-	}
-	src = bytes.ReplaceAll(src, []byte(`"127.0.0.1:8081"`), []byte(`"`+addr+`"`))
-
-	dir := t.TempDir()
-	checkout, _ := filepath.Abs(".")
-	// The fresh module requires what the checkout requires, with its
-	// go.sum: no download is needed, and none is allowed.
-	ours, err := os.ReadFile("go.mod")
-	if err != nil {
-		t.Fatal(err)
-	}
-	sums, err := os.ReadFile("go.sum")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, requires, _ := bytes.Cut(ours, []byte("\nrequire"))
-	gomod := "module demo\n\ngo 1.26\n\nrequire github.com/idemkit/idem v0.0.0\n\nreplace github.com/idemkit/idem => " + checkout +
-		"\n\nrequire" + string(requires)
-	for name, data := range map[string][]byte{"main.go": src, "go.mod": []byte(gomod), "go.sum": sums} {
-		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	goCmd := func(args ...string) {
-		t.Helper()
-		cmd := exec.Command("go", args...)
-		cmd.Dir = dir
-		// Offline: everything comes from the module cache the checkout's
-		// own build filled.
-		cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod", "GOPROXY=off", "GOSUMDB=off", "GOWORK=off")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, out)
-		}
-	}
-	goCmd("build", "-o", "orders", ".")
+	src := docprogram.Source(t, "README.md", "<!-- library-program", `"127.0.0.1:8081"`, `"`+addr+`"`)
+	dir, _ := docprogram.Build(t, src)
 
 	base := "http://" + addr
 	post := func(key, body string) (*http.Response, []byte, error) {
@@ -182,7 +139,7 @@ type program struct {
 
 func startProgram(t *testing.T, dir string, env []string) *program {
 	t.Helper()
-	p := &program{cmd: exec.Command(filepath.Join(dir, "orders")), wrote: make(chan struct{}), exited: make(chan struct{})}
+	p := &program{cmd: exec.Command(filepath.Join(dir, "program")), wrote: make(chan struct{}), exited: make(chan struct{})}
 	p.cmd.Dir = dir
 	p.cmd.Env = append(os.Environ(), env...)
 	p.cmd.Stdout, p.cmd.Stderr = p, p
