@@ -90,6 +90,8 @@ var cases = []struct {
 	{"ListOperations", testListOperations},
 	{"ExpiredLeases", testExpiredLeases},
 	{"ExtendLease", testExtendLease},
+	{"SQLTxCommitsWithOutcome", testSQLTx},
+	{"SQLTxEndedRecordsNothing", testSQLTxEnded},
 	{"OnceExecutesAndStores", testOnceExecutesAndStores},
 	{"OnceHandsExecuting", testOnceHandsExecuting},
 	{"OnceTerminalStates", testOnceTerminalStates},
