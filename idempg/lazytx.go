@@ -55,11 +55,11 @@ type lazyTx struct {
 	// the business code's *sql.Tx on it; nil unless SQLTx was asked.
 	sqlConn *sql.Conn
 	stx     *sql.Tx
-	begun bool          // BEGIN was sent and succeeded
-	tx    pgx.Tx        // the native transaction, once Native made one
-	err   error         // a failure to begin, reported by runLazy
-	claim []any         // ClaimScope's arguments; nil: no claim
-	lost  error         // the claim's refusal (IDM02), reported by runLazy
+	begun   bool   // BEGIN was sent and succeeded
+	tx      pgx.Tx // the native transaction, once Native made one
+	err     error  // a failure to begin, reported by runLazy
+	claim   []any  // ClaimScope's arguments; nil: no claim
+	lost    error  // the claim's refusal (IDM02), reported by runLazy
 }
 
 // acquire takes the connection, once.

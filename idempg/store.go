@@ -78,13 +78,13 @@ const DefaultLaneConns = 2
 // cancellation (a transaction-local lock_timeout; lazytx.go).
 type Store struct {
 	pool *pgxpool.Pool
-	lane *pgxpool.Pool    // the acceptance lane (Options.LaneConns); pool when off
+	lane *pgxpool.Pool // the acceptance lane (Options.LaneConns); pool when off
 	// sqlDB is pool seen through database/sql, for registry.SQLTx
 	// (sqltx.go); it holds no connection of its own.
 	sqlDB *sql.DB
 	// closed is set by Close (InTx checks it before running its fn).
 	closed atomic.Bool
-	now  func() time.Time // Options.Now, may be nil
+	now    func() time.Time // Options.Now, may be nil
 	// sealer is Options.Sealer, may be nil.
 	sealer registry.Sealer
 	// listener serves Watch (watch.go); nil with Options.NoListen.
