@@ -57,7 +57,8 @@ func Tx(ctx context.Context) registry.Tx {
 // middleware records, or not at all, on every engine and in every
 // execution style (two-phase, OneTransaction, and shadow and off modes'
 // plain transaction). The middleware ends it: the handler must not call
-// its Commit or Rollback. On PostgreSQL it is the record's own server
+// its Commit (refused with registry.ErrTxOwned) or Rollback; after
+// either, nothing is recorded. On PostgreSQL it is the record's own server
 // transaction, through pgx's stdlib driver, and must be asked for before
 // the handler's first statement through Tx; statements use the
 // database's placeholders ($1 … on PostgreSQL and SQLite, ? on

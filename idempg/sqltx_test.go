@@ -85,65 +85,6 @@ func TestSQLTxSameServerTransaction(t *testing.T) {
 	}
 }
 
-// TestSQLTxCommitRefused: the business code cannot commit the *sql.Tx
-// ahead of the outcome: Commit fails with registry.ErrTxOwned and rolls
-// back, so neither its writes nor the outcome are recorded.
-//
-// threat:sqltx-split-commit
-func TestSQLTxCommitRefused(t *testing.T) {
-	ts := openStore(t, "")
-	ctx := t.Context()
-	if _, err := ts.Pool().Exec(ctx, createPayments); err != nil {
-		t.Fatal(err)
-	}
-	for _, once := range []bool{false, true} {
-		t.Run(fmt.Sprintf("once=%v", once), func(t *testing.T) {
-			var commitErr error
-			var opID string
-			fn := func(ctx context.Context, tx registry.Tx, rec registry.Record) (registry.Outcome, error) {
-				opID = rec.OperationID
-				stx, err := registry.SQLTx(tx)
-				if err != nil {
-					return registry.Outcome{}, err
-				}
-				if _, err := stx.ExecContext(ctx, insertPayment, rec.OperationID, "1.00"); err != nil {
-					return registry.Outcome{}, err
-				}
-				commitErr = stx.Commit()
-				return benchOutcome, nil // a careless handler goes on
-			}
-			c := newClaim("sqltx.commit")
-			var err error
-			if once {
-				_, err = ts.ExecuteOnce(ctx, c, fn)
-			} else {
-				var rec registry.Record
-				if rec, _, err = ts.Reserve(ctx, c); err != nil {
-					t.Fatal(err)
-				}
-				_, err = ts.Complete(ctx, rec, fn)
-			}
-			if !errors.Is(commitErr, registry.ErrTxOwned) {
-				t.Errorf("Commit of the *sql.Tx: %v, want ErrTxOwned", commitErr)
-			}
-			if err == nil {
-				t.Error("the outcome was recorded after the business code committed the *sql.Tx")
-			}
-			var n int
-			if err := ts.Pool().QueryRow(ctx, `SELECT count(*) FROM bench_payments WHERE id = $1`, opID).Scan(&n); err != nil || n != 0 {
-				t.Errorf("%d business rows committed (%v), want 0", n, err)
-			}
-			rec, err := ts.Get(ctx, c.Scope)
-			switch {
-			case once && !errors.Is(err, registry.ErrNotFound):
-				t.Errorf("ExecuteOnce left a record %v (%v), want none", rec.State, err)
-			case !once && (err != nil || rec.State != idem.StateReserved):
-				t.Errorf("the reservation is %v (%v), want still RESERVED", rec.State, err)
-			}
-		})
-	}
-}
-
 // TestSQLTxAskedLate: after a statement through Tx, the connection is
 // not one of the *sql.DB's and SQLTx fails with ErrNoSQLTx; so does a
 // caller's pgx.Tx (ClaimAndExecute).

@@ -16,12 +16,12 @@ import (
 // ClaimAndExecute with the caller's *sql.Tx):
 //
 //   - The store ends the transaction, never the business code: it must
-//     not call Commit or Rollback on the *sql.Tx. On PostgreSQL, Commit
-//     is refused (ErrTxOwned) and rolls the transaction back, and either
-//     call makes the store refuse to record the outcome; on SQLite and
-//     MySQL they end the store's transaction, which the store then
-//     reports as an error — and, in the one-transaction style, what was
-//     committed stays without a record, so never do it.
+//     not call Commit or Rollback on the *sql.Tx. Commit is refused
+//     (ErrTxOwned) and rolls the transaction back; Rollback rolls back;
+//     either way the store then records nothing. (On SQLite and MySQL
+//     the guard sits in the connections the drivers' Open makes; a
+//     *sql.DB of the caller's given to their OpenDB has none, and there
+//     a Commit ends the store's own transaction — never do it.)
 //   - Statements use the database's own placeholders: $1 … on PostgreSQL
 //     and SQLite, ? on MySQL/MariaDB (Tx translates $n; the *sql.Tx does
 //     not).

@@ -212,3 +212,56 @@ func testSQLTxEnded(t *testing.T, nh NewHarness) {
 		t.Errorf("record %v (%v), want still RESERVED", got.State, err)
 	}
 }
+
+// testSQLTxCommitRefused: the business code cannot commit its *sql.Tx
+// ahead of the outcome, in the styles where the store owns the
+// transaction: Commit fails with registry.ErrTxOwned and rolls back, and
+// the call records nothing — neither the rows written through the
+// *sql.Tx nor, in the one-transaction style, the claim.
+//
+// threat:sqltx-split-commit
+func testSQLTxCommitRefused(t *testing.T, nh NewHarness) {
+	e := setup(t, nh)
+	for _, st := range sqlTxStyles(e) {
+		if st.name == "InTransaction" {
+			continue // the caller owns and commits that transaction
+		}
+		t.Run(st.name, func(t *testing.T) {
+			e := &env{t: t, h: e.h, ctx: e.ctx, rng: e.rng}
+			c := e.claim("sqltx-commit-" + st.name)
+			var ran string
+			var commitErr error
+			_, err := st.run(e, c, func(ctx context.Context, tx registry.Tx, rec registry.Record) (registry.Outcome, error) {
+				ran = rec.OperationID
+				stx, err := registry.SQLTx(tx)
+				if err != nil {
+					return registry.Outcome{}, err
+				}
+				if _, err := stx.ExecContext(ctx, `INSERT INTO conformance_effects (operation_id, note) VALUES ('`+rec.OperationID+`', 'commit')`); err != nil {
+					return registry.Outcome{}, err
+				}
+				commitErr = stx.Commit()
+				return outcome("commit", 1), nil // a careless business function goes on
+			})
+			if !errors.Is(commitErr, registry.ErrTxOwned) {
+				t.Errorf("Commit of the *sql.Tx: %v, want ErrTxOwned", commitErr)
+			}
+			if err == nil {
+				t.Error("the call succeeded after the business function committed its *sql.Tx")
+			}
+			if n := e.effects(ran); n != 0 {
+				t.Errorf("%d business rows committed, want 0", n)
+			}
+			if !st.keeps {
+				return
+			}
+			rec, err := e.h.Store.Get(e.ctx, c.Scope)
+			switch {
+			case st.leavesReservation && (err != nil || rec.State != idem.StateReserved):
+				t.Errorf("the reservation is %v (%v), want still RESERVED", rec.State, err)
+			case !st.leavesReservation && !errors.Is(err, registry.ErrNotFound):
+				t.Errorf("a record %v (%v) was left, want none", rec.State, err)
+			}
+		})
+	}
+}

@@ -92,6 +92,7 @@ var cases = []struct {
 	{"ExtendLease", testExtendLease},
 	{"SQLTxCommitsWithOutcome", testSQLTx},
 	{"SQLTxEndedRecordsNothing", testSQLTxEnded},
+	{"SQLTxCommitRefused", testSQLTxCommitRefused},
 	{"OnceExecutesAndStores", testOnceExecutesAndStores},
 	{"OnceHandsExecuting", testOnceHandsExecuting},
 	{"OnceTerminalStates", testOnceTerminalStates},
