@@ -227,35 +227,35 @@ func nonNil(b []byte) []byte {
 	return b
 }
 
-// InTx runs fn in a new transaction and commits it if fn returns nil;
-// otherwise it rolls back and returns fn's error unchanged. The
-// transaction is fn's Tx as Complete's (lazytx.go): it takes a
-// connection and begins only with fn's first statement (or its SQLTx or
-// Native), so a fn that runs no statement costs no round trip and
-// commits nothing. The commit is durable (synchronous_commit as
-// configured, on by default). A connection that could not be had or a
-// BEGIN that failed is returned, translated (connection loss and
-// timeouts wrap registry.ErrUnavailable), whatever fn made of it; so is
-// a COMMIT that failed, and a commit that PostgreSQL turned into a
-// rollback, because a statement of fn failed and fn returned nil anyway,
-// is an error too, as is a fn that ended the transaction itself. On a
-// closed Store fn is not run: the error wraps registry.ErrUnavailable. ctx
-// governs the transaction, fn included, up to its COMMIT, which is
-// waited for whatever ctx does (commit.go).
+// InTx begins a transaction, runs fn with it and commits if fn returns
+// nil; otherwise it rolls back and returns fn's error unchanged. The
+// connection is taken, and BEGIN sent, before fn runs, through the
+// Store's *sql.DB (sqltx.go), so that fn's Tx can also be had as a
+// *sql.Tx (registry.SQLTx) in shadow and off modes. The commit is
+// durable (synchronous_commit as configured, on by default). A
+// connection that could not be had or a BEGIN that failed is returned,
+// translated (connection loss and timeouts wrap registry.ErrUnavailable),
+// and fn is not run; so is a COMMIT that failed, and a commit that
+// PostgreSQL turned into a rollback, because a statement of fn failed and
+// fn returned nil anyway, is an error too, as is a fn that ended the
+// transaction itself. On a closed Store fn is not run: the error wraps
+// registry.ErrUnavailable. ctx governs the transaction, fn included, up
+// to its COMMIT, which is waited for whatever ctx does (commit.go).
 func (s *Store) InTx(ctx context.Context, fn func(ctx context.Context, tx registry.Tx) error) error {
 	if s.closed.Load() {
 		return fmt.Errorf("idempg: in tx: the store is closed: %w", registry.ErrUnavailable)
 	}
 	tx := &lazyTx{ctx: ctx, pool: s.pool, sqlDB: s.sqlDB}
 	defer tx.release(ctx)
+	if tx.acquireSQL(ctx) != nil || tx.beginAlone(ctx) != nil {
+		return fmt.Errorf("idempg: in tx: %w", tx.err)
+	}
 	fnErr := fn(ctx, tx)
 	switch {
 	case tx.err != nil:
 		return tx.err // storage trouble, whatever fn made of it
 	case fnErr != nil:
 		return fnErr // the business code's own, unchanged
-	case !tx.begun:
-		return nil // no statement: nothing to commit
 	case tx.conn.PgConn().TxStatus() == 'I':
 		return errors.New("idempg: in tx: the business function ended the transaction")
 	}

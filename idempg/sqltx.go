@@ -26,8 +26,10 @@ import (
 // statements — BEGIN and the claim in one batch, then the outcome and
 // COMMIT in one batch, as without a *sql.Tx — while the *sql.Tx of that
 // *sql.Conn carries the business statements, on the same connection and
-// in the same server transaction. Calls that never ask pay nothing: they
-// take their connection from the pool directly, as before.
+// in the same server transaction. Complete and ExecuteOnce calls that
+// never ask pay nothing: they take their connection from the pool
+// directly, as before. InTx (shadow and off modes, reads) always takes
+// its connection through the *sql.DB, so its fn may ask at any time.
 //
 // What the *sql.Tx costs: its BEGIN (and ExecuteOnce's claim) cannot
 // ride with the first business statement, since database/sql sends that
@@ -116,21 +118,9 @@ func (t *lazyTx) SQLTx() (*sql.Tx, error) {
 		return nil, fmt.Errorf("idempg: %w: ask for it before the transaction's first statement", registry.ErrNoSQLTx)
 	}
 	if t.conn == nil {
-		sc, err := t.sqlDB.Conn(t.ctx)
-		if err != nil {
-			t.err = fmt.Errorf("idempg: begin: %w", translate(err))
-			return nil, t.err
+		if err := t.acquireSQL(t.ctx); err != nil {
+			return nil, err
 		}
-		err = sc.Raw(func(dc any) error {
-			t.conn = dc.(ownedConn).Conn.Conn()
-			return nil
-		})
-		if err != nil {
-			_ = sc.Close()
-			t.err = fmt.Errorf("idempg: begin: %w", translate(err))
-			return nil, t.err
-		}
-		t.sqlConn, t.put = sc, func() { _ = sc.Close() }
 	}
 	if !t.begun {
 		if err := t.beginAlone(t.ctx); err != nil {
@@ -147,6 +137,27 @@ func (t *lazyTx) SQLTx() (*sql.Tx, error) {
 	}
 	t.stx = stx
 	return stx, nil
+}
+
+// acquireSQL takes the connection through the Store's *sql.DB, so that
+// SQLTx can hand a *sql.Tx on it.
+func (t *lazyTx) acquireSQL(ctx context.Context) error {
+	sc, err := t.sqlDB.Conn(ctx)
+	if err != nil {
+		t.err = fmt.Errorf("idempg: begin: %w", translate(err))
+		return t.err
+	}
+	err = sc.Raw(func(dc any) error {
+		t.conn = dc.(ownedConn).Conn.Conn()
+		return nil
+	})
+	if err != nil {
+		_ = sc.Close()
+		t.err = fmt.Errorf("idempg: begin: %w", translate(err))
+		return t.err
+	}
+	t.sqlConn, t.put = sc, func() { _ = sc.Close() }
+	return nil
 }
 
 // beginAlone sends BEGIN, and the claim if any, in one batch.

@@ -85,21 +85,36 @@ func TestSQLTxSameServerTransaction(t *testing.T) {
 	}
 }
 
-// TestSQLTxAskedLate: after a statement through Tx, the connection is
-// not one of the *sql.DB's and SQLTx fails with ErrNoSQLTx; so does a
-// caller's pgx.Tx (ClaimAndExecute).
+// TestSQLTxAskedLate: after a statement through Complete's or
+// ExecuteOnce's Tx, the connection is not one of the *sql.DB's and SQLTx
+// fails with ErrNoSQLTx; so does a caller's pgx.Tx (ClaimAndExecute).
+// InTx's connection always is one.
 func TestSQLTxAskedLate(t *testing.T) {
 	ts := openStore(t, "")
 	ctx := t.Context()
-	err := ts.InTx(ctx, func(ctx context.Context, tx registry.Tx) error {
+	late := func(ctx context.Context, tx registry.Tx, rec registry.Record) (registry.Outcome, error) {
 		if _, err := tx.Exec(ctx, `SELECT 1`); err != nil {
-			return err
+			return registry.Outcome{}, err
 		}
 		_, err := registry.SQLTx(tx)
+		return registry.Outcome{}, err
+	}
+	rec, _, err := ts.Reserve(ctx, newClaim("sqltx.late"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ts.Complete(ctx, rec, late); !errors.Is(err, registry.ErrNoSQLTx) {
+		t.Errorf("Complete: SQLTx after a statement: %v, want ErrNoSQLTx", err)
+	}
+	if _, err := ts.ExecuteOnce(ctx, newClaim("sqltx.late"), late); !errors.Is(err, registry.ErrNoSQLTx) {
+		t.Errorf("ExecuteOnce: SQLTx after a statement: %v, want ErrNoSQLTx", err)
+	}
+	err = ts.InTx(ctx, func(ctx context.Context, tx registry.Tx) error {
+		_, err := late(ctx, tx, registry.Record{})
 		return err
 	})
-	if !errors.Is(err, registry.ErrNoSQLTx) {
-		t.Errorf("SQLTx after a statement: %v, want ErrNoSQLTx", err)
+	if err != nil {
+		t.Errorf("InTx: SQLTx after a statement: %v, want a *sql.Tx", err)
 	}
 	_, err = claimAndExecute(ctx, ts.Store, false, newClaim("sqltx.late"), func(ctx context.Context, tx registry.Tx, rec registry.Record) (registry.Outcome, error) {
 		_, err := registry.SQLTx(tx)

@@ -31,9 +31,9 @@ import (
 //     against that, the *sql.Tx does not.
 //
 // On PostgreSQL the *sql.Tx runs through pgx's stdlib driver on the very
-// connection and server transaction of the record (idempg's SQLTx): ask
-// for it before the transaction's first statement through Tx, or SQLTx
-// fails with ErrNoSQLTx. The pgx.Tx of a caller's ClaimAndExecute cannot
+// connection and server transaction of the record (idempg's SQLTx): in
+// Complete and ExecuteOnce, ask for it before the transaction's first
+// statement through Tx, or SQLTx fails with ErrNoSQLTx. The pgx.Tx of a caller's ClaimAndExecute cannot
 // be had as a *sql.Tx: use idempg's ClaimAndExecuteSQL.
 
 // ErrNoSQLTx: the Tx cannot be had as a *sql.Tx — its driver's
