@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -48,6 +49,28 @@ func Tx(ctx context.Context) registry.Tx {
 		return e.tx
 	}
 	return nil
+}
+
+// SQLTx returns the request's business transaction as a *sql.Tx, for
+// handlers written on database/sql (plain *sql.Tx, GORM, sqlx, sqlc):
+// what they write through it commits together with the outcome the
+// middleware records, or not at all, on every engine and in every
+// execution style (two-phase, OneTransaction, and shadow and off modes'
+// plain transaction). The middleware ends it: the handler must not call
+// its Commit (refused with registry.ErrTxOwned) or Rollback; after
+// either, nothing is recorded. On PostgreSQL it is the record's own server
+// transaction, through pgx's stdlib driver, and must be asked for before
+// the handler's first statement through Tx; statements use the
+// database's placeholders ($1 … on PostgreSQL and SQLite, ? on
+// MySQL/MariaDB). Outside the middleware, or when the store cannot give
+// one, the error wraps registry.ErrNoSQLTx. registry.SQLTx says the
+// rest. Asking twice returns the same *sql.Tx.
+func SQLTx(ctx context.Context) (*sql.Tx, error) {
+	tx := Tx(ctx)
+	if tx == nil {
+		return nil, fmt.Errorf("idemhttp: %w: not inside the middleware", registry.ErrNoSQLTx)
+	}
+	return registry.SQLTx(tx)
 }
 
 // Caller returns the identity the middleware authenticated the request
@@ -187,6 +210,13 @@ func (r trackedRow) Scan(dest ...any) error {
 func (w *writeTracker) Native() any {
 	w.wrote.Store(true)
 	return w.Tx.Native()
+}
+
+// SQLTx counts as a change, as Native does, and passes the call on
+// (registry.SQLTx).
+func (w *writeTracker) SQLTx() (*sql.Tx, error) {
+	w.wrote.Store(true)
+	return registry.SQLTx(w.Tx)
 }
 
 // noteQuery counts a query as a change unless it is a plain SELECT.

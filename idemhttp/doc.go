@@ -21,6 +21,10 @@
 //     (in this process for the execution of its key; in another, on the
 //     claim the driver takes before the handler's first statement) and
 //     is answered from the record that won.
+//     A handler written on database/sql (GORM, sqlx, sqlc) gets the same
+//     transaction as a *sql.Tx with SQLTx(r.Context()), on every engine
+//     and in every style; it must not commit or roll it back (README,
+//     "Writing through database/sql").
 //   - a finished operation is replayed: stored status, media type,
 //     Location, ETag and body, with Idempotent-Replayed: true.
 //   - a different request with the same key gets 422 PAYLOAD_CONFLICT.

@@ -189,3 +189,52 @@ func ExampleEffect() {
 	// 201 replayed="true" {"payout":"op_","bank_transfer":"tx_1"}
 	// bank executed 1 transfer(s)
 }
+
+// ExampleSQLTx writes through the request's transaction as a *sql.Tx, as
+// code on database/sql (GORM, sqlx, sqlc) does: the row commits together
+// with the stored response, and the retry is a replay that writes
+// nothing. The handler never commits the *sql.Tx itself.
+func ExampleSQLTx() {
+	ctx := context.Background()
+	store, err := idemsqlite.OpenMemory(ctx, idemsqlite.Options{})
+	if err != nil {
+		panic(err)
+	}
+	defer store.Close()
+	op := idemhttp.Operation{Name: "orders.create", APIRevision: "v1", OneTransaction: true}
+	mw, err := idemhttp.New(ctx, store, op, user, idemhttp.Options{})
+	if err != nil {
+		panic(err)
+	}
+	srv := httptest.NewServer(mw.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx := r.Context()
+		tx, err := idemhttp.SQLTx(ctx) // a *sql.Tx
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO orders (id, body) VALUES ($1, $2)`, idemhttp.OperationID(ctx), idemhttp.Payload(ctx)); err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		w.WriteHeader(http.StatusCreated)
+		fmt.Fprint(w, `{"ordered":true}`)
+	})))
+	defer srv.Close()
+	store.InTx(ctx, func(ctx context.Context, tx registry.Tx) error {
+		_, err := tx.Exec(ctx, `CREATE TABLE orders (id TEXT PRIMARY KEY, body BLOB)`)
+		return err
+	})
+
+	send(srv.URL, "3c2d4e6f-8a9b-4c1d-9e2f-a3b4c5d6e7f8", `{"sku":"A-1"}`)
+	send(srv.URL, "3c2d4e6f-8a9b-4c1d-9e2f-a3b4c5d6e7f8", `{"sku":"A-1"}`)
+	var orders int
+	store.InTx(ctx, func(ctx context.Context, tx registry.Tx) error {
+		return tx.QueryRow(ctx, `SELECT count(*) FROM orders`).Scan(&orders)
+	})
+	fmt.Println("orders:", orders)
+	// Output:
+	// 201 replayed="" {"ordered":true}
+	// 201 replayed="true" {"ordered":true}
+	// orders: 1
+}

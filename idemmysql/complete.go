@@ -30,7 +30,8 @@ func (s *Store) Complete(ctx context.Context, rec registry.Record, fn registry.B
 	if err := s.checkOpen(); err != nil {
 		return registry.Record{}, err
 	}
-	tx, err := s.db.BeginTx(ctx, nil)
+	octx, o := ownedCtx(ctx)
+	tx, err := s.db.BeginTx(octx, nil)
 	if err != nil {
 		return registry.Record{}, s.fail("complete", err)
 	}
@@ -43,7 +44,7 @@ func (s *Store) Complete(ctx context.Context, rec registry.Record, fn registry.B
 	if err != nil {
 		return registry.Record{}, err
 	}
-	if err := tx.Commit(); err != nil {
+	if err := commitOwned(tx, o); err != nil {
 		return registry.Record{}, s.fail("complete", err)
 	}
 	return done, nil
@@ -207,7 +208,8 @@ func (s *Store) InTx(ctx context.Context, fn func(ctx context.Context, tx regist
 	if err := s.checkOpen(); err != nil {
 		return err
 	}
-	tx, err := s.db.BeginTx(ctx, nil)
+	octx, o := ownedCtx(ctx)
+	tx, err := s.db.BeginTx(octx, nil)
 	if err != nil {
 		return s.fail("in tx", err)
 	}
@@ -215,7 +217,7 @@ func (s *Store) InTx(ctx context.Context, fn func(ctx context.Context, tx regist
 	if err := fn(ctx, sqlTx{tx}); err != nil {
 		return err
 	}
-	if err := tx.Commit(); err != nil {
+	if err := commitOwned(tx, o); err != nil {
 		return s.fail("in tx: commit", err)
 	}
 	return nil

@@ -42,7 +42,8 @@ func (s *Store) ExecuteOnce(ctx context.Context, c registry.Claim, fn registry.B
 // executeOnce is one attempt of ExecuteOnce; retry reports a deadlock at
 // the claim insert, before fn ran.
 func (s *Store) executeOnce(ctx context.Context, c registry.Claim, fn registry.BusinessFunc) (_ registry.Result, _ error, retry bool) {
-	tx, err := s.db.BeginTx(ctx, nil)
+	octx, o := ownedCtx(ctx)
+	tx, err := s.db.BeginTx(octx, nil)
 	if err != nil {
 		return registry.Result{}, s.fail("execute once", err), false
 	}
@@ -74,7 +75,7 @@ func (s *Store) executeOnce(ctx context.Context, c registry.Claim, fn registry.B
 	if err != nil {
 		return registry.Result{}, err, false
 	}
-	if err := tx.Commit(); err != nil {
+	if err := commitOwned(tx, o); err != nil {
 		return registry.Result{}, s.fail("execute once", err), false
 	}
 	return registry.Result{Verdict: registry.Execute, Record: done}, nil, false

@@ -42,7 +42,7 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("idemmysql: open: %w", err)
 	}
-	db := sql.OpenDB(connector)
+	db := sql.OpenDB(ownedConnector{connector})
 	db.SetMaxIdleConns(16)
 	db.SetConnMaxIdleTime(5 * time.Minute)
 	if err := db.PingContext(ctx); err != nil {
@@ -168,7 +168,7 @@ func flavor(ctx context.Context, cfg *mysql.Config) (mariaDB bool, err error) {
 	if err != nil {
 		return false, fmt.Errorf("idemmysql: open: %w", err)
 	}
-	db := sql.OpenDB(connector)
+	db := sql.OpenDB(ownedConnector{connector})
 	defer db.Close()
 	var version string
 	if err := db.QueryRowContext(ctx, "SELECT @@version").Scan(&version); err != nil {

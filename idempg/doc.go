@@ -36,5 +36,12 @@
 // nobody waits. A Store behind a pooler in transaction mode (PgBouncer),
 // which cannot LISTEN, should set Options.NoListen: waiters then poll.
 //
+// database/sql: a business function that asks its Tx for a *sql.Tx
+// (registry.SQLTx) before its first statement gets one on the call's own
+// connection and server transaction, through pgx's stdlib driver and a
+// *sql.DB over the Store's pool (sqltx.go); its Commit is refused
+// (registry.ErrTxOwned). [Store.ClaimAndExecuteSQL] is the in-transaction
+// style on a caller's *sql.Tx of pgx's stdlib driver.
+//
 // SQL lives in queries.sql and migrations/*.sql, not in Go strings.
 package idempg

@@ -3,6 +3,7 @@ package idempg
 import (
 	"cmp"
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"time"
@@ -135,14 +136,14 @@ func (s *Store) lostInsert(ctx context.Context, op string, c registry.Claim, ins
 // terminal or, when rec.State is in flight, not a legal transition from
 // it; the database's trigger guards the stored state as well. A fenced
 // update leaves tx usable.
-func (s *Store) finish(ctx context.Context, tx pgx.Tx, rec registry.Record, out registry.Outcome, now *time.Time) (registry.Record, error) {
+func (s *Store) finish(ctx context.Context, tx rowQuerier, rec registry.Record, out registry.Outcome, now *time.Time) (registry.Record, error) {
 	args, err := s.finishArgs(rec, out, now, false)
 	if err != nil {
 		return registry.Record{}, err
 	}
 	done, err := s.scanRecord(tx.QueryRow(ctx, queries.Get("Finish"), args...))
 	switch {
-	case errors.Is(err, pgx.ErrNoRows):
+	case errors.Is(err, sql.ErrNoRows): // pgx's and database/sql's
 		return registry.Record{}, fmt.Errorf("idempg: complete %s: %w", rec.OperationID,
 			cmp.Or(writerFenced(ctx, tx, rec.WriterEpoch), registry.ErrFenced))
 	case err != nil:
@@ -226,27 +227,46 @@ func nonNil(b []byte) []byte {
 	return b
 }
 
-// InTx begins a transaction on the pool, runs fn with it and commits if fn
-// returns nil; otherwise it rolls back and returns fn's error unchanged.
-// The commit is durable (synchronous_commit as configured, on by
-// default). Errors of begin and commit are translated (connection loss and
-// timeouts wrap registry.ErrUnavailable); a commit that PostgreSQL turned
-// into a rollback, because a statement of fn failed and fn returned nil
-// anyway, is an error too. ctx governs the transaction, fn included, up
+// InTx begins a transaction, runs fn with it and commits if fn returns
+// nil; otherwise it rolls back and returns fn's error unchanged. The
+// connection is taken, and BEGIN sent, before fn runs, through the
+// Store's *sql.DB (sqltx.go), so that fn's Tx can also be had as a
+// *sql.Tx (registry.SQLTx) in shadow and off modes. The commit is
+// durable (synchronous_commit as configured, on by default). A
+// connection that could not be had or a BEGIN that failed is returned,
+// translated (connection loss and timeouts wrap registry.ErrUnavailable),
+// and fn is not run; so is a COMMIT that failed, and a commit that
+// PostgreSQL turned into a rollback, because a statement of fn failed and
+// fn returned nil anyway, is an error too, as is a fn that ended the
+// transaction itself. On a closed Store fn is not run: the error wraps
+// registry.ErrUnavailable. ctx governs the transaction, fn included, up
 // to its COMMIT, which is waited for whatever ctx does (commit.go).
 func (s *Store) InTx(ctx context.Context, fn func(ctx context.Context, tx registry.Tx) error) error {
-	var fnErr error
-	err := inTx(ctx, s.pool, func(tx pgx.Tx) error {
-		fnErr = fn(ctx, txAdapter{tx})
-		return fnErr
-	})
+	if s.closed.Load() {
+		return fmt.Errorf("idempg: in tx: the store is closed: %w", registry.ErrUnavailable)
+	}
+	tx := &lazyTx{ctx: ctx, pool: s.pool, sqlDB: s.sqlDB}
+	defer tx.release(ctx)
+	if tx.acquireSQL(ctx) != nil || tx.beginAlone(ctx) != nil {
+		return fmt.Errorf("idempg: in tx: %w", tx.err)
+	}
+	fnErr := fn(ctx, tx)
 	switch {
-	case err == nil:
-		return nil
+	case tx.err != nil:
+		return tx.err // storage trouble, whatever fn made of it
 	case fnErr != nil:
 		return fnErr // the business code's own, unchanged
+	case tx.conn.PgConn().TxStatus() == 'I':
+		return errors.New("idempg: in tx: the business function ended the transaction")
 	}
-	return fmt.Errorf("idempg: in tx: %w", translate(err))
+	tag, err := tx.conn.Exec(commitCtx(ctx), "commit")
+	switch {
+	case err != nil:
+		return fmt.Errorf("idempg: in tx: commit: %w", translate(err))
+	case tag.String() != "COMMIT":
+		return fmt.Errorf("idempg: in tx: commit: %w", pgx.ErrTxCommitRollback)
+	}
+	return nil
 }
 
 // txAdapter is the registry.Tx handed to business functions: a thin view

@@ -3,6 +3,7 @@ package idempg
 import (
 	"cmp"
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"strconv"
@@ -45,14 +46,20 @@ import (
 // A lazyTx belongs to one call and one goroutine at a time, like a
 // pgx.Tx; release gives its connection back.
 type lazyTx struct {
-	ctx   context.Context // the call's, for Native's BEGIN
+	ctx   context.Context // the call's, for Native's and SQLTx's BEGIN
 	pool  *pgxpool.Pool
-	conn  *pgxpool.Conn // nil until the first statement
-	begun bool          // BEGIN was sent and succeeded
-	tx    pgx.Tx        // the native transaction, once Native made one
-	err   error         // a failure to begin, reported by runLazy
-	claim []any         // ClaimScope's arguments; nil: no claim
-	lost  error         // the claim's refusal (IDM02), reported by runLazy
+	sqlDB *sql.DB   // the Store's, for SQLTx (sqltx.go)
+	conn  *pgx.Conn // nil until the first statement
+	put   func()    // gives conn back
+	// sqlConn and stx are SQLTx's: the connection taken through sqlDB and
+	// the business code's *sql.Tx on it; nil unless SQLTx was asked.
+	sqlConn *sql.Conn
+	stx     *sql.Tx
+	begun   bool   // BEGIN was sent and succeeded
+	tx      pgx.Tx // the native transaction, once Native made one
+	err     error  // a failure to begin, reported by runLazy
+	claim   []any  // ClaimScope's arguments; nil: no claim
+	lost    error  // the claim's refusal (IDM02), reported by runLazy
 }
 
 // acquire takes the connection, once.
@@ -65,21 +72,26 @@ func (t *lazyTx) acquire(ctx context.Context) error {
 		t.err = fmt.Errorf("idempg: begin: %w", translate(err))
 		return t.err
 	}
-	t.conn = conn
+	t.conn, t.put = conn.Conn(), conn.Release
 	return nil
 }
 
 // release rolls back whatever is still open and gives the connection
 // back. If the rollback fails, the pool destroys the connection on
 // Release (it is not idle), which ends the transaction on the server.
+// The *sql.Tx of SQLTx, if any, is ended too (its Rollback does nothing
+// once the transaction is over).
 func (t *lazyTx) release(ctx context.Context) {
 	if t.conn == nil {
 		return
 	}
-	if pc := t.conn.Conn().PgConn(); !pc.IsClosed() && pc.TxStatus() != 'I' {
+	if pc := t.conn.PgConn(); !pc.IsClosed() && pc.TxStatus() != 'I' {
 		_, _ = t.conn.Exec(ctx, "rollback")
 	}
-	t.conn.Release()
+	if t.stx != nil {
+		_ = t.stx.Rollback()
+	}
+	t.put()
 }
 
 var _ registry.Tx = (*lazyTx)(nil)
@@ -265,7 +277,7 @@ func (r errRow) Scan(...any) error { return r.err }
 // ctx does (commit.go).
 func (s *Store) runLazy(ctx context.Context, op string, rec registry.Record, claim []any, fn registry.BusinessFunc,
 	final func(out registry.Outcome) (string, []any, error)) (done registry.Record, stmtErr, err error) {
-	tx := &lazyTx{ctx: ctx, pool: s.pool, claim: claim}
+	tx := &lazyTx{ctx: ctx, pool: s.pool, sqlDB: s.sqlDB, claim: claim}
 	defer tx.release(ctx)
 	out, err := fn(ctx, tx, rec)
 	if tx.lost != nil {
@@ -293,7 +305,7 @@ func (s *Store) runLazy(ctx context.Context, op string, rec registry.Record, cla
 	switch {
 	case !tx.begun: // fn ran no statement
 		batch.Queue("begin")
-	case conn.Conn().PgConn().TxStatus() == 'I':
+	case conn.PgConn().TxStatus() == 'I':
 		return registry.Record{}, nil, fmt.Errorf("idempg: %s: the business function ended the transaction", op)
 	}
 	// In its default mode (cache_statement) pgx describes a statement it
@@ -307,12 +319,12 @@ func (s *Store) runLazy(ctx context.Context, op string, rec registry.Record, cla
 	// describe, in cache_describe and describe_exec, is bounded only by a
 	// pooler's or the server's own limits.)
 	if s.prepares {
-		if _, err := conn.Conn().Prepare(ctx, query, query); err != nil {
+		if _, err := conn.Prepare(ctx, query, query); err != nil {
 			return registry.Record{}, nil, fmt.Errorf("idempg: %s: prepare: %w", op, translate(err))
 		}
 		defer func() {
 			if staleStatement(cmp.Or(stmtErr, err)) {
-				_ = conn.Conn().Deallocate(commitCtx(ctx), query) // a broken connection is dropped anyway
+				_ = conn.Deallocate(commitCtx(ctx), query) // a broken connection is dropped anyway
 			}
 		}()
 	}

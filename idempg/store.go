@@ -3,8 +3,10 @@ package idempg
 import (
 	"cmp"
 	"context"
+	"database/sql"
 	"embed"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -76,8 +78,13 @@ const DefaultLaneConns = 2
 // cancellation (a transaction-local lock_timeout; lazytx.go).
 type Store struct {
 	pool *pgxpool.Pool
-	lane *pgxpool.Pool    // the acceptance lane (Options.LaneConns); pool when off
-	now  func() time.Time // Options.Now, may be nil
+	lane *pgxpool.Pool // the acceptance lane (Options.LaneConns); pool when off
+	// sqlDB is pool seen through database/sql, for registry.SQLTx
+	// (sqltx.go); it holds no connection of its own.
+	sqlDB *sql.DB
+	// closed is set by Close (InTx checks it before running its fn).
+	closed atomic.Bool
+	now    func() time.Time // Options.Now, may be nil
 	// sealer is Options.Sealer, may be nil.
 	sealer registry.Sealer
 	// listener serves Watch (watch.go); nil with Options.NoListen.
@@ -141,7 +148,7 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 			return nil, fmt.Errorf("idempg: %w", translate(err))
 		}
 	}
-	st := &Store{pool: pool, lane: lane, now: opts.Now, sealer: opts.Sealer,
+	st := &Store{pool: pool, lane: lane, sqlDB: openSQLDB(pool), now: opts.Now, sealer: opts.Sealer,
 		prepares: cfg.ConnConfig.DefaultQueryExecMode == pgx.QueryExecModeCacheStatement}
 	if !opts.NoListen {
 		st.listener = newListener(cfg.ConnConfig)
@@ -153,12 +160,14 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 // every watcher, then closes the pools, waiting for connections in use to
 // be returned. The Store must not be used afterwards.
 func (s *Store) Close() {
+	s.closed.Store(true)
 	if s.listener != nil {
 		s.listener.close()
 	}
 	if s.lane != s.pool {
 		s.lane.Close()
 	}
+	_ = s.sqlDB.Close() // its connections are the pool's
 	s.pool.Close()
 }
 

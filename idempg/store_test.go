@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/stdlib"
+
 	"github.com/idemkit/idem/internal/pgtest"
 	"github.com/idemkit/idem/registry"
 	"github.com/idemkit/idem/registry/registrytest"
@@ -69,6 +71,9 @@ func newHarness(t *testing.T) *registrytest.Harness {
 		ClaimAndExecute: func(ctx context.Context, c registry.Claim, fn registry.BusinessFunc) (registry.Result, error) {
 			return claimAndExecute(ctx, ts.Store, failArmed.Load(), c, fn)
 		},
+		ClaimAndExecuteSQL: func(ctx context.Context, c registry.Claim, fn registry.BusinessFunc) (registry.Result, error) {
+			return claimAndExecuteSQL(ctx, ts.Store, c, fn)
+		},
 		Exec: func(ctx context.Context, sql string, args ...any) error {
 			_, err := ts.Pool().Exec(ctx, sql, args...)
 			return err
@@ -113,6 +118,26 @@ func claimAndExecute(ctx context.Context, st *Store, timeout bool, c registry.Cl
 		return res, err
 	}
 	if err := tx.Commit(ctx); err != nil {
+		return registry.Result{}, err
+	}
+	return res, nil
+}
+
+// claimAndExecuteSQL is claimAndExecute on a *sql.Tx of pgx's stdlib
+// driver over the Store's pool (ClaimAndExecuteSQL).
+func claimAndExecuteSQL(ctx context.Context, st *Store, c registry.Claim, fn registry.BusinessFunc) (registry.Result, error) {
+	db := stdlib.OpenDBFromPool(st.Pool())
+	defer db.Close()
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return registry.Result{}, err
+	}
+	defer tx.Rollback() //nolint:errcheck // no-op once committed or rolled back
+	res, err := st.ClaimAndExecuteSQL(ctx, tx, c, fn)
+	if err != nil || res.Verdict != registry.Execute {
+		return res, err
+	}
+	if err := tx.Commit(); err != nil {
 		return registry.Result{}, err
 	}
 	return res, nil

@@ -104,13 +104,16 @@ func (c *gatedConn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.
 	held := c.gate.enter(ctx)
 	tx, err := c.sqliteConn.BeginTx(ctx, opts)
 	if !held {
-		return tx, err
+		if err != nil {
+			return nil, err
+		}
+		return guardOwned(ctx, tx), nil
 	}
 	if err != nil {
 		c.gate.leave()
 		return nil, err
 	}
-	return &gatedTx{Tx: tx, leave: sync.OnceFunc(c.gate.leave)}, nil
+	return guardOwned(ctx, &gatedTx{Tx: tx, leave: sync.OnceFunc(c.gate.leave)}), nil
 }
 
 // gatedTx leaves the gate when the transaction ends.

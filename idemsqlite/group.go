@@ -189,7 +189,8 @@ func (g *committer) run() {
 // commit runs the members of one batch in turn in one transaction and
 // commits it, then tells the members that wait for it the outcome.
 func (g *committer) commit(batch []*member) {
-	tx, err := g.s.db.BeginTx(g.ctx, nil)
+	octx, o := ownedCtx(g.ctx)
+	tx, err := g.s.db.BeginTx(octx, nil)
 	if err != nil {
 		err = g.s.fail("execute once", err)
 		for _, m := range batch {
@@ -225,7 +226,7 @@ func (g *committer) commit(batch []*member) {
 		return
 	}
 	if dead == nil {
-		if err := tx.Commit(); err != nil {
+		if err := commitOwned(tx, o); err != nil {
 			dead = g.s.fail("execute once: commit", err)
 		} else {
 			g.commits.Add(1)

@@ -59,7 +59,8 @@ func (s *Store) ExecuteOnce(ctx context.Context, c registry.Claim, fn registry.B
 // executeAlone is ExecuteOnce without batching (Options.MaxBatch 1): one
 // transaction of its own, begun and governed by ctx, fn included.
 func (s *Store) executeAlone(ctx context.Context, c registry.Claim, fn registry.BusinessFunc) (registry.Result, error) {
-	tx, err := s.db.BeginTx(ctx, nil)
+	octx, o := ownedCtx(ctx)
+	tx, err := s.db.BeginTx(octx, nil)
 	if err != nil {
 		return registry.Result{}, s.fail("execute once", err)
 	}
@@ -78,7 +79,7 @@ func (s *Store) executeAlone(ctx context.Context, c registry.Claim, fn registry.
 	if err != nil || res.Verdict != registry.Execute {
 		return res, err
 	}
-	if err := tx.Commit(); err != nil {
+	if err := commitOwned(tx, o); err != nil {
 		return registry.Result{}, s.fail("execute once", err)
 	}
 	return res, nil

@@ -25,6 +25,14 @@ type Harness struct {
 	// verdict is Execute; if fn fails it rolls back and returns fn's error.
 	ClaimAndExecute func(ctx context.Context, c registry.Claim, fn registry.BusinessFunc) (registry.Result, error)
 
+	// ClaimAndExecuteSQL, when the driver's ClaimAndExecute takes some
+	// other transaction than a *sql.Tx (PostgreSQL's pgx.Tx), runs the
+	// in-transaction style as ClaimAndExecute does but on a *sql.Tx of the
+	// caller's (idempg's ClaimAndExecuteSQL); the suite uses it where the
+	// business function asks for a *sql.Tx (registry.SQLTx). nil: the
+	// driver's ClaimAndExecute already hands one.
+	ClaimAndExecuteSQL func(ctx context.Context, c registry.Claim, fn registry.BusinessFunc) (registry.Result, error)
+
 	// Exec runs one statement outside any transaction ($1 … placeholders).
 	Exec func(ctx context.Context, sql string, args ...any) error
 
