@@ -1,11 +1,14 @@
 package jetstream_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -19,6 +22,7 @@ import (
 	"github.com/idemkit/idem/consumer"
 	cjs "github.com/idemkit/idem/consumer/jetstream"
 	"github.com/idemkit/idem/idemstore"
+	"github.com/idemkit/idem/internal/docprogram"
 	"github.com/idemkit/idem/internal/failpoint"
 	"github.com/idemkit/idem/internal/natstest"
 	"github.com/idemkit/idem/internal/pgtest"
@@ -246,4 +250,56 @@ func TestJetStreamPoison(t *testing.T) {
 	if n := f.orders(t); n != 0 {
 		t.Errorf("%d orders from a poison message, want 0", n)
 	}
+}
+
+// TestConsumerDocProgram: the consumer program of docs/consumers.md,
+// built in a fresh module and run against a throwaway NATS server,
+// writes one order for a message published twice under one key.
+func TestConsumerDocProgram(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds a program in a fresh module")
+	}
+	srv := natstest.Start(t)
+	dir, bin := docprogram.Build(t, docprogram.Source(t, "docs/consumers.md", "<!-- consumer-program"))
+	cmd := exec.Command(bin)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "NATS_URL="+srv.URL())
+	var logs syncBuffer
+	cmd.Stdout, cmd.Stderr = &logs, &logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(logs.String(), "consuming") {
+		if time.Now().After(deadline) {
+			t.Fatalf("the program did not start consuming:\n%s", logs.String())
+		}
+		time.Sleep(20 * time.Millisecond) // polling the program's log line
+	}
+	f := newFixture(t, srv.URL(), "sqlite:"+filepath.Join(dir, "orders.db"))
+	f.publish(t, "order-42", `{"sku":"A"}`)
+	f.publish(t, "order-42", `{"sku":"A"}`)
+	f.drained(t, time.Minute)
+	if n := f.orders(t); n != 1 {
+		t.Errorf("%d orders from one order published twice, want 1", n)
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for a child's concurrent writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
