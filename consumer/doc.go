@@ -17,8 +17,8 @@
 // used for another message, one that has no key, and one whose handler
 // failed MaxAttempts times.
 //
-// Adapter: consumer/jetstream (NATS JetStream). docs/consumers.md
-// describes the door.
+// Adapters: consumer/jetstream (NATS JetStream) and consumer/rabbitmq
+// (RabbitMQ, AMQP 0-9-1). docs/consumers.md describes the door.
 //
 // Everything in this package is safe for concurrent use.
 package consumer

@@ -71,7 +71,6 @@ var (
 		b    *broker
 		err  error
 	}
-	stopped atomic.Bool // set by Main after the tests: no new broker
 )
 
 // broker is one running RabbitMQ node with its epmd.
@@ -83,15 +82,21 @@ type broker struct {
 
 // Main runs the tests and then stops the broker, if one was started, and
 // removes its directory. Call it from TestMain; it exits the process.
-func Main(m *testing.M) {
+func Main(m *testing.M) { os.Exit(Runner{M: m}.Run()) }
+
+// Runner runs a test binary's tests with a broker, for a TestMain that
+// needs other servers too: pgtest.Main(rabbittest.Runner{M: m}).
+type Runner struct{ M interface{ Run() int } }
+
+// Run runs the tests and stops the broker; it returns the exit code.
+func (r Runner) Run() int {
 	mainCalled.Store(true)
-	code := m.Run()
-	stopped.Store(true)
+	code := r.M.Run()
 	shared.once.Do(func() { shared.err = errors.New("rabbittest: stopped") })
 	if shared.b != nil {
 		shared.b.stop()
 	}
-	os.Exit(code)
+	return code
 }
 
 // URL returns the AMQP URL of the test binary's broker, starting it on
