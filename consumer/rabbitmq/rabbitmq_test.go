@@ -168,13 +168,13 @@ func (f *fixture) drained(t *testing.T, queue string, want int, within time.Dura
 	}
 }
 
+// dupMessages is how many messages TestRabbitDuplicates publishes.
+const dupMessages = 10_000
+
 // TestRabbitDuplicates: 10,000 messages of which 1,000 are duplicate
 // publishes of earlier ones, consumed by four concurrent consumers, give
 // one order per key: 9,000 orders, and the duplicates answered as
 // replays. threat:consumer-redelivery
-// dupMessages is how many messages TestRabbitDuplicates publishes.
-const dupMessages = 10_000
-
 func TestRabbitDuplicates(t *testing.T) {
 	f := newFixture(t, rabbittest.URL(t), t.Name(), pgtest.DSN(t))
 	var keys, bodies []string
