@@ -83,7 +83,7 @@ func Run(ctx context.Context, cfg Config) (_ *Report, err error) {
 	defer stopPlain()
 	// The floor: the plain handler, served the same way, with the
 	// smallest idempotency row in its transaction (floor.go).
-	if err := createFloorTable(ctx, store); err != nil {
+	if err := createFloorTable(ctx, store, db.kind); err != nil {
 		return nil, fmt.Errorf("bench: creating the floor table: %w", err)
 	}
 	floorMux := http.NewServeMux()
