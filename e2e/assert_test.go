@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	_ "modernc.org/sqlite"
 
+	"github.com/idemkit/idem/internal/mytest"
 	"github.com/idemkit/idem/internal/pgtest"
 )
 
@@ -23,6 +24,17 @@ const contract = "http.idempotency.v1"
 // "postgres" (a fresh database of the shared pgtest cluster).
 func eachDB(t *testing.T, fn func(t *testing.T, dsn string)) {
 	pgtest.EachDriver(t, "e2e.db", func(t *testing.T, _, dsn string) { fn(t, dsn) })
+}
+
+// eachEngine is eachDB plus a parallel subtest "mysql" on a fresh
+// database of the shared MariaDB server (internal/mytest), for the
+// scenarios that run on all three engines.
+func eachEngine(t *testing.T, fn func(t *testing.T, dsn string)) {
+	eachDB(t, fn)
+	t.Run("mysql", func(t *testing.T) {
+		t.Parallel()
+		fn(t, mytest.URL(t))
+	})
 }
 
 // problem is the part of an RFC 9457 body the tests read.

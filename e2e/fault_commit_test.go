@@ -4,9 +4,12 @@ import (
 	"net/http"
 	"net/url"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/idemkit/idem/internal/myproxy"
+	"github.com/idemkit/idem/internal/mytest"
 	"github.com/idemkit/idem/internal/pgproxy"
 	"github.com/idemkit/idem/internal/pgtest"
 )
@@ -22,6 +25,10 @@ import (
 // fails too, a retryable 503 — and every retry replays the SAME payment:
 // one payment and one outbox row.
 //
+// MariaDB: the same through internal/myproxy, which withholds the
+// server's answer to the COMMIT of the transaction that inserted the
+// payment and closes the connection.
+//
 // SQLite runs in the server's process, so there is no reply to lose; the
 // analogue is a commit that succeeded while the caller is told it failed
 // (failpoint after-commit=error), which takes the same path through the
@@ -30,6 +37,44 @@ func TestFaultDroppedCommitReply(t *testing.T) {
 	t.Run("postgres", func(t *testing.T) {
 		t.Parallel()
 		f, proxy := proxiedFault(t)
+		s := f.serve("A", nil, true)
+		for round := range pick(3, 12) {
+			key, body := f.key("commit"), `{"amount":"`+f.amount()+`","currency":"EUR","payee":"acct_1","memo":"x"}`
+			proxy.CutCommitOf("INSERT INTO payments")
+			first := f.mustPost(s, "/v1/payments", "demo", key, body)
+			select {
+			case <-proxy.Cuts():
+			case <-time.After(awaitTimeout):
+				t.Fatalf("round %d: the proxy cut no commit reply", round)
+			}
+			switch {
+			case first.status == http.StatusCreated:
+				if first.header.Get("Idempotent-Replayed") != "true" {
+					t.Errorf("round %d: the answer after a lost commit reply is not marked as a replay of the committed outcome: %v", round, first.header)
+				}
+			default:
+				wantProblem(t, "the request whose commit reply was lost", first, http.StatusServiceUnavailable, "STORE_UNAVAILABLE")
+			}
+			f.mustPost(s, "/v1/payments", "demo", key, body)
+			f.mustPost(s, "/v1/payments", "demo", `"`+key+`"`, body)
+			awaitLog(t, s, "recording the outcome failed")
+		}
+		if counts := f.check(allow{Unavailable: true}); counts["executed"] != 0 {
+			t.Errorf("answers %v: an answer claims a fresh execution, but every commit reply was lost", counts)
+		}
+	})
+	t.Run("mysql", func(t *testing.T) {
+		t.Parallel()
+		native := mytest.DSN(t) // root@tcp(127.0.0.1:PORT)/DB
+		_, rest, _ := strings.Cut(native, "@tcp(")
+		addr, db, _ := strings.Cut(rest, ")/")
+		proxy, err := myproxy.Listen(addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { proxy.Close() })
+		f := newFault(t, mytest.AsURL(t, native))
+		f.serverDSN = "mysql://root@" + proxy.Addr() + "/" + db
 		s := f.serve("A", nil, true)
 		for round := range pick(3, 12) {
 			key, body := f.key("commit"), `{"amount":"`+f.amount()+`","currency":"EUR","payee":"acct_1","memo":"x"}`

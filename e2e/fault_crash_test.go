@@ -24,12 +24,13 @@ var crashFlags = []string{twoPhaseFlag, "--lease", "1s", "--recover-interval", "
 // the key, and every later retry replays the first 201 byte for byte.
 // After after-commit the first 201 seen is already a replay of the
 // committed outcome; before it, nothing was committed, so it is not.
+// On SQLite, PostgreSQL and MariaDB.
 // Proves threat:crashed-owner-rerun (docs/threat-model.md).
 func TestFaultCrashPayments(t *testing.T) {
 	for _, seam := range []string{"after-reserve", "before-commit", "after-commit"} {
 		t.Run(seam, func(t *testing.T) {
 			t.Parallel()
-			eachDB(t, func(t *testing.T, dsn string) { crashPayment(t, dsn, seam) })
+			eachEngine(t, func(t *testing.T, dsn string) { crashPayment(t, dsn, seam) })
 		})
 	}
 }
@@ -126,7 +127,7 @@ func crashPayment(t *testing.T, dsn, seam string) {
 // reconciliation).
 // Proves threat:lost-downstream-answer (docs/threat-model.md).
 func TestFaultCrashTransfer(t *testing.T) {
-	eachDB(t, func(t *testing.T, dsn string) {
+	eachEngine(t, func(t *testing.T, dsn string) {
 		f := newFault(t, dsn)
 		key, body := f.key("crash-transfer"), `{"amount":"`+f.amount()+`","currency":"EUR","payee":"acct_1"}`
 		prov := f.provider()

@@ -41,6 +41,8 @@ import (
 // fails it closed — 503 STORE_UNAVAILABLE — with nothing written; the
 // reservation is released, or, if the release cannot get the lock
 // either, left to the recovery worker (--lease 1s); a retry executes once.
+//
+// MariaDB: a real deadlock too, InnoDB's (deadlockMySQL).
 func TestFaultDeadlock(t *testing.T) {
 	t.Run("postgres", func(t *testing.T) {
 		t.Parallel()
@@ -49,6 +51,10 @@ func TestFaultDeadlock(t *testing.T) {
 	t.Run("sqlite", func(t *testing.T) {
 		t.Parallel()
 		lockedSQLite(t)
+	})
+	t.Run("mysql", func(t *testing.T) {
+		t.Parallel()
+		deadlockMySQL(t)
 	})
 }
 

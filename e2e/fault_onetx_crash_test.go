@@ -32,7 +32,7 @@ func TestOneTxCrashPayments(t *testing.T) {
 	for _, seam := range []string{"before-commit", "after-commit"} {
 		t.Run(seam, func(t *testing.T) {
 			t.Parallel()
-			eachDB(t, func(t *testing.T, dsn string) { crashOneTx(t, dsn, seam) })
+			eachEngine(t, func(t *testing.T, dsn string) { crashOneTx(t, dsn, seam) })
 		})
 	}
 }

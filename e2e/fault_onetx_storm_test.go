@@ -23,7 +23,7 @@ import (
 // settle it. The long form repeats it with more keys.
 // Proves threat:concurrent-duplicates (docs/threat-model.md).
 func TestOneTxStorm(t *testing.T) {
-	eachDB(t, func(t *testing.T, dsn string) {
+	eachEngine(t, func(t *testing.T, dsn string) {
 		f := newFault(t, dsn)
 		s := f.serve("A", nil, true, oneTxFlag)
 		rounds := pick(1, 5)

@@ -2,12 +2,14 @@ package e2e
 
 import (
 	"context"
+	"database/sql"
 	"net/http"
 	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/idemkit/idem/internal/mytest"
 	"github.com/idemkit/idem/internal/pgtest"
 )
 
@@ -30,6 +32,12 @@ const poolBound = 10 * time.Second
 // SQLite has no connection pool to exhaust (one writer at a time); the
 // analogue is the write lock held by another connection: the same
 // requests fail closed the same way, and succeed once it is released.
+//
+// MariaDB: the analogue is idem_outbox held by a test connection's
+// LOCK TABLES … WRITE (holdMySQLOutbox): every request's transaction
+// blocks at its outbox insert, on the table's metadata lock, past
+// --store-timeout 1s; the requests fail closed the same way, and succeed
+// once the table is unlocked.
 func TestFaultPoolExhaustion(t *testing.T) {
 	t.Run("postgres", func(t *testing.T) {
 		t.Parallel()
@@ -73,6 +81,17 @@ func TestFaultPoolExhaustion(t *testing.T) {
 			t.Fatal(err)
 		}
 		settle(t, f, s, append(keys, holder), append(bodies, holderBody))
+	})
+	t.Run("mysql", func(t *testing.T) {
+		t.Parallel()
+		native := mytest.DSN(t)
+		f := newFault(t, mytest.AsURL(t, native))
+		s := f.serve("A", nil, true, "--store-timeout", "1s", "--lease", "2s", "--recover-interval", "200ms", "--prune-interval", "0")
+		body := func() string { return `{"amount":"` + f.amount() + `","currency":"EUR","payee":"acct_1"}` }
+		unlock := holdMySQLOutbox(t, native)
+		keys, bodies := starve(t, f, s, pick(8, 32), body)
+		unlock()
+		settle(t, f, s, keys, bodies)
 	})
 	t.Run("sqlite", func(t *testing.T) {
 		t.Parallel()
@@ -130,4 +149,38 @@ func settle(t *testing.T, f *faultRun, s *server, keys, bodies []string) {
 	if counts := f.check(allow{Unavailable: true}); counts["executed"] != len(keys) {
 		t.Errorf("answers %v; want exactly %d executions, one per key", counts, len(keys))
 	}
+}
+
+// holdMySQLOutbox locks idem_outbox of the MariaDB database native (a
+// DSN of mytest.DSN) for WRITE on a connection of the test's own, so
+// every statement of another session that touches the table waits for
+// its metadata lock; unlock releases it (also at the end of the test).
+func holdMySQLOutbox(t *testing.T, native string) (unlock func()) {
+	t.Helper()
+	ctx := context.Background()
+	db, err := sql.Open("mysql", native)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.ExecContext(ctx, "LOCK TABLES idem_outbox WRITE"); err != nil {
+		t.Fatal(err)
+	}
+	done := false
+	unlock = func() {
+		if done {
+			return
+		}
+		done = true
+		if _, err := conn.ExecContext(ctx, "UNLOCK TABLES"); err != nil {
+			t.Error(err)
+		}
+		conn.Close()
+		db.Close()
+	}
+	t.Cleanup(unlock)
+	return unlock
 }

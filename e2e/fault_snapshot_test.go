@@ -10,7 +10,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
 	_ "github.com/jackc/pgx/v5/stdlib" // database/sql driver "pgx", for snapshots
+
+	"github.com/idemkit/idem/idemmysql"
 )
 
 // snapshot is the database's business rows, outbox rows and operation
@@ -25,10 +28,22 @@ type snapshot struct {
 }
 
 // openDB opens the run's database with database/sql: PostgreSQL through
-// pgx's stdlib driver, SQLite read-only.
+// pgx's stdlib driver, SQLite read-only, MySQL/MariaDB with the sessions
+// idemmysql sets up.
 func openDB(dsn string) (*sql.DB, error) {
 	if path, ok := strings.CutPrefix(dsn, "sqlite:"); ok {
 		return sql.Open("sqlite", "file:"+path+"?mode=ro&_pragma=busy_timeout(10000)")
+	}
+	if strings.HasPrefix(dsn, "mysql://") {
+		cfg, err := idemmysql.ParseDSN(dsn)
+		if err != nil {
+			return nil, err
+		}
+		connector, err := mysql.NewConnector(cfg)
+		if err != nil {
+			return nil, err
+		}
+		return sql.OpenDB(connector), nil
 	}
 	return sql.Open("pgx", dsn)
 }

@@ -17,7 +17,7 @@ import (
 // repeats it with more keys.
 // Proves threat:concurrent-duplicates (docs/threat-model.md).
 func TestFaultStorm(t *testing.T) {
-	eachDB(t, func(t *testing.T, dsn string) {
+	eachEngine(t, func(t *testing.T, dsn string) {
 		f := newFault(t, dsn)
 		s := f.serve("A", nil, true)
 		for round := range pick(1, 5) {

@@ -21,7 +21,7 @@ import (
 // body), under the same operation ID, and the provider executed once.
 // Proves threat:lost-downstream-answer (docs/threat-model.md).
 func TestFaultUnknown(t *testing.T) {
-	eachDB(t, func(t *testing.T, dsn string) {
+	eachEngine(t, func(t *testing.T, dsn string) {
 		f := newFault(t, dsn)
 		prov := f.provider()
 		s := f.serve("A", nil, true, "--provider", prov.url, "--provider-timeout", "300ms", "--recover-interval", "200ms")

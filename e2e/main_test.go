@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/idemkit/idem/internal/mytest"
 	"github.com/idemkit/idem/internal/pgtest"
 )
 
@@ -37,7 +38,7 @@ var idemBin string
 func TestMain(m *testing.M) {
 	if bin := os.Getenv(binEnv); bin != "" {
 		idemBin = bin
-		pgtest.Main(m) // does not return
+		pgtest.Main(mytest.Runner{M: m}) // does not return
 	}
 	os.Exit(buildAndRerun())
 }

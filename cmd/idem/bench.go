@@ -21,7 +21,7 @@ import (
 // target exits 1 too.
 func runBench(ctx context.Context, args []string, std stdio) int {
 	fs := newFlags("bench", "--db DSN [--clients N,N,…] [--duration D] [--warmup D] [--rounds N] [--replay-keys N] [--json] [--check] [--keep] [--quiet]", std)
-	dsn := fs.db("", "database `DSN`: postgres://… (a new schema is created and dropped) or sqlite:PATH (PATH must not exist); required")
+	dsn := fs.db("", "database `DSN`: postgres://… (a new schema is created and dropped), mysql://… (a new database is created and dropped) or sqlite:PATH (PATH must not exist); required")
 	clients := fs.String("clients", "1,16,64", "comma-separated client `counts`")
 	duration := fs.Duration("duration", bench.DefaultDuration, "how long each cell is timed, per round")
 	warmup := fs.Duration("warmup", bench.DefaultWarmup, "untimed run before each timed cell (0: none)")

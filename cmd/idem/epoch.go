@@ -62,7 +62,7 @@ func runEpoch(ctx context.Context, args []string, std stdio) int {
 // printed on stdout, or a usage error reported on stderr.
 func controlArgs(name string, actions, args []string, std stdio) (action, dsn string, asJSON bool, code int, ok bool) {
 	fs := newFlags(name, "["+strings.Join(actions, "|")+"] [--db DSN] [--json]", std)
-	db := fs.db(defaultDB, "registry database `DSN`: sqlite:PATH or postgres://…")
+	db := fs.db(defaultDB, "registry database `DSN`: sqlite:PATH, postgres://… or mysql://…")
 	js := fs.Bool("json", false, "print the control row as JSON")
 	words, code, ok := fs.parse(args) // flags may come before and after the action
 	if !ok {

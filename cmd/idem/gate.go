@@ -54,7 +54,7 @@ import (
 func runGate(ctx context.Context, args []string, std stdio) int {
 	fs := newFlags("gate", "--db DSN [--workload payments|transfers] [--instances N] [--requests N] [--retries R] [--concurrency C] [--crash] [--rollout] [--json] [--html FILE] …", std)
 	var cfg gate.Config
-	fs.StringVar(&cfg.DSN, "db", "", "database `DSN` every instance serves from: postgres://… or sqlite:PATH (required)")
+	fs.StringVar(&cfg.DSN, "db", "", "database `DSN` every instance serves from: postgres://…, mysql://… or sqlite:PATH (required)")
 	fs.StringVar(&cfg.Bin, "bin", "", "idem `binary` to start instances from (default: this one)")
 	fs.IntVar(&cfg.Instances, "instances", gate.DefaultInstances, "server instances to start")
 	fs.IntVar(&cfg.Requests, "requests", gate.DefaultRequests, "planned requests (keys × retries); re-sends come on top")

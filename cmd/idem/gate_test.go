@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/idemkit/idem/internal/mytest"
 	"github.com/idemkit/idem/internal/pgtest"
 )
 
@@ -57,8 +58,8 @@ func runGateJSON(t *testing.T, args ...string) (int, gateReport, string) {
 }
 
 // TestGateCommand runs small gates against real "idem serve" instances:
-// on SQLite with the HTML report, on PostgreSQL with one instance killed
-// midway, and once with an impossible latency budget, which must fail
+// on SQLite with the HTML report, on PostgreSQL and on MariaDB with one
+// instance killed midway, on MariaDB in the one-transaction style, and once with an impossible latency budget, which must fail
 // with exit status 1. The reservation budget is relaxed in the passing
 // runs so that the outcome does not depend on this machine's load; the
 // 100,000-request run with the default budget is in docs/gate.md.
@@ -125,6 +126,23 @@ func TestGateCommand(t *testing.T) {
 		}
 	})
 
+	// MySQL/MariaDB: two instances on one database, the two-phase style
+	// with one instance killed midway, then the one-transaction style.
+	t.Run("mysql-crash", func(t *testing.T) {
+		dsn := mytest.URL(t)
+		code, r, stderr := runGateJSON(t, append(common, "--db", dsn, "--two-phase", "--crash", "--lease", "2s", "--recover-interval", "200ms")...)
+		if code != exitOK || !r.Passed || r.DB != "mysql" || r.Crashes != 1 || r.DuplicateEffects != 0 || r.Consistency != 1 || r.OneTransaction {
+			t.Fatalf("exit %d, report %+v\nstderr:\n%s", code, r, stderr)
+		}
+	})
+	t.Run("mysql-one-transaction", func(t *testing.T) {
+		dsn := mytest.URL(t)
+		code, r, stderr := runGateJSON(t, append(common, "--db", dsn)...)
+		if code != exitOK || !r.Passed || r.DB != "mysql" || !r.OneTransaction || r.DuplicateEffects != 0 || r.Consistency != 1 {
+			t.Fatalf("exit %d, report %+v\nstderr:\n%s", code, r, stderr)
+		}
+	})
+
 	t.Run("postgres-crash", func(t *testing.T) {
 		dsn := pgtest.DSN(t)
 		code, r, stderr := runGateJSON(t, append(common, "--db", dsn, "--two-phase", "--crash", "--lease", "2s", "--recover-interval", "200ms")...)
@@ -154,7 +172,7 @@ func TestGateUsage(t *testing.T) {
 	if code, _, stderr := runCmd(t, "", "gate", "--db", "sqlite:x.db", "--workload", "transfers", "--retention", "2s", "--outage", "2s", "--bin", "/nonexistent"); code != exitRefused || !strings.Contains(stderr, "must be longer than the retention") {
 		t.Errorf("outage not longer than the retention: exit %d, stderr %q", code, stderr)
 	}
-	if code, _, _ := runCmd(t, "", "gate", "--db", "mysql://x"); code != exitRefused {
+	if code, _, _ := runCmd(t, "", "gate", "--db", "mariadb://x"); code != exitRefused {
 		t.Errorf("unknown database: exit %d, want %d", code, exitRefused)
 	}
 }

@@ -68,7 +68,7 @@ func runKeys(ctx context.Context, args []string, std stdio) int {
 	f := newFlags("keys", "add|rotate --encryption-keys FILE [--id ID] [--db DSN] [--batch N] [--json]", std)
 	path := addKeysFlag(f.FlagSet)
 	id := f.String("id", "", "add: `ID` of the new key (1 to 64 of A-Z a-z 0-9 . _ -), e.g. the month: 2026-12")
-	dsn := f.db(defaultDB, "rotate: registry database `DSN`: sqlite:PATH or postgres://…")
+	dsn := f.db(defaultDB, "rotate: registry database `DSN`: sqlite:PATH, postgres://… or mysql://…")
 	batch := f.Int("batch", 500, "rotate: records per batch (one transaction each)")
 	asJSON := f.Bool("json", false, `rotate: print {"active":…,"resealed":N,"batches":B,"usage":{"<key ID>":N}} at the end instead of progress`)
 	words, code, ok := f.parse(args)

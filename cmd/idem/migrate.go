@@ -12,7 +12,7 @@ import (
 // instances start or serve: migrations are serialised in the database.
 func runMigrate(ctx context.Context, args []string, std stdio) int {
 	fs := newFlags("migrate", "[--db DSN]", std)
-	dsn := fs.db(defaultDB, "database `DSN`: sqlite:PATH or postgres://…")
+	dsn := fs.db(defaultDB, "database `DSN`: sqlite:PATH, postgres://… or mysql://…")
 	words, code, ok := fs.parse(args)
 	if !ok {
 		return code

@@ -6,11 +6,14 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/idemkit/idem/internal/mytest"
 	"github.com/idemkit/idem/internal/pgtest"
 	_ "modernc.org/sqlite"
 )
 
-func TestMain(m *testing.M) { pgtest.Main(m) }
+// TestMain starts PostgreSQL and MariaDB on demand and stops them after
+// the tests.
+func TestMain(m *testing.M) { pgtest.Main(mytest.Runner{M: m}) }
 
 // tableCount counts the idem tables in a database through database/sql.
 func sqliteTables(t *testing.T, path string) int {

@@ -225,7 +225,7 @@ func newOpsFlags(action string, std stdio) opsFlags {
 	fs := newFlags("ops "+action, opsSynopses[action], std)
 	return opsFlags{
 		flags:  fs,
-		db:     fs.db(defaultDB, "registry database `DSN`: sqlite:PATH or postgres://…"),
+		db:     fs.db(defaultDB, "registry database `DSN`: sqlite:PATH, postgres://… or mysql://…"),
 		keys:   addKeysFlag(fs.FlagSet),
 		asJSON: fs.Bool("json", false, "print JSON on one line"),
 	}

@@ -26,7 +26,7 @@ import (
 // counts done so far go to stderr with the error, and the exit code is 1.
 func runPrune(ctx context.Context, args []string, std stdio) int {
 	fs := newFlags("prune", "[--db DSN] [--batch N] [--once] [--json]", std)
-	dsn := fs.db(defaultDB, "registry database `DSN`: sqlite:PATH or postgres://…")
+	dsn := fs.db(defaultDB, "registry database `DSN`: sqlite:PATH, postgres://… or mysql://…")
 	batch := fs.Int("batch", registry.DefaultPruneBatch, "records per batch (one transaction each)")
 	once := fs.Bool("once", false, "run one batch only")
 	asJSON := fs.Bool("json", false, `print {"retired":N,"deleted":M}`)

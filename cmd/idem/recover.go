@@ -45,7 +45,7 @@ func transferEffects(providerURL string, timeout time.Duration) effect.Set {
 // on), and exits 0.
 func runRecover(ctx context.Context, args []string, std stdio) int {
 	fs := newFlags("recover", "[--db DSN] [--provider URL] [--provider-timeout D] [--once] [--json] [--batch N] [--interval D] [--lease D]", std)
-	dsn := fs.db(defaultDB, "registry database `DSN`: sqlite:PATH or postgres://…")
+	dsn := fs.db(defaultDB, "registry database `DSN`: sqlite:PATH, postgres://… or mysql://…")
 	providerURL := fs.String("provider", "", "downstream provider `URL` to settle transfers with; without it UNKNOWN operations wait for an operator")
 	providerTimeout := fs.Duration("provider-timeout", payments.DefaultProviderTimeout, "bound on one provider call")
 	once := fs.Bool("once", false, "run one round and exit")

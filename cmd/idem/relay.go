@@ -34,7 +34,7 @@ import (
 // Logs go to stderr as slog text.
 func runRelay(ctx context.Context, args []string, std stdio) int {
 	fs := newFlags("relay", "--webhook URL --webhook-secret-file FILE [--db DSN] [--metrics-addr ADDR] [webhook flags]", std)
-	dsn := fs.db(defaultDB, "database `DSN`: sqlite:PATH or postgres://…")
+	dsn := fs.db(defaultDB, "database `DSN`: sqlite:PATH, postgres://… or mysql://…")
 	metricsAddr := fs.String("metrics-addr", "", "serve GET /metrics on `ADDR` (host:port); empty: no metrics endpoint")
 	wf := addWebhookFlags(fs.FlagSet)
 	words, code, ok := fs.parse(args)

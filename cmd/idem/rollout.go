@@ -58,7 +58,7 @@ import (
 func runRollout(ctx context.Context, args []string, std stdio) int {
 	fs := newFlags("rollout", "status | report OPERATION | OPERATION off|shadow|enforce [--percent N] [--tenants a,b] "+
 		"[--deny-tenants c] [--by-principal] [--force] [--expect-version V] [--reason TEXT] [--actor NAME] [--db DSN]", std)
-	db := fs.db(defaultDB, "registry database `DSN`: sqlite:PATH or postgres://…")
+	db := fs.db(defaultDB, "registry database `DSN`: sqlite:PATH, postgres://… or mysql://…")
 	var percent, expect optInt
 	fs.Var(&percent, "percent", "with enforce: the share of callers enforced, `N` 0 to 100 (default 100; 0 with off and shadow)")
 	tenants := fs.String("tenants", "", "with enforce: `TENANTS` (comma-separated) always enforced; default: the row's list; \"\" clears it")

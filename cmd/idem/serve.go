@@ -131,7 +131,7 @@ import (
 func runServe(ctx context.Context, args []string, std stdio) int {
 	fs := newFlags("serve", "[--addr ADDR] [--db DSN | --shard NAME=DSN … --shard-default NAME [--shard-map FILE]] [--auth FILE] [--provider URL] [--webhook URL …] [--admin-addr ADDR [--operators FILE] [--admin-tls-cert F --admin-tls-key F]] [flags]", std)
 	addr := fs.String("addr", "127.0.0.1:8080", "listen `ADDR` (host:port; port 0 picks a free one)")
-	dsn := fs.db(defaultDB, "database `DSN`: sqlite:PATH or postgres://…")
+	dsn := fs.db(defaultDB, "database `DSN`: sqlite:PATH, postgres://… or mysql://…")
 	auth := fs.String("auth", "", "bearer tokens `FILE`: {\"<token>\": {\"tenant\": \"…\", \"principal\": \"…\"}}; without it the token \"demo\" is accepted")
 	provider := fs.String("provider", "", "downstream provider `URL` for POST /v1/transfers (see idem provider)")
 	providerTimeout := fs.Duration("provider-timeout", payments.DefaultProviderTimeout, "bound on one provider call; a call that takes longer leaves its transfer UNKNOWN until settled on evidence")

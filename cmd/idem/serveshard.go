@@ -70,6 +70,7 @@ func (s shardSetup) openShard(ctx context.Context, name, dsn string, reg *promet
 
 	cfg := s.svc
 	cfg.Store, cfg.Registry, cfg.Logger = registry.WithTimeout(store, s.storeTimeout), reg, log
+	cfg.Database = idemstore.Kind(dsn)
 	svc, err := payments.New(ctx, cfg)
 	if err != nil {
 		return nil, stops.stop, fmt.Errorf("cannot start the service: %w", err)

@@ -16,6 +16,7 @@ import (
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/idemstore"
 	"github.com/idemkit/idem/internal/keygen"
+	"github.com/idemkit/idem/internal/mytest"
 	"github.com/idemkit/idem/internal/pgtest"
 	"github.com/idemkit/idem/registry"
 )
@@ -34,6 +35,9 @@ var testTokens = Tokens{
 	"tok-bob":   {Tenant: "acme", Principal: "bob"},
 	"tok-eve":   {Tenant: "other", Principal: "alice"},
 	"tok-tr":    {Tenant: "t", Principal: "p"}, // the transfer tests' caller
+	// alice's names padded or in another case: other callers (testExactMatch).
+	"tok-alice-pad":  {Tenant: "acme", Principal: "alice "},
+	"tok-alice-case": {Tenant: "ACME", Principal: "Alice"},
 }
 
 // setup opens the store dsn names, creates the service on it and serves
@@ -54,6 +58,9 @@ func setupConfig(t *testing.T, dsn string, cfg Config) *testBundle {
 	}
 	t.Cleanup(store.Close)
 	cfg.Store, cfg.Auth, cfg.Logger = store, testTokens, slog.New(slog.DiscardHandler)
+	if cfg.Database == "" {
+		cfg.Database = idemstore.Kind(dsn)
+	}
 	if cfg.Registry == nil {
 		cfg.Registry = prometheus.NewRegistry()
 	}
@@ -92,6 +99,7 @@ var serviceTests = []struct {
 	{"LargestPayment", testLargestPayment},
 	{"LargestRefund", testLargestRefund},
 	{"StrictKeys", testStrictKeys},
+	{"ExactMatch", testExactMatch},
 }
 
 func runServiceTests(t *testing.T, dsn func(*testing.T) string) {
@@ -108,6 +116,7 @@ func runServiceTests(t *testing.T, dsn func(*testing.T) string) {
 var testDrivers = map[string]func(*testing.T) string{
 	"SQLite":   func(t *testing.T) string { return "sqlite:" + filepath.Join(t.TempDir(), "x.db") },
 	"Postgres": func(t *testing.T) string { return pgtest.DSN(t) },
+	"MySQL":    func(t *testing.T) string { return mytest.URL(t) },
 }
 
 // Proves threat:weak-keys (docs/threat-model.md).
@@ -124,34 +133,73 @@ func TestServicePostgres(t *testing.T) {
 	runServiceTests(t, testDrivers["Postgres"])
 }
 
+// TestServiceMySQL runs the service tests on MariaDB (idemmysql), with
+// the MySQL statements of payments.sql and plain.sql; testExactMatch
+// shows its binary keys compare byte for byte.
+// threat:mysql-collation-match
+// Proves threat:weak-keys (docs/threat-model.md).
+// Proves threat:unstorable-answer (docs/threat-model.md).
+func TestServiceMySQL(t *testing.T) {
+	t.Parallel()
+	runServiceTests(t, testDrivers["MySQL"])
+}
+
 // TestNewConcurrent starts several services on one fresh PostgreSQL
-// database at once, as several instances of "idem serve" do: the table
-// creation must not fail any of them.
+// database at once, as several instances of "idem serve" do, and then
+// on one MariaDB database: the table creation must not fail any of them.
 func TestNewConcurrent(t *testing.T) {
 	t.Parallel()
-	dsn := pgtest.DSN(t)
-	ctx := context.Background()
-	errs := make(chan error, 8)
-	for range cap(errs) {
-		go func() {
-			store, err := idemstore.Open(ctx, dsn, idemstore.Options{})
-			if err != nil {
-				errs <- err
-				return
+	for _, name := range []string{"Postgres", "MySQL"} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			dsn := testDrivers[name](t)
+			ctx := context.Background()
+			errs := make(chan error, 8)
+			for range cap(errs) {
+				go func() {
+					store, err := idemstore.Open(ctx, dsn, idemstore.Options{})
+					if err != nil {
+						errs <- err
+						return
+					}
+					defer store.Close()
+					_, err = New(ctx, Config{Store: store, Database: idemstore.Kind(dsn), Auth: testTokens, Logger: slog.New(slog.DiscardHandler)})
+					errs <- err
+				}()
 			}
-			defer store.Close()
-			_, err = New(ctx, Config{Store: store, Auth: testTokens, Logger: slog.New(slog.DiscardHandler)})
-			errs <- err
-		}()
-	}
-	for range cap(errs) {
-		if err := <-errs; err != nil {
-			t.Error(err)
-		}
+			for range cap(errs) {
+				if err := <-errs; err != nil {
+					t.Error(err)
+				}
+			}
+		})
 	}
 }
 
-func TestMain(m *testing.M) { pgtest.Main(m) }
+// TestNewDatabase: Config.Database names the engine; an unknown name is
+// an error of New, and a store on MariaDB not named "mysql" fails New
+// (its tables would be created with another engine's statements) instead
+// of serving.
+func TestNewDatabase(t *testing.T) {
+	t.Parallel()
+	store, err := idemstore.Open(t.Context(), testDrivers["MySQL"](t), idemstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(store.Close)
+	for _, db := range []string{"mariadb", ""} {
+		if _, err := New(t.Context(), Config{Store: store, Database: db, Auth: testTokens, Logger: slog.New(slog.DiscardHandler)}); err == nil {
+			t.Errorf("New with Database %q on MariaDB: no error", db)
+		}
+	}
+	if _, err := New(t.Context(), Config{Store: store, Database: "mysql", Auth: testTokens, Logger: slog.New(slog.DiscardHandler)}); err != nil {
+		t.Errorf("New with Database mysql: %v", err)
+	}
+}
+
+// TestMain starts PostgreSQL and MariaDB on demand and stops them after
+// the tests.
+func TestMain(m *testing.M) { pgtest.Main(mytest.Runner{M: m}) }
 
 // testKey is the key a test means by label (keygen.ForLabel): "k1" is
 // sent as a key the service's strict key policy accepts, the same for the

@@ -88,7 +88,7 @@ func (s *Service) create(w http.ResponseWriter, r *http.Request) {
 		s.storeFailed(w, r, "create: insert", err)
 		return
 	}
-	if err := addOutbox(ctx, tx, opID, TopicCreated, body); err != nil {
+	if err := s.addOutbox(ctx, tx, opID, TopicCreated, body); err != nil {
 		s.internal(w, r, "create: outbox", err)
 		return
 	}

@@ -1,6 +1,7 @@
 -- The reference service's business tables. Portable SQL: every statement
--- runs unchanged on SQLite and PostgreSQL, with $1… placeholders, unless
--- its name ends in _postgres or _sqlite.
+-- runs unchanged on SQLite, PostgreSQL and MySQL/MariaDB, with $1…
+-- placeholders (idemmysql rewrites them to "?"), unless its name ends in
+-- _postgres, _sqlite or _mysql.
 -- Amounts are decimal strings at scale 2 ("12.50"); times are RFC 3339 UTC.
 -- id is "pay_" (payments) or "ref_" (refunds) followed by the operation
 -- ID's suffix, so ids sort by creation time.
@@ -46,6 +47,46 @@ SELECT count(*) FROM pragma_table_info('payments') WHERE name = 'refunded_minor'
 -- name: add_payments_refunded_sqlite
 ALTER TABLE payments ADD COLUMN
     refunded_minor BIGINT NOT NULL DEFAULT 0 CHECK (refunded_minor >= 0)
+
+-- name: create_payments_mysql
+-- MySQL/MariaDB cannot index TEXT without a prefix length, and its
+-- character collations compare with trailing spaces ignored and (but
+-- for _bin) case folded. The keys are therefore binary strings, compared
+-- byte for byte as on the other engines: id and operation_id are
+-- VARBINARY(64), the service's own values ("pay_"/"op_" and 26
+-- characters: 29 or 30 bytes); tenant and principal, which come from the
+-- token file and have no bound, are BLOBs indexed on their first 255
+-- bytes (a longer one is stored whole and compared whole; the index only
+-- narrows the search). A path id longer than 64 bytes is compared, never
+-- stored, so no request can make an insert fail for length. The owner
+-- index and refunded_minor are part of the table from the start.
+CREATE TABLE IF NOT EXISTS payments (
+    id             VARBINARY(64) NOT NULL PRIMARY KEY,
+    operation_id   VARBINARY(64) NOT NULL UNIQUE,
+    tenant         BLOB NOT NULL,
+    principal      BLOB NOT NULL,
+    amount         TEXT NOT NULL,
+    currency       TEXT NOT NULL,
+    payee          TEXT NOT NULL,
+    memo           TEXT,
+    created_at     TEXT NOT NULL,
+    refunded_minor BIGINT NOT NULL DEFAULT 0 CHECK (refunded_minor >= 0),
+    KEY payments_owner (tenant(255), principal(255), id)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin
+
+-- name: create_refunds_mysql
+-- As create_refunds, with create_payments_mysql's binary keys.
+CREATE TABLE IF NOT EXISTS refunds (
+    id                   VARBINARY(64) NOT NULL PRIMARY KEY,
+    operation_id         VARBINARY(64) NOT NULL UNIQUE,
+    payment_id           VARBINARY(64) NOT NULL,
+    payment_operation_id VARBINARY(64) NOT NULL,
+    amount               TEXT NOT NULL,
+    reason               TEXT,
+    created_at           TEXT NOT NULL,
+    KEY refunds_payment (payment_id, id),
+    CONSTRAINT refunds_payment_id FOREIGN KEY (payment_id) REFERENCES payments (id)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin
 
 -- name: create_refunds
 -- A refund of a payment (POST /v1/payments/{id}/refunds), linked to the
@@ -93,8 +134,9 @@ WHERE id = $1 AND tenant = $2 AND principal = $3
 -- exceeds what is left. The UPDATE's row lock serialises concurrent
 -- refunds of one payment: on PostgreSQL (READ COMMITTED) a second UPDATE
 -- waits for the first transaction to end and re-evaluates its condition on
--- the row that transaction committed; SQLite runs one write transaction
--- at a time.
+-- the row that transaction committed; InnoDB (READ COMMITTED, idemmysql)
+-- does the same, reading the latest committed row for an UPDATE; SQLite
+-- runs one write transaction at a time.
 UPDATE payments
 SET refunded_minor = refunded_minor + $2
 WHERE id = $1 AND refunded_minor + $2 <= $3

@@ -2,7 +2,6 @@ package payments
 
 import (
 	"context"
-	"database/sql"
 	"embed"
 	"errors"
 	"io"
@@ -108,7 +107,7 @@ func (s *Service) plainCreate(w http.ResponseWriter, r *http.Request, opts canon
 				return err
 			}
 		}
-		return InsertPlain(ctx, tx, id, requestID, p, out)
+		return s.InsertPlain(ctx, tx, id, requestID, p, out)
 	}); err != nil {
 		s.storeFailed(w, r, "plain create: insert", err)
 		return
@@ -146,34 +145,29 @@ func readPlainBody(r *http.Request) ([]byte, *canon.Error) {
 // is the plain handler's transaction body and what "idem bench" times as
 // the database's own insert rate. requestID fills the operation_id
 // columns; it must be unique (see PlainCreate). ctx governs the two
-// statements.
-func InsertPlain(ctx context.Context, tx registry.Tx, id idem.Identity, requestID string, p Payment, body []byte) error {
+// statements; tx must be a transaction of the Service's store.
+func (s *Service) InsertPlain(ctx context.Context, tx registry.Tx, id idem.Identity, requestID string, p Payment, body []byte) error {
 	if err := insertPayment(ctx, tx, id, requestID, p); err != nil {
 		return err
 	}
-	return insertPlainOutbox(ctx, tx, requestID, TopicCreated, body)
+	return s.insertPlainOutbox(ctx, tx, requestID, TopicCreated, body)
 }
 
 // insertPlainOutbox writes the one outbox message of a request that no
 // record holds (the plain handler, or idemhttp's plain executions, where
 // AddOutbox refuses), with ID registry.MessageID(requestID, 0), in tx.
-func insertPlainOutbox(ctx context.Context, tx registry.Tx, requestID, topic string, body []byte) error {
-	// The outbox's created_at column differs between the two databases:
-	// the SQLite driver's transactions are *sql.Tx, PostgreSQL's pgx.Tx.
-	q := "insert_outbox_postgres"
-	if _, ok := tx.Native().(*sql.Tx); ok {
-		q = "insert_outbox_sqlite"
-	}
-	_, err := tx.Exec(ctx, plainQueries.Get(q), registry.MessageID(requestID, 0), requestID, topic, body)
+func (s *Service) insertPlainOutbox(ctx context.Context, tx registry.Tx, requestID, topic string, body []byte) error {
+	// The outbox's created_at column differs between the engines.
+	_, err := tx.Exec(ctx, plainQueries.Get("insert_outbox_"+s.db), registry.MessageID(requestID, 0), requestID, topic, body)
 	return err
 }
 
 // addOutbox queues the message of the execution in ctx (idemhttp.AddOutbox)
 // or, in a plain execution, writes it in tx at once; an error when
 // neither could be done.
-func addOutbox(ctx context.Context, tx registry.Tx, opID, topic string, body []byte) error {
+func (s *Service) addOutbox(ctx context.Context, tx registry.Tx, opID, topic string, body []byte) error {
 	if idemhttp.PlainExecution(ctx) {
-		return insertPlainOutbox(ctx, tx, opID, topic, body)
+		return s.insertPlainOutbox(ctx, tx, opID, topic, body)
 	}
 	if !idemhttp.AddOutbox(ctx, registry.Message{Topic: topic, Payload: body}) {
 		return errors.New("outbox unavailable")

@@ -179,7 +179,7 @@ func (s *Service) refund(w http.ResponseWriter, r *http.Request) {
 		s.storeFailed(w, r, "refund: insert", err)
 		return
 	}
-	if err := addOutbox(ctx, e.tx, e.opID, TopicRefundCreated, body); err != nil {
+	if err := s.addOutbox(ctx, e.tx, e.opID, TopicRefundCreated, body); err != nil {
 		s.internal(w, r, "refund: outbox", err)
 		return
 	}

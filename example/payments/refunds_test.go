@@ -314,10 +314,14 @@ func testConcurrentRefunds(t *testing.T, b *testBundle) {
 // TestRefundsOnOldTable starts the service on a database whose payments
 // table predates refunds (no refunded_minor column) and holds a payment:
 // New adds the column, twice without harm, and the old payment can be
-// refunded up to its amount.
+// refunded up to its amount. Not on MySQL: the service's MySQL tables
+// came with refunds, so none predates them (create_payments_mysql).
 func TestRefundsOnOldTable(t *testing.T) {
 	t.Parallel()
 	for name, dsn := range testDrivers {
+		if name == "MySQL" {
+			continue
+		}
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()

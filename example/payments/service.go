@@ -60,7 +60,6 @@ package payments
 import (
 	"bytes"
 	"context"
-	"database/sql"
 	"embed"
 	"encoding/json"
 	"errors"
@@ -114,6 +113,13 @@ const (
 type Config struct {
 	// Store holds the registry and the business tables.
 	Store registry.Store
+	// Database is the engine Store runs on, which picks the statements
+	// that differ between engines (payments.sql, plain.sql):
+	// "postgres", "sqlite" or "mysql", as idemstore.Kind names the DSN.
+	// "" means the engine the transactions' type tells (Tx.Native): a
+	// pgx.Tx is PostgreSQL, a *sql.Tx SQLite — a store on MySQL or
+	// MariaDB must be named. Another value is an error of New.
+	Database string
 	// Auth maps bearer tokens to identities.
 	Auth Tokens
 	// Identity, when set, authenticates requests in place of Auth (which
@@ -189,6 +195,7 @@ type Config struct {
 // safe for concurrent use.
 type Service struct {
 	store registry.Store
+	db    string // the engine: "postgres", "sqlite" or "mysql" (Config.Database)
 	// identity authenticates requests: Config.Identity or Auth.Identity.
 	identity func(*http.Request) (idem.Identity, error)
 	log      *slog.Logger
@@ -213,10 +220,11 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 	if err := checkRollout(cfg); err != nil {
 		return nil, err
 	}
-	if err := createTables(ctx, cfg.Store); err != nil {
+	db, err := createTables(ctx, cfg.Store, cfg.Database)
+	if err != nil {
 		return nil, err
 	}
-	s := &Service{store: cfg.Store, identity: cfg.Identity, log: cfg.Logger, mux: http.NewServeMux(), epoch: cfg.WriterEpoch, rollouts: cfg.Rollouts}
+	s := &Service{store: cfg.Store, db: db, identity: cfg.Identity, log: cfg.Logger, mux: http.NewServeMux(), epoch: cfg.WriterEpoch, rollouts: cfg.Rollouts}
 	if s.log == nil {
 		s.log = slog.Default()
 	}
@@ -299,57 +307,6 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 
 // WriterEpoch returns the writer epoch the service writes at.
 func (s *Service) WriterEpoch() int64 { return s.epoch }
-
-// createTables runs the DDL of payments.sql in one transaction, adding
-// the refunded total to a payments table created before refunds existed.
-// Several instances may start at once: on PostgreSQL two concurrent CREATE
-// TABLE IF NOT EXISTS can still collide in the catalog, and the loser
-// fails only after the winner committed, so a retry finds the table.
-func createTables(ctx context.Context, store registry.Store) error {
-	var err error
-	for range 3 {
-		err = store.InTx(ctx, func(ctx context.Context, tx registry.Tx) error {
-			for _, q := range []string{"create_payments", "create_payments_owner_index"} {
-				if _, err := tx.Exec(ctx, queries.Get(q)); err != nil {
-					return err
-				}
-			}
-			if err := addRefundedColumn(ctx, tx); err != nil {
-				return err
-			}
-			for _, q := range []string{"create_refunds", "create_refunds_payment_index"} {
-				if _, err := tx.Exec(ctx, queries.Get(q)); err != nil {
-					return err
-				}
-			}
-			return nil
-		})
-		if err == nil || ctx.Err() != nil {
-			break
-		}
-	}
-	if err != nil {
-		return fmt.Errorf("payments: creating tables: %w", err)
-	}
-	return nil
-}
-
-// addRefundedColumn adds payments.refunded_minor where it is missing (a
-// table created before refunds existed). The statements differ between
-// the databases: the SQLite driver's transactions are *sql.Tx,
-// PostgreSQL's pgx transactions.
-func addRefundedColumn(ctx context.Context, tx registry.Tx) error {
-	db := "_postgres"
-	if _, ok := tx.Native().(*sql.Tx); ok {
-		db = "_sqlite"
-	}
-	var n int
-	if err := tx.QueryRow(ctx, queries.Get("payments_has_refunded"+db)).Scan(&n); err != nil || n > 0 {
-		return err
-	}
-	_, err := tx.Exec(ctx, queries.Get("add_payments_refunded"+db))
-	return err
-}
 
 // authenticated wraps a handler of a non-idempotent route: it answers 401
 // UNAUTHENTICATED itself when the request carries no known bearer token.

@@ -228,3 +228,29 @@ func testHealthAndMetrics(t *testing.T, b *testBundle) {
 	b.store.Close()
 	requireProblem(t, b.do(t, http.MethodGet, "/healthz", "", "", ""), http.StatusServiceUnavailable, idem.CodeStoreUnavailable)
 }
+
+// testExactMatch: ids, tenants and principals match byte for byte on
+// every engine — a payment id with a trailing space or in another case
+// names nothing, and a principal or tenant that differs from alice's
+// only by a trailing space or by case sees none of her payments. (MySQL's
+// character collations ignore trailing spaces, and most fold case: the
+// service's MySQL tables use binary keys, create_payments_mysql.)
+func testExactMatch(t *testing.T, b *testBundle) {
+	_, p := b.mustCreate(t, "tok-alice", "k1", `{"amount":"5","currency":"EUR","payee":"p"}`)
+	for _, id := range []string{p.ID + "%20", strings.ToLower(p.ID), strings.ToUpper(p.ID)} {
+		requireProblem(t, b.do(t, http.MethodGet, "/v1/payments/"+id, "tok-alice", "", ""), http.StatusNotFound, CodeNotFound)
+		requireProblem(t, b.do(t, http.MethodGet, "/v1/payments/"+id+"/refunds", "tok-alice", "", ""), http.StatusNotFound, CodeNotFound)
+	}
+	for _, tok := range []string{"tok-alice-pad", "tok-alice-case"} {
+		requireProblem(t, b.do(t, http.MethodGet, "/v1/payments/"+p.ID, tok, "", ""), http.StatusNotFound, CodeNotFound)
+		requireProblem(t, b.refundPost(t, tok, "k-refund", p.ID, `{"amount":"1"}`), http.StatusNotFound, CodeNotFound)
+		r := b.do(t, http.MethodGet, "/v1/payments", tok, "", "")
+		var l struct{ Payments []Payment }
+		if err := json.Unmarshal(r.body, &l); r.status != http.StatusOK || err != nil || len(l.Payments) != 0 {
+			t.Errorf("%s lists %v (%v), want no payment", tok, r, err)
+		}
+	}
+	if r := b.do(t, http.MethodGet, "/v1/payments/"+p.ID, "tok-alice", "", ""); r.status != http.StatusOK {
+		t.Errorf("alice's own payment: %v", r)
+	}
+}

@@ -21,11 +21,14 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/idemstore"
+	"github.com/idemkit/idem/internal/mytest"
 	"github.com/idemkit/idem/internal/pgtest"
 	"github.com/idemkit/idem/registry"
 )
 
-func TestMain(m *testing.M) { pgtest.Main(m) }
+// TestMain starts PostgreSQL and MariaDB on demand and stops them after
+// the tests.
+func TestMain(m *testing.M) { pgtest.Main(mytest.Runner{M: m}) }
 
 // tinyConfig is a run short enough for tests: two client counts, two
 // rounds, cells of 150 ms.
@@ -52,6 +55,31 @@ func TestRunSQLite(t *testing.T) {
 			t.Errorf("%s left behind (%v)", p, err)
 		}
 	}
+}
+
+// TestRunMySQL: a run on MariaDB works in a database of its own, which
+// --keep leaves in place holding the rows every variant wrote (the floor
+// table of create_floor_mysql included), and the report names mysql.
+func TestRunMySQL(t *testing.T) {
+	t.Parallel()
+	native := mytest.DSN(t)
+	dsn := mytest.AsURL(t, native)
+	cfg := tinyConfig(dsn)
+	cfg.Clients, cfg.Keep = []int{3}, true
+	var progress bytes.Buffer
+	cfg.Progress = &progress
+	rep := runAndCheck(t, cfg, "mysql")
+	_, rest, ok := strings.Cut(progress.String(), "working in database ")
+	name, _, _ := strings.Cut(rest, " ")
+	if !ok || !strings.HasPrefix(name, "idem_bench_") {
+		t.Fatalf("progress does not name the database:\n%s", progress.String())
+	}
+	t.Cleanup(func() {
+		if _, err := mytest.Admin(t, native).Exec("DROP DATABASE `" + name + "`"); err != nil {
+			t.Error(err)
+		}
+	})
+	checkRows(t, dsn[:strings.LastIndex(dsn, "/")+1]+name, cfg.ReplayKeys, rep)
 }
 
 func TestRunPostgres(t *testing.T) {
@@ -389,7 +417,7 @@ func TestRunRefuses(t *testing.T) {
 	}
 	for name, cfg := range map[string]Config{
 		"existing file": {DSN: "sqlite:" + existing},
-		"unknown DSN":   {DSN: "mysql://x"},
+		"unknown DSN":   {DSN: "mariadb://x"},
 		"zero clients":  {DSN: "sqlite:" + existing + "2", Clients: []int{1, 0}},
 		"negative":      {DSN: "sqlite:" + existing + "3", Duration: -time.Second},
 	} {

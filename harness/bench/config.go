@@ -25,11 +25,12 @@ var DefaultClients = []int{1, 16, 64}
 
 // Config configures a run. Only DSN is required.
 type Config struct {
-	// DSN names the database: "postgres://…" or "sqlite:PATH". On
-	// PostgreSQL the run creates a new schema and works only in it (the
-	// DSN's search_path is replaced); pool settings such as pool_max_conns
-	// apply to every variant alike. On SQLite PATH must not exist yet: the
-	// run creates it.
+	// DSN names the database: "postgres://…", "mysql://…" or
+	// "sqlite:PATH". On PostgreSQL the run creates a new schema and works
+	// only in it (the DSN's search_path is replaced); on MySQL/MariaDB a
+	// new database (the DSN's own is only connected to, to create it).
+	// Pool settings such as pool_max_conns apply to every variant alike.
+	// On SQLite PATH must not exist yet: the run creates it.
 	DSN string
 	// Clients are the numbers of concurrent clients to measure at, each
 	// positive; empty means DefaultClients.
@@ -56,7 +57,7 @@ type Config struct {
 // invalid.
 func (c Config) withDefaults() (Config, error) {
 	if idemstore.Kind(c.DSN) == "" {
-		return c, errors.New("bench: the DSN must be postgres://… or sqlite:PATH")
+		return c, errors.New("bench: the DSN must be postgres://…, mysql://… or sqlite:PATH")
 	}
 	if len(c.Clients) == 0 {
 		c.Clients = DefaultClients

@@ -21,23 +21,26 @@ import (
 // freshDB is the run's own database: the DSN every variant uses and how
 // to remove it afterwards.
 type freshDB struct {
-	kind  string // "postgres" or "sqlite"
+	kind  string // "postgres", "mysql" or "sqlite"
 	dsn   string // the DSN the store is opened with
 	where string // the schema or file, for messages
 	// conn configures a connection outside the store's pool (the WAL
-	// meter's); nil on SQLite.
+	// meter's); nil on SQLite and MySQL.
 	conn *pgx.ConnConfig
 	drop func(ctx context.Context) error
 }
 
 // newFreshDB creates the run's database from the user's DSN: a new schema
-// on PostgreSQL, a new file on SQLite. ctx governs the creation.
+// on PostgreSQL, a new database on MySQL/MariaDB (newMySQLDatabase), a
+// new file on SQLite. ctx governs the creation.
 func newFreshDB(ctx context.Context, dsn string) (*freshDB, error) {
 	switch idemstore.Kind(dsn) {
 	case "postgres":
 		return newSchema(ctx, dsn)
 	case "sqlite":
 		return newFile(dsn)
+	case "mysql":
+		return newMySQLDatabase(ctx, dsn)
 	}
 	return nil, errors.New("bench: unknown database kind")
 }

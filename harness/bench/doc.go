@@ -18,14 +18,15 @@
 //   - idem replay: the same route, every request repeating one of
 //     Config.ReplayKeys keys whose operations succeeded before timing
 //     began, spread over all of them;
-//   - db insert: the plain handler's transaction (payments.InsertPlain)
+//   - db insert: the plain handler's transaction (payments.Service.InsertPlain)
 //     run directly on the store's pool, without HTTP — the database's own
 //     limit for these rows.
 //
 // Every HTTP variant goes through real net/http servers on loopback
 // ports in this process and one net/http client that keeps enough idle
 // connections for every client goroutine. The run gets a fresh database
-// (a new schema on PostgreSQL, a new file on SQLite) that every variant
+// (a new schema on PostgreSQL, a new database on MySQL/MariaDB, a new
+// file on SQLite) that every variant
 // shares. Cells — one variant at one client count — are interleaved in
 // rounds, their order rotated from round to round, and the report gives
 // the median of the rounds, so slow drift of a shared machine hits every

@@ -3,7 +3,6 @@ package bench
 import (
 	"context"
 	"crypto/sha256"
-	"database/sql"
 	"embed"
 	"encoding/binary"
 	"errors"
@@ -20,14 +19,11 @@ var sqlFS embed.FS
 var queries = sqlfile.MustLoad(sqlFS, "*.sql")
 
 // createFloorTable creates the floor variant's table (floor.sql) in the
-// run's fresh database. ctx governs the statement.
-func createFloorTable(ctx context.Context, store registry.Store) error {
+// run's fresh database, with the statement of kind ("postgres", "mysql"
+// or "sqlite"). ctx governs the statement.
+func createFloorTable(ctx context.Context, store registry.Store, kind string) error {
 	return store.InTx(ctx, func(ctx context.Context, tx registry.Tx) error {
-		q := "create_floor_postgres"
-		if _, ok := tx.Native().(*sql.Tx); ok {
-			q = "create_floor_sqlite"
-		}
-		_, err := tx.Exec(ctx, queries.Get(q))
+		_, err := tx.Exec(ctx, queries.Get("create_floor_"+kind))
 		return err
 	})
 }

@@ -22,7 +22,7 @@ var DefaultTargets = Targets{FirstRatio: 0.80, ReplayRatio: 1.00, ReservationP99
 
 // Report is the outcome of a run.
 type Report struct {
-	// DB is the database kind: "postgres" or "sqlite".
+	// DB is the database kind: "postgres", "mysql" or "sqlite".
 	DB string `json:"db"`
 	// Go and CPUs describe the machine the run was on.
 	Go   string `json:"go"`

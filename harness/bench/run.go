@@ -53,6 +53,7 @@ func Run(ctx context.Context, cfg Config) (_ *Report, err error) {
 	timed := &timedStore{Store: store}
 	svc, err := payments.New(ctx, payments.Config{
 		Store:    timed,
+		Database: db.kind,
 		Auth:     benchTokens(),
 		Logger:   slog.New(slog.DiscardHandler),
 		Registry: prometheus.NewRegistry(),
@@ -64,6 +65,7 @@ func Run(ctx context.Context, cfg Config) (_ *Report, err error) {
 	// style (idemhttp.Operation.OneTransaction), on the same store.
 	oneTx, err := payments.New(ctx, payments.Config{
 		Store:          timed,
+		Database:       db.kind,
 		Auth:           benchTokens(),
 		Logger:         slog.New(slog.DiscardHandler),
 		Registry:       prometheus.NewRegistry(),
@@ -81,7 +83,7 @@ func Run(ctx context.Context, cfg Config) (_ *Report, err error) {
 	defer stopPlain()
 	// The floor: the plain handler, served the same way, with the
 	// smallest idempotency row in its transaction (floor.go).
-	if err := createFloorTable(ctx, store); err != nil {
+	if err := createFloorTable(ctx, store, db.kind); err != nil {
 		return nil, fmt.Errorf("bench: creating the floor table: %w", err)
 	}
 	floorMux := http.NewServeMux()
@@ -114,7 +116,7 @@ func Run(ctx context.Context, cfg Config) (_ *Report, err error) {
 	t := &target{
 		plainURL: plainURL + "/v1/payments", idemURL: idemURL + "/v1/payments",
 		floorURL: floorURL + "/v1/payments", oneTxURL: oneTxURL + "/v1/payments",
-		client: &http.Client{Transport: transport}, store: store,
+		client: &http.Client{Transport: transport}, store: store, svc: svc,
 		runID: hex.EncodeToString(rnd[:]), replayKeys: cfg.ReplayKeys,
 	}
 	var wal *walMeter // nil on SQLite: no WAL figures

@@ -64,8 +64,9 @@ type target struct {
 	floorURL          string // the same on the floor server
 	oneTxURL          string // the same on the one-transaction server
 	client            *http.Client
-	store             registry.Store // the run's store, untimed
-	runID             string         // makes keys unique to the run
+	store             registry.Store    // the run's store, untimed
+	svc               *payments.Service // the two-phase service, for its plain insert
+	runID             string            // makes keys unique to the run
 	replayKeys        int
 	floorCreated      atomic.Int64 // floor requests answered 201, warm-ups included
 }
@@ -163,7 +164,7 @@ func (t *target) insert(ctx context.Context, n int64) error {
 		return err
 	}
 	return t.store.InTx(ctx, func(ctx context.Context, tx registry.Tx) error {
-		return payments.InsertPlain(ctx, tx, id, requestID, p, body)
+		return t.svc.InsertPlain(ctx, tx, id, requestID, p, body)
 	})
 }
 

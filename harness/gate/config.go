@@ -68,8 +68,8 @@ const MaxUnknownRatio = 0.0001
 // Config configures a gate run. DSN is required; every other zero value
 // means the default documented on the field.
 type Config struct {
-	// DSN is the database every instance serves from: postgres://… or
-	// sqlite:PATH. The gate also opens it to verify.
+	// DSN is the database every instance serves from: postgres://…,
+	// mysql://… or sqlite:PATH. The gate also opens it to verify.
 	DSN string
 	// Bin is the idem binary to start instances from. Required by Run.
 	Bin string
@@ -289,7 +289,7 @@ func (c Config) validate() error {
 	case c.Tenants < 0 || c.Tenants > c.Principals:
 		return errors.New("gate: tenants must be between 0 and the principals")
 	case idemstore.Kind(c.DSN) == "" && !c.sharded():
-		return errors.New("gate: the database must be postgres://… or sqlite:PATH")
+		return errors.New("gate: the database must be postgres://…, mysql://… or sqlite:PATH")
 	case c.Instances < 1 || c.Retries < 1 || c.Requests < c.Retries || c.Concurrency < 1 || c.Principals < 1:
 		return fmt.Errorf("gate: instances, retries, concurrency and principals must be positive and requests at least retries")
 	case c.ConflictRate > 1 || c.RefusalRate > 1:

@@ -26,7 +26,7 @@ type Gate struct {
 // "idem gate --json" and the data of the text and HTML reports.
 type Report struct {
 	Passed bool   `json:"passed"`
-	DB     string `json:"db"` // "postgres" or "sqlite"
+	DB     string `json:"db"` // "postgres", "mysql" or "sqlite"
 	Run    string `json:"run"`
 	Seed   int64  `json:"seed"`
 

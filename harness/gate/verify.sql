@@ -1,5 +1,5 @@
 -- What the gate reads back after a run. Portable SQL: the same statements
--- run on SQLite and PostgreSQL. The payments table is the reference
+-- run on SQLite, PostgreSQL and MySQL/MariaDB (idemmysql rewrites $N). The payments table is the reference
 -- service's (payments/payments.sql), the outbox the registry's.
 
 -- name: outbox_last_seq

@@ -230,3 +230,23 @@ func dbName(test string, n uint64) string {
 	}
 	return b.String() + suffix
 }
+
+// URL is DSN in the form idemstore.Open and the idem command's --db take:
+// mysql://root@127.0.0.1:PORT/t_<test name>_<n>, a new, empty database
+// that belongs to t alone, dropped when t ends.
+func URL(t testing.TB) string {
+	t.Helper()
+	return AsURL(t, DSN(t))
+}
+
+// AsURL turns a DSN of the form DSN and Start return into its mysql://
+// URL; it fails t on any other form.
+func AsURL(t testing.TB, dsn string) string {
+	t.Helper()
+	user, rest, ok1 := strings.Cut(dsn, "@tcp(")
+	addr, db, ok2 := strings.Cut(rest, ")/")
+	if !ok1 || !ok2 {
+		t.Fatalf("mytest: DSN %q is not of the form USER@tcp(ADDR)/DB", dsn)
+	}
+	return "mysql://" + user + "@" + addr + "/" + db
+}
