@@ -47,7 +47,7 @@ func CopyTenant(ctx context.Context, from, to registry.Store, tenant string) (st
 	if err != nil {
 		return "", fmt.Errorf("payments: reading the tenant's rows: %w", err)
 	}
-	if err := createTables(ctx, to); err != nil {
+	if _, err := createTables(ctx, to, ""); err != nil { // the engine told by the transaction: shards are PostgreSQL or SQLite
 		return "", err
 	}
 	err = to.InTx(ctx, func(ctx context.Context, tx registry.Tx) error {
