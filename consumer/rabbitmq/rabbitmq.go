@@ -65,12 +65,12 @@ func Consume(ctx context.Context, conn *amqp.Connection, p *consumer.Processor, 
 	if err != nil {
 		return fmt.Errorf("rabbitmq: %w", err)
 	}
-	defer ch.Close()
+	defer closeChannel(ch)
 	dead, err := conn.Channel() // publishes dead letters, with confirms
 	if err != nil {
 		return fmt.Errorf("rabbitmq: %w", err)
 	}
-	defer dead.Close()
+	defer closeChannel(dead)
 	if _, err := dead.QueueDeclarePassive(cfg.DeadLetterQueue, true, false, false, false, nil); err != nil {
 		return fmt.Errorf("rabbitmq: the dead-letter queue %q: %w", cfg.DeadLetterQueue, err)
 	}
@@ -97,6 +97,23 @@ func Consume(ctx context.Context, conn *amqp.Connection, p *consumer.Processor, 
 			}
 			handle(ctx, d, dead, p, cfg)
 		}
+	}
+}
+
+// closeWait bounds how long Consume waits for the broker to confirm a
+// channel's close when it returns.
+const closeWait = 5 * time.Second
+
+// closeChannel closes ch, waiting at most closeWait: a broker that does
+// not answer (seen under heavy load) must not hold Consume's return; the
+// close finishes, or fails, when the connection closes. Unacknowledged
+// messages go back to the queue either way.
+func closeChannel(ch *amqp.Channel) {
+	done := make(chan struct{})
+	go func() { ch.Close(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(closeWait):
 	}
 }
 

@@ -38,6 +38,7 @@ const (
 // test binary's broker, and a registry with the orders table.
 type fixture struct {
 	conn        *amqp.Connection
+	url         string
 	queue, dead string
 	store       registry.Store
 }
@@ -49,7 +50,7 @@ func newFixture(t *testing.T, url, queue, dsn string) *fixture {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { conn.Close() })
-	f := &fixture{conn: conn, queue: queue, dead: queue + ".dead"}
+	f := &fixture{conn: conn, url: url, queue: queue, dead: queue + ".dead"}
 	ch, err := conn.Channel()
 	if err != nil {
 		t.Fatal(err)
@@ -104,10 +105,16 @@ func (f *fixture) consume(t *testing.T, p *consumer.Processor, n int) {
 	t.Cleanup(func() { cancel(); wg.Wait() })
 }
 
-// publish publishes bodies with their keys, persistent, with confirms.
+// publish publishes bodies with their keys, persistent, with confirms,
+// on a connection of its own (a broker may block a publishing connection).
 func (f *fixture) publish(t *testing.T, keys, bodies []string) {
 	t.Helper()
-	ch, err := f.conn.Channel()
+	conn, err := amqp.Dial(f.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ch, err := conn.Channel()
 	if err != nil {
 		t.Fatal(err)
 	}
