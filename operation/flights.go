@@ -1,4 +1,4 @@
-package idemhttp
+package operation
 
 import (
 	"sync"
@@ -6,14 +6,14 @@ import (
 	"github.com/idemkit/idem"
 )
 
-// A flightSet holds the executions running in one handler
-// (Middleware.Handler makes one per handler), by scope. A request whose
+// A flightSet holds the executions running in one Core
+// (NewCore makes one per Core), by scope. A request whose
 // key is being executed there waits for that execution and then looks the
 // record up — in the one-transaction style instead of running the handler
 // too only to have its record insert lose and its writes roll back, in
 // the two-phase style instead of answering 409 IN_PROGRESS and having the
 // client poll. This saves work; it is not what makes the operation run
-// once — the record's unique scope in the database is, across handlers
+// once — the record's unique scope in the database is, across Cores
 // and processes as well. Safe for concurrent use.
 type flightSet struct {
 	mu      sync.Mutex

@@ -1,0 +1,210 @@
+package operation
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/registry"
+)
+
+// Continuing an operation. A retry that finds its operation UNKNOWN, or
+// in flight under an owner whose lease expired, continues that operation
+// — the same operation ID, never a new one (SPEC E2–E3); a write whose
+// commit reply was lost is resolved by reading the record; an execution
+// longer than its lease keeps it (heartbeat).
+
+// ActorClientRetry is the reconciliation actor of a settlement made while
+// answering a client's retry.
+const ActorClientRetry = "client retry"
+
+// settleUnknown answers a same-fingerprint retry of an UNKNOWN
+// effect-bearing operation: it tries to settle the operation on evidence
+// (effect.Operation.Settle: a lookup by the downstream key, then a re-send
+// of the stored request with the same key) and replays the rendered
+// outcome if that worked; otherwise the operation stays UNKNOWN and the
+// request is refused OUTCOME_UNKNOWN again. Storage trouble refuses
+// STORE_UNAVAILABLE. ctx is the request's.
+func (c *Core) settleUnknown(ctx context.Context, rec registry.Record) Result {
+	xctx, stop := c.executionContext(ctx, rec)
+	defer stop()
+	s, err := c.Config.Effects.Settle(xctx, c.Store, rec, ActorClientRetry)
+	switch {
+	case err != nil && errors.Is(err, registry.ErrUnavailable):
+		return c.Refuse(ctx, err)
+	case err != nil:
+		c.log().Error("settling an unknown operation failed", "operation", c.name(), "operation_id", rec.OperationID, "err", err)
+		return InFlight(rec.OperationID, idem.CodeOutcomeUnknown)
+	case s.Settled:
+		if s.Method != "" {
+			c.obs().Outcome(c.name(), "reconciled")
+			c.log().Info("unknown operation settled on evidence", "operation", c.name(), "operation_id", rec.OperationID,
+				"state", s.Record.State, "method", s.Method, "actor", ActorClientRetry)
+		}
+		return c.Replay(s.Record)
+	}
+	c.log().Info("unknown operation not settled", "operation", c.name(), "operation_id", rec.OperationID, "reason", s.Reason)
+	return InFlight(rec.OperationID, idem.CodeOutcomeUnknown)
+}
+
+// takeOver gives an in-flight operation whose owner's lease expired to
+// this request (Store.TakeOver: owner generation + 1, same operation ID).
+// The old owner's late writes are fenced from then on. It reports true
+// when the request must now execute the operation itself: nothing was
+// committed and no effect outside the database was begun. An operation
+// with a begun effect is never executed again: it is marked UNKNOWN and
+// settled on evidence, as an UNKNOWN retry is. In every other case the
+// Result answers the request.
+func (c *Core) takeOver(ctx context.Context, rec registry.Record) (registry.Record, Result, bool) {
+	mine, err := c.Store.TakeOver(ctx, rec, c.Config.Lease)
+	if errors.Is(err, registry.ErrFenced) {
+		// Finished meanwhile, or another retry or the recovery worker
+		// took it over: answer from the record as it is now.
+		return registry.Record{}, c.answerCurrent(ctx, rec), false
+	}
+	if err != nil {
+		return registry.Record{}, c.Refuse(ctx, err), false
+	}
+	c.log().Warn("operation taken over from an owner whose lease expired", "operation", c.name(),
+		"operation_id", mine.OperationID, "owner_gen", mine.OwnerGen, "state", mine.State)
+	if c.Config.Effects == nil {
+		return mine, Result{}, true
+	}
+	effs, err := c.Store.Effects(ctx, mine.OperationID)
+	if err != nil {
+		return registry.Record{}, c.Refuse(ctx, err), false // ours until the new lease expires; the worker or a retry goes on
+	}
+	if len(effs) == 0 {
+		return mine, Result{}, true
+	}
+	unk, err := c.Store.MarkUnknown(ctx, mine)
+	if err != nil {
+		return registry.Record{}, c.Refuse(ctx, err), false
+	}
+	return registry.Record{}, c.settleUnknown(ctx, unk), false
+}
+
+// answerCurrent answers from the record of rec's scope as it is now: a
+// replay when it is terminal, else refused as any in-flight operation.
+func (c *Core) answerCurrent(ctx context.Context, rec registry.Record) Result {
+	now, err := c.Store.Get(ctx, rec.Scope)
+	switch {
+	case errors.Is(err, registry.ErrNotFound):
+		return refused(idem.CodeInProgress, "the operation is in progress", "")
+	case err != nil:
+		return c.Refuse(ctx, err)
+	case now.Fingerprint != rec.Fingerprint:
+		return refused(idem.CodePayloadConflict, "the key was used for a different request", "")
+	case now.State.Terminal():
+		return c.Replay(now)
+	}
+	code := idem.CodeInProgress
+	if now.State == idem.StateUnknown {
+		code = idem.CodeOutcomeUnknown
+	}
+	return InFlight(now.OperationID, code)
+}
+
+// settled reads rec's scope again and reports whether the same operation
+// now holds a terminal outcome: after a failed Complete (possibly a lost
+// commit reply) or a lost race to Reconcile, that outcome is replayed.
+// A failed read counts as not settled; a rec without an operation ID (a
+// one-transaction execution that failed before it ran) has nothing to
+// read.
+func (c *Core) settled(ctx context.Context, rec registry.Record) (registry.Record, bool) {
+	if rec.OperationID == "" {
+		return registry.Record{}, false
+	}
+	now, err := c.Store.Get(ctx, rec.Scope)
+	if err != nil || !finished(now, rec) {
+		return registry.Record{}, false
+	}
+	return now, true
+}
+
+// finished reports whether now, the record read for rec's scope, is
+// rec's operation in a terminal state: its outcome was committed.
+func finished(now, rec registry.Record) bool {
+	return now.OperationID == rec.OperationID && now.State.Terminal()
+}
+
+// resolve is settled after a write that failed with failed. When the store
+// could not be reached (registry.ErrUnavailable: the connection died, maybe
+// around COMMIT, or the primary is failing over) the write's outcome is
+// unknown, and the one thing that can tell is the record itself: resolve
+// then keeps reading it, backing off, until the store answers or
+// ResolveWait passes — independent of ctx's cancellation, so a client that
+// hung up does not cut it short. A terminal record of the same operation
+// is the committed outcome; anything else (no record, another operation,
+// not terminal, no answer in time) is not settled, and the caller answers
+// as it would have: nothing is executed again here.
+func (c *Core) resolve(ctx context.Context, rec registry.Record, failed error) (registry.Record, bool) {
+	if rec.OperationID == "" || !errors.Is(failed, registry.ErrUnavailable) || c.resolveWait() == 0 {
+		return c.settled(ctx, rec)
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.resolveWait())
+	defer cancel()
+	c.log().Warn("the outcome's commit is unknown: reading the record until the store answers",
+		"operation", c.name(), "operation_id", rec.OperationID, "wait", c.resolveWait())
+	delay := resolvePollStart
+	for {
+		now, err := c.Store.Get(ctx, rec.Scope)
+		if err == nil || !errors.Is(err, registry.ErrUnavailable) {
+			ok := err == nil && finished(now, rec)
+			c.log().Info("the outcome's commit resolved by reading the record",
+				"operation", c.name(), "operation_id", rec.OperationID, "committed", ok)
+			if !ok {
+				return registry.Record{}, false
+			}
+			return now, true
+		}
+		t := time.NewTimer(delay)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return registry.Record{}, false
+		}
+		delay = min(2*delay, resolvePollMax)
+	}
+}
+
+// executionContext returns the context an accepted execution runs under:
+// not cancelled when the request's ctx ends (A8), and bounded by the
+// operation's MaxDuration (by default its lease). When MaxDuration exceeds
+// the lease, a heartbeat extends the lease every third of it until the
+// execution ends, so recovery never takes over a live execution; if the
+// heartbeat is fenced (the record moved on), it stops and the execution's
+// own commit will be fenced too. The returned stop function ends the
+// heartbeat and releases the context.
+func (c *Core) executionContext(ctx context.Context, rec registry.Record) (context.Context, func()) {
+	lease := registry.LeaseOrDefault(c.Config.Lease)
+	limit := c.Config.ExecutionLimit()
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), limit)
+	if limit <= lease {
+		return ctx, cancel
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		t := time.NewTicker(lease / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			_, err := c.Store.ExtendLease(ctx, rec, lease)
+			switch {
+			case errors.Is(err, registry.ErrFenced):
+				c.log().Warn("lease heartbeat fenced", "operation", c.name(), "operation_id", rec.OperationID)
+				return
+			case err != nil && ctx.Err() == nil:
+				c.log().Error("lease heartbeat failed", "operation", c.name(), "operation_id", rec.OperationID, "err", err)
+			}
+		}
+	})
+	return ctx, func() { cancel(); wg.Wait() }
+}
