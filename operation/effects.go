@@ -193,9 +193,9 @@ func (c *Core) executeEffects(ctx context.Context, rec registry.Record, d Door) 
 	switch {
 	case unknown:
 		if now, ok := c.settled(xctx, rec); ok {
-			return c.Replay(now) // fenced: a retry or the worker took over and settled it
+			return Result{Kind: Replayed, Record: now} // fenced: a retry or the worker took over and settled it
 		}
-		return InFlight(rec.OperationID, idem.CodeOutcomeUnknown)
+		return Result{Kind: Refused, Refusal: Refusal{Code: idem.CodeOutcomeUnknown, OperationID: rec.OperationID, Monitor: true}}
 	case len(effs) > 0 && !settled:
 		return c.markUnknown(xctx, rec, "an effect was begun but not settled")
 	case len(effs) > 0:
@@ -225,7 +225,7 @@ func (c *Core) completeRendered(ctx context.Context, rec registry.Record, effs [
 	if err != nil {
 		c.log().Error("recording the outcome failed after a downstream call", "operation", c.name(), "operation_id", rec.OperationID, "err", err)
 		if now, ok := c.resolve(ctx, rec, err); ok {
-			return c.Replay(now)
+			return Result{Kind: Replayed, Record: now}
 		}
 		return c.markUnknown(ctx, rec, "the outcome could not be recorded after a downstream call")
 	}
@@ -243,7 +243,7 @@ func (c *Core) completeWithoutEffects(ctx context.Context, rec registry.Record, 
 	if err != nil {
 		c.release(ctx, rec)
 		if errors.Is(err, ErrTooLarge) {
-			return refused(CodeResponseTooLarge, "the response exceeds the size that can be stored for replay", "")
+			return Result{Kind: Refused, Refusal: Refusal{Code: CodeResponseTooLarge, Detail: "the response exceeds the size that can be stored for replay"}}
 		}
 		c.obs().Outcome(c.name(), "released")
 		return Result{Kind: Released}
@@ -265,8 +265,8 @@ func (c *Core) completeWithoutEffects(ctx context.Context, rec registry.Record, 
 func (c *Core) markUnknown(ctx context.Context, rec registry.Record, why string) Result {
 	if _, err := c.Store.MarkUnknown(ctx, rec); err != nil {
 		c.log().Error("marking the operation unknown failed", "operation", c.name(), "operation_id", rec.OperationID, "why", why, "err", err)
-		return refused(idem.CodeStoreUnavailable, "the outcome could not be recorded", rec.OperationID)
+		return Result{Kind: Refused, Refusal: Refusal{Code: idem.CodeStoreUnavailable, Detail: "the outcome could not be recorded", OperationID: rec.OperationID}}
 	}
 	c.log().Warn("operation outcome unknown", "operation", c.name(), "operation_id", rec.OperationID, "why", why)
-	return InFlight(rec.OperationID, idem.CodeOutcomeUnknown)
+	return Result{Kind: Refused, Refusal: Refusal{Code: idem.CodeOutcomeUnknown, OperationID: rec.OperationID, Monitor: true}}
 }

@@ -54,10 +54,10 @@ func (c *Core) executeOnce(ctx context.Context, cl registry.Claim, d Door) (rec 
 		c.obs().Join(c.name())
 		if !c.awaitFlight(ctx, done) {
 			if err := ctx.Err(); gone(ctx, err) {
-				return registry.Record{}, c.clientGone(ctx, err), true, nil
+				return registry.Record{}, Result{Kind: Refused, err: err}, true, nil
 			}
 			countVerdict(d, registry.VerdictInFlight) // enforce's answer: the first request is in flight
-			res := refused(idem.CodeInProgress, "the first request with this key is still executing", "")
+			res := Result{Kind: Refused, Refusal: Refusal{Code: idem.CodeInProgress, Detail: "the first request with this key is still executing"}}
 			res.Refusal.RetryAfter = "1"
 			return registry.Record{}, res, true, nil
 		}

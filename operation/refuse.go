@@ -45,6 +45,30 @@ func refused(code idem.Code, detail, operationID string) Result {
 	return Result{Kind: Refused, Refusal: Refusal{Code: code, Detail: detail, OperationID: operationID}}
 }
 
+// finish is Run's one exit: it turns what the run ended with into the
+// Result its door renders — an error into its refusal (Refuse), a record
+// to replay into the replay or its refusal (Replay), an operation in
+// flight into its refusal with Retry-After and the monitor (InFlight).
+func (c *Core) finish(ctx context.Context, res Result) Result {
+	var out Result
+	switch {
+	case res.err != nil:
+		out = c.Refuse(ctx, res.err)
+	case res.Kind == Replayed:
+		out = c.Replay(res.Record)
+	case res.Kind == Refused && res.Refusal.Monitor:
+		out = InFlight(res.Refusal.OperationID, res.Refusal.Code)
+	default:
+		return res
+	}
+	out.Waited = res.Waited
+	return out
+}
+
+// detailRetired is the detail of KEY_RETIRED.
+const detailRetired = "the operation with this key finished and its stored response has expired; " +
+	"it is neither replayed nor run again"
+
 // Replay answers from rec, a terminal record: Replayed, or refused
 // KEY_RETIRED when it is a tombstone, or STORE_UNAVAILABLE when its
 // stored answer is missing.
@@ -62,8 +86,7 @@ func (c *Core) Replay(rec registry.Record) Result {
 // (SPEC E5): KEY_RETIRED with the operation ID, and no Retry-After since
 // retrying cannot help.
 func Retired(rec registry.Record) Result {
-	return refused(idem.CodeKeyRetired, "the operation with this key finished and its stored response has expired; "+
-		"it is neither replayed nor run again", rec.OperationID)
+	return refused(idem.CodeKeyRetired, detailRetired, rec.OperationID)
 }
 
 // InFlight refuses a request for the operation opID that has no outcome
@@ -151,16 +174,6 @@ func (c *Core) keyLimitRetryAfter() string {
 	return strconv.FormatInt(int64(max((lease+time.Second-1)/time.Second, 1)), 10)
 }
 
-// gone reports whether err, the failure of serving a request whose
-// context is ctx, is its client going away: ctx was cancelled (HTTP: the
-// connection closed or was half-closed) and err is that cancellation.
-// Timing alone is not enough: a store error that is not the cancellation
-// stays storage trouble even when the client left meanwhile, and a
-// deadline the application put on the request is not the client going.
-func gone(ctx context.Context, err error) bool {
-	return errors.Is(ctx.Err(), context.Canceled) && errors.Is(err, context.Canceled)
-}
-
 // clientGone refuses a request whose client went away before it was
 // accepted: nothing was accepted, so whatever the store call that failed
 // had begun is as it would be after any failed call — rolled back, or a
@@ -170,14 +183,4 @@ func (c *Core) clientGone(ctx context.Context, err error) Result {
 	c.log().Info("the client went away before the request was accepted", "operation", c.name(),
 		"cause", context.Cause(ctx), "err", err)
 	return refused(CodeClientGone, "the request ended before it was accepted; nothing was done — retry with the same key", "")
-}
-
-// storageTrouble reports whether err, a failure to record an outcome,
-// means the store could not be reached or answered in time, or fenced
-// the write: the failures that are not the execution's.
-func storageTrouble(err error) bool {
-	return errors.Is(err, registry.ErrUnavailable) || errors.Is(err, registry.ErrFenced) ||
-		errors.Is(err, registry.ErrWriterFenced) || errors.Is(err, registry.ErrTenantMoved) ||
-		errors.Is(err, context.Canceled) ||
-		errors.Is(err, context.DeadlineExceeded)
 }

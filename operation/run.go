@@ -115,6 +115,10 @@ type Result struct {
 	// (HTTP: Preference-Applied).
 	Waited  time.Duration
 	Refusal Refusal
+
+	// err, within a run: the request is refused for this error (Refuse,
+	// at the run's one exit, finish).
+	err error
 }
 
 // Observer receives a run's counts and latencies; every method must be
@@ -222,7 +226,15 @@ func orDefault[T int | time.Duration](v, def T) T {
 // In shadow (d is a Shadower) a request enforce would answer from a
 // record may come back Plain; the run's verdicts go to d when it is a
 // VerdictCounter. ctx is the request's (see the package doc).
+//
+// The styles say what happened — an error, a record to replay, a
+// refusal — and Run's one exit turns that into the Result (finish,
+// refuse.go).
 func (c *Core) Run(ctx context.Context, req Request, d Door) Result {
+	return c.finish(ctx, c.run(ctx, req, d))
+}
+
+func (c *Core) run(ctx context.Context, req Request, d Door) Result {
 	claim := c.Config.Claim(req.Scope, req.Fingerprint, req.Identity, c.WriterEpoch)
 	if req.Unbounded {
 		claim.MaxActive = 0
@@ -242,14 +254,14 @@ func (c *Core) Run(ctx context.Context, req Request, d Door) Result {
 			rec, created, err = c.reserve(ctx, claim) // twophase.go
 		}
 		if err != nil {
-			return c.Refuse(ctx, err)
+			return Result{Kind: Refused, err: err}
 		}
 		dec := Decide(rec, created, req)
 		countVerdict(d, decisionVerdict(dec, rec))
 		if sh, ok := d.(Shadower); ok && !executes(dec, rec) {
 			plain, err := sh.AnswerPlainly(ctx)
 			if err != nil {
-				return c.Refuse(ctx, err)
+				return Result{Kind: Refused, err: err}
 			}
 			if plain {
 				return Result{Kind: Plain}
@@ -258,7 +270,7 @@ func (c *Core) Run(ctx context.Context, req Request, d Door) Result {
 		if created {
 			if err := failpoint.Hit(failpoint.AfterReserve); err != nil {
 				c.release(context.WithoutCancel(ctx), rec)
-				return c.Refuse(ctx, err)
+				return Result{Kind: Refused, err: err}
 			}
 		}
 		if dec.Verdict == registry.InProgress && !leaseExpired(rec) && attempt == 0 {
@@ -272,16 +284,16 @@ func (c *Core) Run(ctx context.Context, req Request, d Door) Result {
 					continue
 				}
 				if err := ctx.Err(); gone(ctx, err) {
-					return c.clientGone(ctx, err)
+					return Result{Kind: Refused, err: err}
 				}
-				return InFlight(rec.OperationID, dec.Code)
+				return Result{Kind: Refused, Refusal: Refusal{Code: dec.Code, OperationID: rec.OperationID, Monitor: true}}
 			}
 		}
 		switch {
 		case dec.Verdict == registry.Execute:
 			return c.executeTracked(ctx, claim.Scope, rec, d) // twophase.go
 		case dec.Verdict == registry.Replay:
-			return c.Replay(rec)
+			return Result{Kind: Replayed, Record: rec}
 		case dec.Verdict == registry.Unknown && c.Config.Effects != nil:
 			return c.settleUnknown(ctx, rec) // settle.go
 		case dec.Verdict == registry.InProgress && leaseExpired(rec):
@@ -296,26 +308,26 @@ func (c *Core) Run(ctx context.Context, req Request, d Door) Result {
 				continue // released while we waited: this request may run it
 			}
 			if err == nil && rec.State.Terminal() && !rec.Retired() {
-				res := c.Replay(rec)
+				res := Result{Kind: Replayed, Record: rec}
 				res.Waited = req.Wait
 				return res
 			}
 			if err != nil && !errors.Is(err, registry.ErrNotFound) {
-				return c.Refuse(ctx, err)
+				return Result{Kind: Refused, err: err}
 			}
 			dec = Decide(rec, false, req)
 		}
 		if dec.Verdict == registry.Conflict {
 			// Never reveal the first request, not even its operation ID.
-			return refused(dec.Code, "the key was used for a different request", "")
+			return Result{Kind: Refused, Refusal: Refusal{Code: dec.Code, Detail: "the key was used for a different request"}}
 		}
 		if dec.Verdict == registry.Retired {
-			return Retired(rec)
+			return Result{Kind: Refused, Refusal: Refusal{Code: idem.CodeKeyRetired, Detail: detailRetired, OperationID: rec.OperationID}}
 		}
 		if rec.OperationID == "" { // released and not retried
-			return refused(idem.CodeInProgress, "the operation is in progress", "")
+			return Result{Kind: Refused, Refusal: Refusal{Code: idem.CodeInProgress, Detail: "the operation is in progress"}}
 		}
-		return InFlight(rec.OperationID, dec.Code)
+		return Result{Kind: Refused, Refusal: Refusal{Code: dec.Code, OperationID: rec.OperationID, Monitor: true}}
 	}
 }
 
@@ -323,4 +335,14 @@ func countVerdict(d Door, verdict string) {
 	if vc, ok := d.(VerdictCounter); ok {
 		vc.CountVerdict(verdict)
 	}
+}
+
+// gone reports whether err, the failure of serving a request whose
+// context is ctx, is its client going away: ctx was cancelled (HTTP: the
+// connection closed or was half-closed) and err is that cancellation.
+// Timing alone is not enough: a store error that is not the cancellation
+// stays storage trouble even when the client left meanwhile, and a
+// deadline the application put on the request is not the client going.
+func gone(ctx context.Context, err error) bool {
+	return errors.Is(ctx.Err(), context.Canceled) && errors.Is(err, context.Canceled)
 }

@@ -33,20 +33,20 @@ func (c *Core) settleUnknown(ctx context.Context, rec registry.Record) Result {
 	s, err := c.Config.Effects.Settle(xctx, c.Store, rec, ActorClientRetry)
 	switch {
 	case err != nil && errors.Is(err, registry.ErrUnavailable):
-		return c.Refuse(ctx, err)
+		return Result{Kind: Refused, err: err}
 	case err != nil:
 		c.log().Error("settling an unknown operation failed", "operation", c.name(), "operation_id", rec.OperationID, "err", err)
-		return InFlight(rec.OperationID, idem.CodeOutcomeUnknown)
+		return Result{Kind: Refused, Refusal: Refusal{Code: idem.CodeOutcomeUnknown, OperationID: rec.OperationID, Monitor: true}}
 	case s.Settled:
 		if s.Method != "" {
 			c.obs().Outcome(c.name(), "reconciled")
 			c.log().Info("unknown operation settled on evidence", "operation", c.name(), "operation_id", rec.OperationID,
 				"state", s.Record.State, "method", s.Method, "actor", ActorClientRetry)
 		}
-		return c.Replay(s.Record)
+		return Result{Kind: Replayed, Record: s.Record}
 	}
 	c.log().Info("unknown operation not settled", "operation", c.name(), "operation_id", rec.OperationID, "reason", s.Reason)
-	return InFlight(rec.OperationID, idem.CodeOutcomeUnknown)
+	return Result{Kind: Refused, Refusal: Refusal{Code: idem.CodeOutcomeUnknown, OperationID: rec.OperationID, Monitor: true}}
 }
 
 // takeOver gives an in-flight operation whose owner's lease expired to
@@ -65,7 +65,7 @@ func (c *Core) takeOver(ctx context.Context, rec registry.Record) (registry.Reco
 		return registry.Record{}, c.answerCurrent(ctx, rec), false
 	}
 	if err != nil {
-		return registry.Record{}, c.Refuse(ctx, err), false
+		return registry.Record{}, Result{Kind: Refused, err: err}, false
 	}
 	c.log().Warn("operation taken over from an owner whose lease expired", "operation", c.name(),
 		"operation_id", mine.OperationID, "owner_gen", mine.OwnerGen, "state", mine.State)
@@ -74,14 +74,14 @@ func (c *Core) takeOver(ctx context.Context, rec registry.Record) (registry.Reco
 	}
 	effs, err := c.Store.Effects(ctx, mine.OperationID)
 	if err != nil {
-		return registry.Record{}, c.Refuse(ctx, err), false // ours until the new lease expires; the worker or a retry goes on
+		return registry.Record{}, Result{Kind: Refused, err: err}, false // ours until the new lease expires; the worker or a retry goes on
 	}
 	if len(effs) == 0 {
 		return mine, Result{}, true
 	}
 	unk, err := c.Store.MarkUnknown(ctx, mine)
 	if err != nil {
-		return registry.Record{}, c.Refuse(ctx, err), false
+		return registry.Record{}, Result{Kind: Refused, err: err}, false
 	}
 	return registry.Record{}, c.settleUnknown(ctx, unk), false
 }
@@ -92,19 +92,19 @@ func (c *Core) answerCurrent(ctx context.Context, rec registry.Record) Result {
 	now, err := c.Store.Get(ctx, rec.Scope)
 	switch {
 	case errors.Is(err, registry.ErrNotFound):
-		return refused(idem.CodeInProgress, "the operation is in progress", "")
+		return Result{Kind: Refused, Refusal: Refusal{Code: idem.CodeInProgress, Detail: "the operation is in progress"}}
 	case err != nil:
-		return c.Refuse(ctx, err)
+		return Result{Kind: Refused, err: err}
 	case now.Fingerprint != rec.Fingerprint:
-		return refused(idem.CodePayloadConflict, "the key was used for a different request", "")
+		return Result{Kind: Refused, Refusal: Refusal{Code: idem.CodePayloadConflict, Detail: "the key was used for a different request"}}
 	case now.State.Terminal():
-		return c.Replay(now)
+		return Result{Kind: Replayed, Record: now}
 	}
 	code := idem.CodeInProgress
 	if now.State == idem.StateUnknown {
 		code = idem.CodeOutcomeUnknown
 	}
-	return InFlight(now.OperationID, code)
+	return Result{Kind: Refused, Refusal: Refusal{Code: code, OperationID: now.OperationID, Monitor: true}}
 }
 
 // settled reads rec's scope again and reports whether the same operation

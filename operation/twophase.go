@@ -110,7 +110,7 @@ func (c *Core) answer(ctx context.Context, rec, done registry.Record, err error,
 		if reserved {
 			c.release(ctx, rec)
 		}
-		return refused(CodeResponseTooLarge, "the response exceeds the size that can be stored for replay", "")
+		return Result{Kind: Refused, Refusal: Refusal{Code: CodeResponseTooLarge, Detail: "the response exceeds the size that can be stored for replay"}}
 	case ans.Failed != nil && !storageTrouble(err):
 		return c.handlerFailed(ctx, rec, err, ans, reserved)
 	default:
@@ -136,7 +136,7 @@ func (c *Core) handlerFailed(ctx context.Context, rec registry.Record, err error
 		c.obs().Outcome(c.name(), "released")
 		return Result{Kind: Released}
 	}
-	return refused(CodeHandlerError, "a statement of the handler failed and its transaction could not commit; nothing was recorded", "")
+	return Result{Kind: Refused, Refusal: Refusal{Code: CodeHandlerError, Detail: "a statement of the handler failed and its transaction could not commit; nothing was recorded"}}
 }
 
 // afterFailedComplete handles a Complete (or ExecuteOnce) that failed for
@@ -148,21 +148,21 @@ func (c *Core) handlerFailed(ctx context.Context, rec registry.Record, err error
 func (c *Core) afterFailedComplete(ctx context.Context, rec registry.Record, err error, reserved bool) Result {
 	c.log().Error("recording the outcome failed", "operation", c.name(), "operation_id", rec.OperationID, "err", err)
 	if now, ok := c.resolve(ctx, rec, err); ok { // settle.go
-		return c.Replay(now)
+		return Result{Kind: Replayed, Record: now}
 	}
 	if errors.Is(err, registry.ErrTenantMoved) {
 		// Nothing committed, and nothing of the tenant may be written
 		// here any more, a release neither: the record stays as it was.
-		return tenantMoved()
+		return Result{Kind: Refused, err: err}
 	}
 	if reserved && !errors.Is(err, registry.ErrFenced) {
 		c.release(ctx, rec)
 	}
 	if errors.Is(err, registry.ErrWriterFenced) {
-		return refused(idem.CodeWriterFenced, "this server's writer epoch is no longer current; retry with the same key", "")
+		return Result{Kind: Refused, Refusal: Refusal{Code: idem.CodeWriterFenced, Detail: "this server's writer epoch is no longer current; retry with the same key"}}
 	}
 	c.obs().Outcome(c.name(), "store_error")
-	return refused(idem.CodeStoreUnavailable, "the outcome could not be recorded; retry with the same key", "")
+	return Result{Kind: Refused, Refusal: Refusal{Code: idem.CodeStoreUnavailable, Detail: "the outcome could not be recorded; retry with the same key"}}
 }
 
 func (c *Core) release(ctx context.Context, rec registry.Record) {
@@ -170,4 +170,14 @@ func (c *Core) release(ctx context.Context, rec registry.Record) {
 		// The lease will expire and recovery will release it.
 		c.log().Error("release failed", "operation_id", rec.OperationID, "err", err)
 	}
+}
+
+// storageTrouble reports whether err, a failure to record an outcome,
+// means the store could not be reached or answered in time, or fenced
+// the write: the failures that are not the execution's.
+func storageTrouble(err error) bool {
+	return errors.Is(err, registry.ErrUnavailable) || errors.Is(err, registry.ErrFenced) ||
+		errors.Is(err, registry.ErrWriterFenced) || errors.Is(err, registry.ErrTenantMoved) ||
+		errors.Is(err, context.Canceled) ||
+		errors.Is(err, context.DeadlineExceeded)
 }
