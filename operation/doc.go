@@ -20,16 +20,19 @@
 //
 // One file per execution style, each reading straight down:
 //
-//	run.go        prepare → claim → decide: the loop every door enters (Core.Run)
+//	run.go        claim → decide → execute, replay, wait or refuse: the loop every door enters (Core.Run)
 //	twophase.go   reserve, then execute in the fenced business transaction (Store.Complete)
 //	onetx.go      one transaction: look up, then execute and insert the record (Store.ExecuteOnce)
 //	effects.go    effects outside the database: BeginEffect, evidence, UNKNOWN (Effect)
-//	settle.go     continue an operation: settle an UNKNOWN one, take over an expired lease,
-//	              resolve a commit whose reply was lost, keep the lease (heartbeat)
-//	refuse.go     what an error or a record refuses with (Refusal), and replays
-//	wait.go       Prefer: wait — waiting for an operation in flight
-//	decide.go     the pure decision on a record (Decide) and its rollout verdict
-//	config.go     Config: one operation's configuration
+//	settle.go     continue an operation: settle an UNKNOWN one, take over an expired lease
+//	outcome.go    what every style answers once its outcome committed or not: release,
+//	              resolve a lost commit reply, the execution's context and heartbeat
+//	refuse.go     Run's one exit: an error, a replay or an operation in flight as a Result
+//
+// and beside them: decide.go (the pure decision, Decide, and its rollout
+// verdict), wait.go (waiting for an operation in flight), flights.go (a
+// duplicate waiting for an execution of its key in this Core), config.go
+// (Config: one operation's configuration).
 //
 // Concurrency: a Core is safe for concurrent use once built; its fields
 // must not change afterwards. ctx passed to Run is the request's: it

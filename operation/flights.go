@@ -1,7 +1,9 @@
 package operation
 
 import (
+	"context"
 	"sync"
+	"time"
 
 	"github.com/idemkit/idem"
 )
@@ -54,4 +56,19 @@ func (f *flightSet) executing(scope idem.ScopeHash) (<-chan struct{}, bool) {
 	defer f.mu.Unlock()
 	d, ok := f.running[scope]
 	return d, ok
+}
+
+// awaitFlight waits for done, at most the wait cap; false when the cap
+// passed or ctx ended first.
+func (c *Core) awaitFlight(ctx context.Context, done <-chan struct{}) bool {
+	t := time.NewTimer(c.waitCap())
+	defer t.Stop()
+	select {
+	case <-done:
+		return true
+	case <-t.C:
+		return false
+	case <-ctx.Done():
+		return false
+	}
 }

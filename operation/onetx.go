@@ -99,18 +99,3 @@ func (c *Core) executeOnce(ctx context.Context, cl registry.Claim, d Door) (rec 
 	c.obs().ObserveReservation(c.name(), lookup+time.Since(start)-handling)
 	return registry.Record{}, c.answer(xctx, ran, out.Record, err, ans, false), true, nil
 }
-
-// awaitFlight waits for done, at most the wait cap; false when the cap
-// passed or ctx ended first.
-func (c *Core) awaitFlight(ctx context.Context, done <-chan struct{}) bool {
-	t := time.NewTimer(c.waitCap())
-	defer t.Stop()
-	select {
-	case <-done:
-		return true
-	case <-t.C:
-		return false
-	case <-ctx.Done():
-		return false
-	}
-}

@@ -231,7 +231,8 @@ func orDefault[T int | time.Duration](v, def T) T {
 // refusal — and Run's one exit turns that into the Result (finish,
 // refuse.go).
 func (c *Core) Run(ctx context.Context, req Request, d Door) Result {
-	return c.finish(ctx, c.run(ctx, req, d))
+	res := c.run(ctx, req, d)
+	return c.finish(ctx, res) // refuse.go
 }
 
 func (c *Core) run(ctx context.Context, req Request, d Door) Result {
@@ -345,4 +346,20 @@ func countVerdict(d Door, verdict string) {
 // deadline the application put on the request is not the client going.
 func gone(ctx context.Context, err error) bool {
 	return errors.Is(ctx.Err(), context.Canceled) && errors.Is(err, context.Canceled)
+}
+
+// executeTracked runs the execution (two-phase, or with effects) registered in the Core's flights under
+// scope, so that a duplicate arriving meanwhile waits for it (Run). If an
+// execution of scope is still registered — one that released its
+// reservation and has not returned yet — nothing is registered: this
+// request's duplicates then get the two-phase answers (IN_PROGRESS, or a
+// wait).
+func (c *Core) executeTracked(ctx context.Context, scope idem.ScopeHash, rec registry.Record, d Door) Result {
+	if done, leader := c.flights.lead(scope); leader {
+		defer c.flights.land(scope, done)
+	}
+	if c.Config.Effects != nil {
+		return c.executeEffects(ctx, rec, d) // effects.go: no business transaction
+	}
+	return c.execute(ctx, rec, d) // twophase.go
 }

@@ -3,18 +3,14 @@ package operation
 import (
 	"context"
 	"errors"
-	"sync"
-	"time"
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/registry"
 )
 
-// Continuing an operation. A retry that finds its operation UNKNOWN, or
+// Continuing an operation: a retry that finds its operation UNKNOWN, or
 // in flight under an owner whose lease expired, continues that operation
-// — the same operation ID, never a new one (SPEC E2–E3); a write whose
-// commit reply was lost is resolved by reading the record; an execution
-// longer than its lease keeps it (heartbeat).
+// — the same operation ID, never a new one (SPEC E2–E3).
 
 // ActorClientRetry is the reconciliation actor of a settlement made while
 // answering a client's retry.
@@ -105,106 +101,4 @@ func (c *Core) answerCurrent(ctx context.Context, rec registry.Record) Result {
 		code = idem.CodeOutcomeUnknown
 	}
 	return Result{Kind: Refused, Refusal: Refusal{Code: code, OperationID: now.OperationID, Monitor: true}}
-}
-
-// settled reads rec's scope again and reports whether the same operation
-// now holds a terminal outcome: after a failed Complete (possibly a lost
-// commit reply) or a lost race to Reconcile, that outcome is replayed.
-// A failed read counts as not settled; a rec without an operation ID (a
-// one-transaction execution that failed before it ran) has nothing to
-// read.
-func (c *Core) settled(ctx context.Context, rec registry.Record) (registry.Record, bool) {
-	if rec.OperationID == "" {
-		return registry.Record{}, false
-	}
-	now, err := c.Store.Get(ctx, rec.Scope)
-	if err != nil || !finished(now, rec) {
-		return registry.Record{}, false
-	}
-	return now, true
-}
-
-// finished reports whether now, the record read for rec's scope, is
-// rec's operation in a terminal state: its outcome was committed.
-func finished(now, rec registry.Record) bool {
-	return now.OperationID == rec.OperationID && now.State.Terminal()
-}
-
-// resolve is settled after a write that failed with failed. When the store
-// could not be reached (registry.ErrUnavailable: the connection died, maybe
-// around COMMIT, or the primary is failing over) the write's outcome is
-// unknown, and the one thing that can tell is the record itself: resolve
-// then keeps reading it, backing off, until the store answers or
-// ResolveWait passes — independent of ctx's cancellation, so a client that
-// hung up does not cut it short. A terminal record of the same operation
-// is the committed outcome; anything else (no record, another operation,
-// not terminal, no answer in time) is not settled, and the caller answers
-// as it would have: nothing is executed again here.
-func (c *Core) resolve(ctx context.Context, rec registry.Record, failed error) (registry.Record, bool) {
-	if rec.OperationID == "" || !errors.Is(failed, registry.ErrUnavailable) || c.resolveWait() == 0 {
-		return c.settled(ctx, rec)
-	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.resolveWait())
-	defer cancel()
-	c.log().Warn("the outcome's commit is unknown: reading the record until the store answers",
-		"operation", c.name(), "operation_id", rec.OperationID, "wait", c.resolveWait())
-	delay := resolvePollStart
-	for {
-		now, err := c.Store.Get(ctx, rec.Scope)
-		if err == nil || !errors.Is(err, registry.ErrUnavailable) {
-			ok := err == nil && finished(now, rec)
-			c.log().Info("the outcome's commit resolved by reading the record",
-				"operation", c.name(), "operation_id", rec.OperationID, "committed", ok)
-			if !ok {
-				return registry.Record{}, false
-			}
-			return now, true
-		}
-		t := time.NewTimer(delay)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			return registry.Record{}, false
-		}
-		delay = min(2*delay, resolvePollMax)
-	}
-}
-
-// executionContext returns the context an accepted execution runs under:
-// not cancelled when the request's ctx ends (A8), and bounded by the
-// operation's MaxDuration (by default its lease). When MaxDuration exceeds
-// the lease, a heartbeat extends the lease every third of it until the
-// execution ends, so recovery never takes over a live execution; if the
-// heartbeat is fenced (the record moved on), it stops and the execution's
-// own commit will be fenced too. The returned stop function ends the
-// heartbeat and releases the context.
-func (c *Core) executionContext(ctx context.Context, rec registry.Record) (context.Context, func()) {
-	lease := registry.LeaseOrDefault(c.Config.Lease)
-	limit := c.Config.ExecutionLimit()
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), limit)
-	if limit <= lease {
-		return ctx, cancel
-	}
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		t := time.NewTicker(lease / 3)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-			_, err := c.Store.ExtendLease(ctx, rec, lease)
-			switch {
-			case errors.Is(err, registry.ErrFenced):
-				c.log().Warn("lease heartbeat fenced", "operation", c.name(), "operation_id", rec.OperationID)
-				return
-			case err != nil && ctx.Err() == nil:
-				c.log().Error("lease heartbeat failed", "operation", c.name(), "operation_id", rec.OperationID, "err", err)
-			}
-		}
-	})
-	return ctx, func() { cancel(); wg.Wait() }
 }
