@@ -33,7 +33,7 @@ func (m *Middleware) render(w http.ResponseWriter, c *call, res operation.Result
 		m.Metrics.outcome(m.Operation.Name, "replayed")
 		m.writeStored(w, res.Record, true)
 	case operation.Plain:
-		m.shadowPlain(w, withBody(c.r, &execution{}, c.body), c.next, c, c.req.Parts.Payload)
+		m.shadowPlain(w, withBody(c.r, &execution{}, c.body), c.next, c, c.payload)
 	default:
 		m.refusal(w, res.Refusal)
 	}

@@ -65,7 +65,7 @@ func (m *Middleware) serveEnforce(w http.ResponseWriter, r *http.Request, next h
 	if !c.shadow() && !m.enforcedFirst(w, r, next, marked, c, &run, req, body) {
 		return
 	}
-	c.w, c.r, c.next, c.req, c.body = w, r, next, req, body
+	c.w, c.r, c.next, c.body, c.payload = w, r, next, body, req.Parts.Payload
 	m.render(w, c, core.Run(r.Context(), run, c))
 }
 
@@ -81,7 +81,7 @@ func (c *call) Execute(ctx context.Context, tx registry.Tx, rec registry.Record)
 	op := &m.Operation
 	rw := newRecorder(c.w, op.MaxResponseBodyOrDefault())
 	c.rw = rw
-	e := &execution{rec: rec, caller: c.req.Identity, payload: c.req.Parts.Payload}
+	e := &execution{rec: rec, caller: c.id, payload: c.payload}
 	if tx != nil {
 		e.wt.Tx = tx
 		e.tx = &e.wt // no allocation of its own on the claim path

@@ -24,14 +24,15 @@ type call struct {
 	counted  bool
 
 	// The door's side of the core's run (operation.Door, enforce.go):
-	// the request, its handler, and the recorder of its execution.
-	m    *Middleware
-	w    http.ResponseWriter
-	r    *http.Request
-	next http.Handler
-	req  Request
-	body []byte
-	rw   *recorder
+	// the request, its body and canonical payload, its handler, and the
+	// recorder of its execution.
+	m       *Middleware
+	w       http.ResponseWriter
+	r       *http.Request
+	next    http.Handler
+	body    []byte
+	payload []byte
+	rw      *recorder
 }
 
 func (c *call) shadow() bool { return c.mode == registry.RolloutShadow }

@@ -292,7 +292,7 @@ func (c *Core) run(ctx context.Context, req Request, d Door) Result {
 		}
 		switch {
 		case dec.Verdict == registry.Execute:
-			return c.executeTracked(ctx, claim.Scope, rec, d) // twophase.go
+			return c.executeTracked(ctx, claim.Scope, rec, d) // below: two-phase or effects
 		case dec.Verdict == registry.Replay:
 			return Result{Kind: Replayed, Record: rec}
 		case dec.Verdict == registry.Unknown && c.Config.Effects != nil:
