@@ -1,32 +1,49 @@
 package idemhttp
 
 import (
-	"errors"
 	"net/http"
 	"strconv"
 	"time"
 
 	"github.com/idemkit/idem"
-	"github.com/idemkit/idem/canon"
+	"github.com/idemkit/idem/operation"
 	"github.com/idemkit/idem/registry"
 )
 
-// Answers from a record, and refusals.
+// Answers: how the core's Result is written back over HTTP.
 
-// replay writes a stored response: status, media type, Location, ETag and
-// body exactly as stored (the driver verified its digest), marked as a
-// replay.
+// render writes res for the request c serves: the handler's own
+// response (Executed, Released), a stored one (Executed and Rendered,
+// Replayed), a refusal, or a plain execution (shadow). c may be nil for
+// a Result that is neither Executed, Released nor Plain.
+func (m *Middleware) render(w http.ResponseWriter, c *call, res operation.Result) {
+	if res.Waited > 0 {
+		w.Header().Set("Preference-Applied", "wait="+strconv.Itoa(int(res.Waited/time.Second)))
+	}
+	switch res.Kind {
+	case operation.Executed:
+		if res.Rendered {
+			m.writeStored(w, res.Record, false)
+			return
+		}
+		c.rw.flushTo(w, http.Header{HeaderContract: {idem.ContractVersion}, HeaderOperation: {res.Record.OperationID}})
+	case operation.Released:
+		c.rw.flushTo(w, http.Header{HeaderContract: {idem.ContractVersion}})
+	case operation.Replayed:
+		m.Metrics.outcome(m.Operation.Name, "replayed")
+		m.writeStored(w, res.Record, true)
+	case operation.Plain:
+		m.shadowPlain(w, withBody(c.r, &execution{}, c.body), c.next, c, c.payload)
+	default:
+		m.refusal(w, res.Refusal)
+	}
+}
+
+// replay writes rec's stored response (operation.Core.Replay): status,
+// media type, Location, ETag and body exactly as stored (the driver
+// verified its digest), marked as a replay.
 func (m *Middleware) replay(w http.ResponseWriter, rec registry.Record) {
-	if rec.Retired() {
-		m.refuseRetired(w, rec)
-		return
-	}
-	if rec.Response == nil {
-		m.refuse(w, idem.CodeStoreUnavailable, "the stored outcome is not available", "")
-		return
-	}
-	m.Metrics.outcome(m.Operation.Name, "replayed")
-	m.writeStored(w, rec, true)
+	m.render(w, nil, m.refusals().Replay(rec))
 }
 
 // writeStored writes rec's stored response, which must not be nil, with
@@ -53,90 +70,45 @@ func (m *Middleware) writeStored(w http.ResponseWriter, rec registry.Record, rep
 	w.Write(resp.Body)
 }
 
-// refuseErr answers an error of serving r: a contract code if it
-// carries one, 503 STORE_UNAVAILABLE for storage trouble (fail closed),
-// except when the store call failed because r's own context was
-// cancelled (gone) — the client went away, or half-closed its
-// connection, before the request was accepted, which says nothing about
-// the store: 499 CLIENT_GONE (clientGone).
+// refusals is a core for the refusals this door makes outside a run
+// (operation.Core.Refuse, Replay): it runs nothing.
+func (m *Middleware) refusals() *operation.Core {
+	return &operation.Core{Store: m.Store, Config: &m.Operation, Observer: observer{m.Metrics}, Logger: m.Logger}
+}
+
+// refuseErr answers an error of serving r (operation.Core.Refuse): a
+// contract code if it carries one, 503 STORE_UNAVAILABLE for storage
+// trouble (fail closed), except when the store call failed because r's
+// own context was cancelled — the client went away, or half-closed its
+// connection, before the request was accepted: 499 CLIENT_GONE.
 func (m *Middleware) refuseErr(w http.ResponseWriter, r *http.Request, err error) {
-	code := idem.CodeOf(err)
-	if (code == "" || code == idem.CodeStoreUnavailable) && gone(r, err) {
-		m.clientGone(w, r, err)
-		return
-	}
-	switch {
-	case errors.Is(err, registry.ErrActiveLimit):
-		code = idem.CodeKeyLimit
-	case errors.Is(err, registry.ErrWriterFenced):
-		code = idem.CodeWriterFenced
-	case errors.Is(err, registry.ErrTenantMoved):
-		m.refuseTenantMoved(w)
-		return
-	case errors.Is(err, registry.ErrTampered):
-		code = CodeResponseUnreadable
-		m.Metrics.tamper(m.Operation.Name)
-		m.log().Error("stored body fails authentication: possible tampering with the database; not replayed",
-			"operation", m.Operation.Name, "err", err)
-	case errors.Is(err, registry.ErrUnreadable):
-		code = CodeResponseUnreadable
-		m.log().Error("stored body cannot be opened", "operation", m.Operation.Name, "err", err)
-	case code == "" && (errors.Is(err, registry.ErrUnavailable) || errors.Is(err, idem.ErrDigestMismatch)):
-		code = idem.CodeStoreUnavailable
-		m.log().Error("registry unavailable", "operation", m.Operation.Name, "err", err)
-	case code == "":
-		code = idem.CodeStoreUnavailable
-		m.log().Error("registry error", "operation", m.Operation.Name, "err", err)
-	}
-	var detail string
-	var ie *idem.Error
-	var ce *canon.Error
-	switch {
-	case code == idem.CodeStoreUnavailable:
-	case code == CodeResponseUnreadable:
-		detail = "the stored outcome of this operation cannot be read by this server; nothing was executed"
-	case code == idem.CodeKeyLimit:
-		detail = "too many operations in progress for this principal"
-		w.Header().Set("Retry-After", m.keyLimitRetryAfter())
-	case errors.As(err, &ie):
-		detail = ie.Reason
-	case errors.As(err, &ce):
-		detail = ce.Reason
-		if ce.Offset >= 0 {
-			detail += " at byte " + strconv.Itoa(ce.Offset)
-		}
-	}
-	m.refuse(w, code, detail, "")
+	m.refusal(w, m.refusals().Refuse(r.Context(), err).Refusal)
 }
 
-// refuseTenantMoved answers a request the registry refused because the
-// caller's tenant is fenced there (registry.ErrTenantMoved): it moved, or
-// is moving, to another registry. 503 TENANT_MOVED with Retry-After: 1 —
-// nothing was accepted, and a retry with the same key, once the shard map
-// names the tenant's new registry, lands there (where its old keys
-// replay).
-func (m *Middleware) refuseTenantMoved(w http.ResponseWriter) {
-	w.Header().Set("Retry-After", "1")
-	m.refuse(w, idem.CodeTenantMoved, "this tenant's operations moved to another registry; nothing was done — retry with the same key", "")
-}
-
-// keyLimitRetryAfter is the Retry-After of a 429 KEY_LIMIT: the
-// operation's lease in whole seconds, rounded up. By then every execution
-// in flight when the refusal was sent has finished, or its lease has
-// expired and recovery may take it over, so a slot may be free.
-func (m *Middleware) keyLimitRetryAfter() string {
-	lease := registry.LeaseOrDefault(m.Operation.Lease)
-	return strconv.FormatInt(int64(max((lease+time.Second-1)/time.Second, 1)), 10)
+// refusal writes rf: Retry-After, the monitor Link, the operation ID and
+// the problem.
+func (m *Middleware) refusal(w http.ResponseWriter, rf operation.Refusal) {
+	if rf.RetryAfter != "" {
+		w.Header().Set("Retry-After", rf.RetryAfter)
+	}
+	if rf.Monitor {
+		m.setMonitorLink(w, rf.OperationID)
+	}
+	m.refuse(w, rf.Code, rf.Detail, rf.OperationID)
 }
 
 // refuseRetired answers a retry of an operation whose record is a
 // tombstone (SPEC E5): 409 KEY_RETIRED with the operation ID, in the
-// Idempotency-Operation header and the problem's operation_id. The stored
-// response is gone, so it can be neither replayed nor run again; no
-// Retry-After, since retrying cannot help.
+// Idempotency-Operation header and the problem's operation_id.
 func (m *Middleware) refuseRetired(w http.ResponseWriter, rec registry.Record) {
-	m.refuse(w, idem.CodeKeyRetired, "the operation with this key finished and its stored response has expired; "+
-		"it is neither replayed nor run again", rec.OperationID)
+	m.refusal(w, operation.Retired(rec).Refusal)
+}
+
+// refuseInFlight answers 409 for the operation opID that has no outcome
+// to replay — code IN_PROGRESS or OUTCOME_UNKNOWN — with Retry-After, the
+// monitor Link and the operation ID.
+func (m *Middleware) refuseInFlight(w http.ResponseWriter, opID string, code idem.Code) {
+	m.refusal(w, operation.InFlight(opID, code).Refusal)
 }
 
 func (m *Middleware) refuse(w http.ResponseWriter, code idem.Code, detail, operationID string) {

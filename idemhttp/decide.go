@@ -12,6 +12,7 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/canon"
+	"github.com/idemkit/idem/operation"
 	"github.com/idemkit/idem/registry"
 )
 
@@ -41,7 +42,7 @@ func (m *Middleware) Prepare(r *http.Request, id idem.Identity, body []byte) (Re
 	}
 	return Request{
 		Identity:    id,
-		Scope:       idem.ScopeOf(id, op.Name, op.scopeRevision(), key),
+		Scope:       idem.ScopeOf(id, op.Name, op.ScopeRevision(), key),
 		Fingerprint: fp,
 		Parts:       parts,
 		Wait:        min(preferWait(r.Header), m.waitCap()),
@@ -49,30 +50,14 @@ func (m *Middleware) Prepare(r *http.Request, id idem.Identity, body []byte) (Re
 }
 
 // Decision is what the middleware does with a prepared request once the
-// registry has answered.
-type Decision struct {
-	Verdict registry.Verdict
-	// Code is the refusal's contract code, "" for Execute and Replay.
-	Code idem.Code
-	// Wait: the operation is in flight and the client asked to wait for it.
-	Wait bool
-}
+// registry has answered (operation.Decision).
+type Decision = operation.Decision
 
-// Decide is the pure decision: given the record for the request's scope
-// and whether this request created it, what to answer.
+// Decide is the pure decision (operation.Decide): given the record for
+// the request's scope and whether this request created it, what to
+// answer.
 func Decide(rec registry.Record, created bool, req Request) Decision {
-	v := registry.Decide(rec, created, req.Fingerprint)
-	switch v {
-	case registry.Conflict:
-		return Decision{Verdict: v, Code: idem.CodePayloadConflict}
-	case registry.Unknown:
-		return Decision{Verdict: v, Code: idem.CodeOutcomeUnknown}
-	case registry.Retired:
-		return Decision{Verdict: v, Code: idem.CodeKeyRetired}
-	case registry.InProgress:
-		return Decision{Verdict: v, Code: idem.CodeInProgress, Wait: req.Wait > 0}
-	}
-	return Decision{Verdict: v}
+	return operation.Decide(rec, created, operation.Request{Fingerprint: req.Fingerprint, Wait: req.Wait})
 }
 
 // preferWait returns the wait preference of RFC 7240 (Prefer: wait=N, N

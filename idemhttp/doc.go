@@ -36,6 +36,16 @@
 //   - an operation whose record expired into a tombstone (Operation.Retention,
 //     registry.Pruner) gets 409 KEY_RETIRED with its operation ID.
 //
+// idemhttp is a door to package operation, the transport-agnostic core:
+// it keeps what is HTTP's — the Idempotency-Key header, the caller
+// (Identity), the canonical payload and fingerprint (Prepare), the
+// response recorder that buffers the handler's answer, and how the core's
+// Result is written back (stored responses, headers, problem+json, the
+// monitor) — and hands everything else to operation.Core.Run: the claim,
+// admission, the execution in its style, settlement, replay and refusal.
+// Operation is operation.Config, Decision operation.Decision; Effect,
+// ErrOutcomeUnknown and ErrEffectDeclined are the core's.
+//
 // Errors are RFC 9457 problem+json with a code member; storage trouble
 // answers 503 STORE_UNAVAILABLE (fail closed), and nothing else does: a
 // client that went away before its request was accepted is 499

@@ -2,317 +2,35 @@ package idemhttp
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"net/http"
-	"sync"
 
-	"github.com/idemkit/idem"
-	"github.com/idemkit/idem/effect"
-	"github.com/idemkit/idem/internal/failpoint"
+	"github.com/idemkit/idem/operation"
 	"github.com/idemkit/idem/registry"
 )
 
-// Effects outside the database (SPEC E1–E2).
-//
-// An operation whose handler calls a downstream system that cannot join
-// the local transaction declares Operation.Effects: the downstream system
-// of each effect, by name, and the Renderer of the operation's result. Its
-// handler runs WITHOUT a business transaction (Tx returns nil): on SQLite
-// the business transaction holds the single write lock, so the durable
-// BeginEffect transaction could not commit while it is open, and a
-// downstream call must never sit inside an open database transaction
-// anyway. The handler checks the request and calls Effect for every
-// downstream call; the middleware then records the outcome with
-// Store.Complete.
-//
-// What is stored (docs/contract.md §8):
-//
-//   - Once an effect was begun, the response is never the handler's: when
-//     every begun effect is settled on evidence (package effect), the
-//     outcome is what Operation.Effects.Render renders from the stored
-//     effects — the same rendering a reconciliation stores later, so a
-//     replay answers the same business result however the operation was
-//     settled. What the handler wrote after its first Effect call is
-//     discarded.
-//   - If an answer is no evidence (5xx, 429, timeout, reset, unreadable),
-//     the operation is marked UNKNOWN and the client gets 409
-//     OUTCOME_UNKNOWN with the monitor Link and Idempotency-Operation; a
-//     retry settles it on evidence if it can (the same key is re-sent,
-//     never a new one) and otherwise gets the same 409, and the recovery
-//     worker settles it meanwhile. Nothing is ever stored for a 5xx.
-//   - Before any effect: 2xx is stored as SUCCEEDED and a declared 4xx
-//     (Operation.FinalStatuses) as REJECTED — refused after acceptance,
-//     nothing happened — or as FAILED_FINAL when the handler queued an
-//     outbox message, which commits with it; anything else releases the
-//     reservation, as for every operation.
+// Effects outside the database (SPEC E1–E2): the policy and its code are
+// the core's (package operation, effects.go); an effect-bearing
+// operation's handler calls Effect with its request's context.
 
 // ErrOutcomeUnknown is wrapped in Effect's error when the downstream's
-// answer was no evidence: the effect may or may not have happened. The
-// operation is then UNKNOWN and every later Effect call of the execution
-// returns it without calling anything.
-var ErrOutcomeUnknown = errors.New("idemhttp: downstream outcome unknown")
+// answer was no evidence (operation.ErrOutcomeUnknown): the effect may or
+// may not have happened. The operation is then UNKNOWN and every later
+// Effect call of the execution returns it without calling anything.
+var ErrOutcomeUnknown = operation.ErrOutcomeUnknown
 
 // ErrEffectDeclined is wrapped in Effect's error when the downstream
-// refused the key with an answer its contract defines as final: the
-// effect did not and never will happen. The attempt is stored as failed;
-// the rendered outcome says what the client gets.
-var ErrEffectDeclined = errors.New("idemhttp: downstream declined the effect")
+// refused the key with an answer its contract defines as final
+// (operation.ErrEffectDeclined): the effect did not and never will
+// happen.
+var ErrEffectDeclined = operation.ErrEffectDeclined
 
-// effectRun is the effect state of one effect-bearing execution.
-type effectRun struct {
-	store registry.Store
-	rec   registry.Record
-	op    *effect.Operation
-	mu    sync.Mutex
-	// effects holds the begun effects as stored, by name, with the result
-	// recorded so far ("" while unsettled).
-	effects map[string]registry.Effect
-	order   []string
-	unknown bool // the record was marked UNKNOWN
-	fenced  bool // MarkUnknown failed: the record's state is not ours to tell
-}
+// ActorClientRetry is the reconciliation actor of a settlement made while
+// answering a client's retry.
+const ActorClientRetry = operation.ActorClientRetry
 
-type effectKey struct{}
-
-func withEffects(ctx context.Context, er *effectRun) context.Context {
-	return context.WithValue(ctx, effectKey{}, er)
-}
-
-// Effect makes one downstream call of an effect-bearing operation (SPEC
-// E1): it durably stores the attempt with Store.BeginEffect — its stable
-// downstream key registry.DownstreamKey(operation ID, name) and request —
-// then sends request with that key through the operation's Downstream for
-// name, and stores the answer with Store.RecordEffect if it is evidence.
-// It returns the attempt as stored. Calling Effect twice with the same
-// name in one execution sends nothing the second time: it returns the
-// attempt as settled by the first call (or ErrOutcomeUnknown). The
-// failpoint after-downstream is hit once the downstream answered.
-//
-// Errors: one wrapping ErrEffectDeclined for a final refusal (the attempt
-// is returned, stored as failed); one wrapping ErrOutcomeUnknown when the
-// answer was no evidence or could not be stored (the operation is then
-// UNKNOWN); any other error means nothing was sent (no such downstream,
-// storage trouble or fencing before the call). Outside an effect-bearing
-// execution it returns an error and calls nothing. ctx bounds the calls.
+// Effect makes one downstream call of an effect-bearing operation from
+// its handler: operation.Effect, which says what it stores, sends and
+// returns. ctx is the request's context (r.Context()); it bounds the
+// calls.
 func Effect(ctx context.Context, name string, request []byte) (registry.Effect, error) {
-	er, _ := ctx.Value(effectKey{}).(*effectRun)
-	if er == nil {
-		return registry.Effect{}, errors.New("idemhttp: Effect called outside an effect-bearing operation")
-	}
-	d := er.op.Downstreams[name]
-	if d == nil {
-		return registry.Effect{}, fmt.Errorf("idemhttp: no downstream for effect %q", name)
-	}
-	er.mu.Lock()
-	defer er.mu.Unlock() // effects of one operation run one at a time
-	if er.unknown || er.fenced {
-		return registry.Effect{}, ErrOutcomeUnknown
-	}
-	eff, err := er.store.BeginEffect(ctx, er.rec, name, request)
-	if err != nil {
-		// Nothing was written and nothing sent.
-		return registry.Effect{}, fmt.Errorf("idemhttp: beginning effect %s: %w", name, err)
-	}
-	if _, ok := er.effects[name]; !ok {
-		er.order = append(er.order, name)
-	}
-	er.effects[name] = eff
-	if eff.Result != "" {
-		return eff, declined(eff)
-	}
-	a := d.Send(ctx, eff.DownstreamKey, eff.Request)
-	if err := failpoint.Hit(failpoint.AfterDownstream); err != nil {
-		return eff, er.markUnknown(ctx, fmt.Errorf("after the downstream call: %w", err))
-	}
-	result, ok := a.Evidence()
-	if !ok {
-		return eff, er.markUnknown(ctx, fmt.Errorf("effect %s: %s", name, a.Detail))
-	}
-	if err := er.store.RecordEffect(context.WithoutCancel(ctx), er.rec, name, a.Handle, result, a.Body); err != nil {
-		// The downstream answered but the answer is not stored: unknown.
-		return eff, er.markUnknown(ctx, fmt.Errorf("recording effect %s: %w", name, err))
-	}
-	eff.Result, eff.Answer = result, a.Body
-	if a.Handle != "" {
-		eff.Handle = a.Handle
-	}
-	er.effects[name] = eff
-	return eff, declined(eff)
-}
-
-// declined returns an error wrapping ErrEffectDeclined for a failed
-// attempt, else nil.
-func declined(eff registry.Effect) error {
-	if eff.Result == registry.EffectFailed {
-		return fmt.Errorf("%w: %s (key %s)", ErrEffectDeclined, eff.Name, eff.DownstreamKey)
-	}
-	return nil
-}
-
-// markUnknown moves the record to UNKNOWN and returns cause wrapped with
-// ErrOutcomeUnknown. Called with er.mu held.
-func (er *effectRun) markUnknown(ctx context.Context, cause error) error {
-	if _, err := er.store.MarkUnknown(context.WithoutCancel(ctx), er.rec); err != nil {
-		er.fenced = true
-		return fmt.Errorf("%w: %w (marking it unknown failed: %v)", ErrOutcomeUnknown, cause, err)
-	}
-	er.unknown = true
-	return fmt.Errorf("%w: %w", ErrOutcomeUnknown, cause)
-}
-
-// state returns the begun effects in the order they began, and whether
-// every one is settled and the record was not marked UNKNOWN (or could not
-// be).
-func (er *effectRun) state() (effs []registry.Effect, settled, unknown bool) {
-	er.mu.Lock()
-	defer er.mu.Unlock()
-	settled = true
-	for _, name := range er.order {
-		e := er.effects[name]
-		effs = append(effs, e)
-		if e.Result == "" {
-			settled = false
-		}
-	}
-	return effs, settled, er.unknown || er.fenced
-}
-
-// executeEffects is execute for an effect-bearing operation: the handler
-// runs without a business transaction, with Effect available; the outcome
-// is then recorded by Complete (see the policy above).
-func (m *Middleware) executeEffects(w http.ResponseWriter, r *http.Request, next http.Handler, rec registry.Record, req Request, body []byte) {
-	op := &m.Operation
-	ctx, stop := m.executionContext(r, rec)
-	defer stop()
-	m.Metrics.inflight(op.Name, 1)
-	defer m.Metrics.inflight(op.Name, -1)
-	rw := newRecorder(w, op.maxResponseBody())
-	e := &execution{rec: rec, caller: req.Identity, payload: req.Parts.Payload} // tx nil: Tx returns nil
-	er := &effectRun{store: m.Store, rec: rec, op: op.Effects, effects: map[string]registry.Effect{}}
-	perr := callHandler(next, rw, withBody(r.WithContext(withEffects(ctx, er)), e, body))
-	if perr != nil {
-		m.log().Error("handler panicked", "operation_id", rec.OperationID, "panic", perr)
-	}
-	effs, settled, unknown := er.state()
-	switch {
-	case unknown:
-		if now, ok := m.settled(ctx, rec); ok {
-			m.replay(w, now) // fenced: a retry or the worker took over and settled it
-			return
-		}
-		m.refuseUnknown(w, rec)
-	case len(effs) > 0 && !settled:
-		m.markUnknown(ctx, w, rec, "an effect was begun but not settled")
-	case len(effs) > 0:
-		m.completeRendered(ctx, w, rec, effs)
-	default:
-		m.completeWithoutEffects(ctx, w, rw, rec, e, perr != nil)
-	}
-}
-
-// completeRendered records the outcome that the operation renders from
-// its settled effects and sends it.
-func (m *Middleware) completeRendered(ctx context.Context, w http.ResponseWriter, rec registry.Record, effs []registry.Effect) {
-	op := &m.Operation
-	rec.State = idem.StateExecuting // as BeginEffect left it
-	out, err := op.Effects.Outcome(rec, effs)
-	if err != nil {
-		m.log().Error("rendering the outcome failed", "operation", op.Name, "operation_id", rec.OperationID, "err", err)
-		m.markUnknown(ctx, w, rec, "the outcome could not be rendered")
-		return
-	}
-	done, err := m.Store.Complete(ctx, rec, func(context.Context, registry.Tx, registry.Record) (registry.Outcome, error) {
-		if err := failpoint.Hit(failpoint.BeforeCommit); err != nil {
-			return registry.Outcome{}, err
-		}
-		return out, nil
-	})
-	if err == nil {
-		err = failpoint.Hit(failpoint.AfterCommit) // the outcome is committed either way
-	}
-	if err != nil {
-		m.log().Error("recording the outcome failed after a downstream call", "operation", op.Name, "operation_id", rec.OperationID, "err", err)
-		if now, ok := m.resolve(ctx, rec, err); ok {
-			m.replay(w, now)
-			return
-		}
-		m.markUnknown(ctx, w, rec, "the outcome could not be recorded after a downstream call")
-		return
-	}
-	m.Metrics.outcome(op.Name, "executed")
-	m.log().Info("operation executed", "operation", op.Name, "operation_id", done.OperationID, "state", done.State, "status", out.Response.Status)
-	m.writeStored(w, done, false)
-}
-
-// completeWithoutEffects records the response of an execution that began
-// no effect: 2xx as SUCCEEDED, a declared 4xx as REJECTED (refused after
-// acceptance, nothing happened) or, with an outbox message, FAILED_FINAL;
-// anything else releases the reservation.
-func (m *Middleware) completeWithoutEffects(ctx context.Context, w http.ResponseWriter, rw *recorder, rec registry.Record, e *execution, panicked bool) {
-	op := &m.Operation
-	status := rw.statusOrOK()
-	state := op.stateFor(status)
-	if state == idem.StateFailedFinal && !e.wt.wrote.Load() {
-		state = idem.StateRejected // no business transaction and no outbox message: nothing happened
-	}
-	var resp idem.Response
-	tooLarge := rw.overflow
-	if !panicked && !tooLarge && state != "" {
-		var err error
-		if resp, err = idem.NewResponse(status, rw.header, rw.body.Bytes(), rw.max); err != nil {
-			tooLarge = true
-		}
-	}
-	if panicked || tooLarge || state == "" {
-		m.release(ctx, rec)
-		if tooLarge && !panicked {
-			m.refuse(w, CodeResponseTooLarge, "the response exceeds the size that can be stored for replay", "")
-			return
-		}
-		m.Metrics.outcome(op.Name, "released")
-		rw.flushTo(w, http.Header{HeaderContract: {idem.ContractVersion}})
-		return
-	}
-	done, err := m.Store.Complete(ctx, rec, func(context.Context, registry.Tx, registry.Record) (registry.Outcome, error) {
-		if err := failpoint.Hit(failpoint.BeforeCommit); err != nil {
-			return registry.Outcome{}, err
-		}
-		e.mu.Lock()
-		defer e.mu.Unlock()
-		return registry.Outcome{State: state, Response: resp, Outbox: e.outbox}, nil
-	})
-	m.answer(ctx, w, rw, rec, done, err, nil, true) // the handler ran no statement in this transaction
-}
-
-// markUnknown moves an EXECUTING record whose outcome cannot be stored to
-// UNKNOWN and answers 409 OUTCOME_UNKNOWN; if even that fails it answers
-// 503 STORE_UNAVAILABLE (the lease expires and recovery takes over; the
-// record is never released).
-func (m *Middleware) markUnknown(ctx context.Context, w http.ResponseWriter, rec registry.Record, why string) {
-	if _, err := m.Store.MarkUnknown(ctx, rec); err != nil {
-		m.log().Error("marking the operation unknown failed", "operation", m.Operation.Name, "operation_id", rec.OperationID, "why", why, "err", err)
-		m.refuse(w, idem.CodeStoreUnavailable, "the outcome could not be recorded", rec.OperationID)
-		return
-	}
-	m.log().Warn("operation outcome unknown", "operation", m.Operation.Name, "operation_id", rec.OperationID, "why", why)
-	m.refuseUnknown(w, rec)
-}
-
-// refuseUnknown answers 409 OUTCOME_UNKNOWN for rec, as a retry would get.
-func (m *Middleware) refuseUnknown(w http.ResponseWriter, rec registry.Record) {
-	m.refuseInFlight(w, rec.OperationID, idem.CodeOutcomeUnknown)
-}
-
-// refuseInFlight answers 409 for the operation opID that has no outcome
-// to replay — code IN_PROGRESS (it is executing) or OUTCOME_UNKNOWN — with
-// Retry-After, the monitor Link and the operation ID.
-func (m *Middleware) refuseInFlight(w http.ResponseWriter, opID string, code idem.Code) {
-	w.Header().Set("Retry-After", "1")
-	m.setMonitorLink(w, opID)
-	detail := "the first request with this key is still executing"
-	if code == idem.CodeOutcomeUnknown {
-		detail = "the operation's outcome is unknown and awaits reconciliation"
-	}
-	m.refuse(w, code, detail, opID)
+	return operation.Effect(ctx, name, request)
 }

@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/operation"
 	"github.com/idemkit/idem/registry"
 )
 
@@ -19,10 +20,10 @@ import (
 // it answered the request itself: a registry error (fail closed), or a
 // row MarkEnforced left unmarked — one an operator set off without force
 // since the row in hand was read — which with Rollouts serves the request
-// as that row says (off: plainly; shadow: claim loses its bound), never
+// as that row says (off: plainly; shadow: run loses its bound), never
 // under enforce, and without Rollouts refuses it. ctx is r's.
 func (m *Middleware) enforcedFirst(w http.ResponseWriter, r *http.Request, next http.Handler, marked *atomic.Bool,
-	c *call, claim *registry.Claim, req Request, body []byte) bool {
+	c *call, run *operation.Request, req Request, body []byte) bool {
 	if m.Rollouts != nil {
 		row, err := m.Rollouts.markEnforced(r.Context(), m.Operation.Name, c.row)
 		if err != nil {
@@ -32,13 +33,13 @@ func (m *Middleware) enforcedFirst(w http.ResponseWriter, r *http.Request, next 
 		if !row.EnforcedAt.IsZero() {
 			return true
 		}
-		c.row, c.mode = row, row.ModeFor(string(m.Operation.mode()), c.id)
+		c.row, c.mode = row, row.ModeFor(string(m.Operation.EffectiveMode()), c.id)
 		switch {
 		case c.mode == registry.RolloutOff && m.Operation.Effects == nil:
 			m.shadowPlain(w, withBody(r, &execution{}, body), next, c, req.Parts.Payload)
 			return false
 		case c.shadow():
-			claim.MaxActive = 0
+			run.Unbounded = true
 			return true
 		}
 		m.refuse(w, idem.CodeStoreUnavailable, "the operation's rollout is changing; retry with the same key", "")

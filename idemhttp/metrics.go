@@ -111,3 +111,13 @@ func (m *Metrics) inflight(op string, delta float64) {
 
 // outcomeLabel is the outcome label of a refusal: its code in lower case.
 func outcomeLabel(c idem.Code) string { return strings.ToLower(string(c)) }
+
+// observer is Metrics as the core's operation.Observer; a nil Metrics
+// observes nothing.
+type observer struct{ m *Metrics }
+
+func (o observer) Outcome(op, outcome string)                    { o.m.outcome(op, outcome) }
+func (o observer) Tamper(op string)                              { o.m.tamper(op) }
+func (o observer) Join(op string)                                { o.m.join(op) }
+func (o observer) ObserveReservation(op string, d time.Duration) { o.m.observeReservation(op, d) }
+func (o observer) Inflight(op string, delta float64)             { o.m.inflight(op, delta) }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/operation"
 	"github.com/idemkit/idem/registry"
 )
 
@@ -19,22 +20,15 @@ const (
 	HeaderReplayed  = "Idempotent-Replayed"
 )
 
-// DefaultWaitCap caps Prefer: wait.
-const DefaultWaitCap = 10 * time.Second
+// DefaultWaitCap caps Prefer: wait (operation.DefaultWaitCap).
+const DefaultWaitCap = operation.DefaultWaitCap
 
 // DefaultResolveWait is how long a request whose outcome could not be
 // recorded because the store was unreachable keeps reading its record
 // (Middleware.ResolveWait): long enough for an automatic PostgreSQL
 // failover on loopback or a LAN, short enough that a client's own retry
 // is not held back much longer than a Prefer: wait.
-const DefaultResolveWait = 10 * time.Second
-
-// The backoff of those reads: from resolvePollStart, doubling, at most
-// resolvePollMax.
-const (
-	resolvePollStart = 50 * time.Millisecond
-	resolvePollMax   = time.Second
-)
+const DefaultResolveWait = operation.DefaultResolveWait
 
 // Middleware makes one operation's handler idempotent under
 // http.idempotency.v1. Configure it, then call Handler once; it must not
@@ -96,7 +90,7 @@ type Middleware struct {
 	Logger *slog.Logger
 
 	// pollStart and pollMax, when set, replace await's fallback polling
-	// interval bounds (wait.go); tests only.
+	// interval bounds (operation.Core.PollStart, PollMax); tests only.
 	pollStart, pollMax time.Duration
 }
 
@@ -109,8 +103,6 @@ func (m *Middleware) setMonitorLink(w http.ResponseWriter, id string) {
 		w.Header().Set("Link", "<"+m.MonitorPrefix+id+`>; rel="monitor"`)
 	}
 }
-
-func (m *Middleware) resolveWait() time.Duration { return orDefault(m.ResolveWait, DefaultResolveWait) }
 
 func (m *Middleware) waitCap() time.Duration { return orDefault(m.WaitCap, DefaultWaitCap) }
 
@@ -133,10 +125,15 @@ func (m *Middleware) Handler(next http.Handler) http.Handler {
 	if m.Store == nil || m.Identity == nil {
 		panic("idemhttp: Middleware needs a Store and an Identity function")
 	}
-	if err := m.Operation.validate(); err != nil {
+	if err := validate(&m.Operation); err != nil {
 		panic(err)
 	}
-	fl := newFlightSet()       // this handler's executions of one-transaction keys (flights.go)
+	// This handler's core: its executions in flight are this handler's.
+	core := operation.NewCore(operation.Core{
+		Store: m.Store, Config: &m.Operation, Admit: m.Admit, WriterEpoch: m.WriterEpoch,
+		WaitCap: m.WaitCap, ResolveWait: m.ResolveWait, PollStart: m.pollStart, PollMax: m.pollMax,
+		Observer: observer{m.Metrics}, Logger: m.Logger,
+	})
 	marked := new(atomic.Bool) // without Rollouts: MarkEnforced succeeded for this handler
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id, idErr := m.Identity(r) // once per request: every mode uses it
@@ -146,7 +143,7 @@ func (m *Middleware) Handler(next http.Handler) http.Handler {
 			// the caller a plain execution's handler is given (Caller).
 			id = idem.Identity{}
 		}
-		c := &call{id: id, idErr: idErr, mode: string(m.Operation.mode())}
+		c := &call{m: m, id: id, idErr: idErr, mode: string(m.Operation.EffectiveMode())}
 		if m.Rollouts != nil {
 			row, err := m.Rollouts.Rollout(r.Context(), m.Operation.Name)
 			if err != nil {
@@ -162,7 +159,7 @@ func (m *Middleware) Handler(next http.Handler) http.Handler {
 		case registry.RolloutReadOnly:
 			m.serveReadOnly(w, r, c)
 		default:
-			m.serveEnforce(w, r, next, fl, marked, c)
+			m.serveEnforce(w, r, next, core, marked, c)
 		}
 	})
 }

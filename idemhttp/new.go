@@ -56,7 +56,7 @@ func New(ctx context.Context, store registry.Store, op Operation, identity func(
 	if op.KeyPolicy == (idem.KeyPolicy{}) {
 		op.KeyPolicy = idem.StrictKeyPolicy
 	}
-	if err := op.validate(); err != nil {
+	if err := validate(&op); err != nil {
 		return nil, err
 	}
 	m := &Middleware{

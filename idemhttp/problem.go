@@ -6,25 +6,26 @@ import (
 	"strconv"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/operation"
 )
 
 // CodeResponseTooLarge: the handler's response exceeded the snapshot cap,
 // so its outcome could not be stored; nothing was committed.
-const CodeResponseTooLarge idem.Code = "RESPONSE_TOO_LARGE"
+const CodeResponseTooLarge = operation.CodeResponseTooLarge
 
 // CodeResponseUnreadable: the operation's stored response is sealed at
 // rest (registry.Sealer) and could not be opened — its key is not in this
 // server's key ring, or the sealed body does not belong to this record. It
 // is never served; 503 with Retry-After, since an operator can restore the
 // key. Nothing was executed.
-const CodeResponseUnreadable idem.Code = "RESPONSE_UNREADABLE"
+const CodeResponseUnreadable = operation.CodeResponseUnreadable
 
 // CodeHandlerError (500): a statement the handler ran through Tx failed,
 // so its transaction could not commit (PostgreSQL aborts a transaction at
 // its first failed statement), yet the handler answered as if it had
 // succeeded; nothing was recorded and the key is free again. A defect of
 // the handler, never storage trouble: counted as handler_error.
-const CodeHandlerError idem.Code = "HANDLER_ERROR"
+const CodeHandlerError = operation.CodeHandlerError
 
 // CodeClientGone (499, the status servers log for a client that closed
 // its request): the client's request ended — its connection closed, or
@@ -32,7 +33,7 @@ const CodeHandlerError idem.Code = "HANDLER_ERROR"
 // accepted; nothing was accepted. It is counted as client_gone in
 // idem_requests_total, never as storage trouble. Usually nobody reads it;
 // a client that only half-closed its side does.
-const CodeClientGone idem.Code = "CLIENT_GONE"
+const CodeClientGone = operation.CodeClientGone
 
 // StatusClientGone is CodeClientGone's status.
 const StatusClientGone = 499

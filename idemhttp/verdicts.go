@@ -1,6 +1,8 @@
 package idemhttp
 
 import (
+	"net/http"
+
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/registry"
 )
@@ -20,6 +22,17 @@ type call struct {
 	// answers it.
 	enforced bool
 	counted  bool
+
+	// The door's side of the core's run (operation.Door, enforce.go):
+	// the request, its body and canonical payload, its handler, and the
+	// recorder of its execution.
+	m       *Middleware
+	w       http.ResponseWriter
+	r       *http.Request
+	next    http.Handler
+	body    []byte
+	payload []byte
+	rw      *recorder
 }
 
 func (c *call) shadow() bool { return c.mode == registry.RolloutShadow }
@@ -57,26 +70,4 @@ func refusalVerdict(err error) string {
 		return registry.VerdictKeyRefused
 	}
 	return registry.VerdictRefused
-}
-
-// decisionVerdict is the verdict of a decision on rec.
-func decisionVerdict(d Decision, rec registry.Record) string {
-	switch {
-	case executes(d, rec):
-		return registry.VerdictExecute
-	case d.Verdict == registry.Replay:
-		return registry.VerdictReplay
-	case d.Verdict == registry.Conflict:
-		return registry.VerdictConflict
-	case d.Verdict == registry.Retired:
-		return registry.VerdictKeyRetired
-	}
-	return registry.VerdictInFlight
-}
-
-// executes reports whether enforce executes the request on decision d
-// for rec: a new operation, or one whose owner's lease expired (taken
-// over). Every other decision answers from the record.
-func executes(d Decision, rec registry.Record) bool {
-	return d.Verdict == registry.Execute || (d.Verdict == registry.InProgress && leaseExpired(rec))
 }

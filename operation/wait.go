@@ -1,4 +1,4 @@
-package idemhttp
+package operation
 
 import (
 	"cmp"
@@ -11,8 +11,7 @@ import (
 // Fallback polling of await: the first poll after pollStart, then
 // doubling up to pollMax, or up to watchPollMax when the Store is a
 // registry.Watcher (its wake-up does the work, the poll only catches what
-// it misses). Middleware.pollStart and Middleware.pollMax override them
-// in tests.
+// it misses). Core.PollStart and Core.PollMax override them.
 const (
 	pollStart    = 20 * time.Millisecond
 	pollMax      = 250 * time.Millisecond
@@ -35,13 +34,13 @@ const (
 // the caller's read but before the watch notified nobody, and that read
 // sees it. A wake-up that finds the operation still in flight (spurious,
 // a takeover) sets up a new watch, again before the read.
-func (m *Middleware) await(ctx context.Context, rec registry.Record, wait time.Duration) (registry.Record, error) {
+func (c *Core) await(ctx context.Context, rec registry.Record, wait time.Duration) (registry.Record, error) {
 	ctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
-	w, watching := m.Store.(registry.Watcher)
-	limit := cmp.Or(m.pollMax, pollMax)
+	w, watching := c.Store.(registry.Watcher)
+	limit := cmp.Or(c.PollMax, pollMax)
 	if watching {
-		limit = cmp.Or(m.pollMax, watchPollMax)
+		limit = cmp.Or(c.PollMax, watchPollMax)
 	}
 	var changed <-chan struct{} // nil, so never ready, without a watch
 	stop := func() {}
@@ -53,13 +52,13 @@ func (m *Middleware) await(ctx context.Context, rec registry.Record, wait time.D
 		}
 		return watching
 	}
-	delay := cmp.Or(m.pollStart, pollStart)
+	delay := cmp.Or(c.PollStart, pollStart)
 	t := time.NewTimer(delay)
 	defer t.Stop()
 	read := watch() // the caller just read; read again only after a watch
 	for {
 		if read {
-			if now, done, err := m.reread(ctx, &rec); done {
+			if now, done, err := c.reread(ctx, &rec); done {
 				return now, err
 			}
 		}
@@ -79,8 +78,8 @@ func (m *Middleware) await(ctx context.Context, rec registry.Record, wait time.D
 // reread reads rec's scope for await. done reports that the wait is over,
 // with the record and error to return; otherwise *rec is updated (a
 // record released and reserved again by another request is followed).
-func (m *Middleware) reread(ctx context.Context, rec *registry.Record) (_ registry.Record, done bool, _ error) {
-	now, err := m.Store.Get(ctx, rec.Scope)
+func (c *Core) reread(ctx context.Context, rec *registry.Record) (_ registry.Record, done bool, _ error) {
+	now, err := c.Store.Get(ctx, rec.Scope)
 	switch {
 	case err != nil && ctx.Err() != nil:
 		return *rec, true, nil

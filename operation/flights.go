@@ -1,19 +1,21 @@
-package idemhttp
+package operation
 
 import (
+	"context"
 	"sync"
+	"time"
 
 	"github.com/idemkit/idem"
 )
 
-// A flightSet holds the executions running in one handler
-// (Middleware.Handler makes one per handler), by scope. A request whose
+// A flightSet holds the executions running in one Core
+// (NewCore makes one per Core), by scope. A request whose
 // key is being executed there waits for that execution and then looks the
 // record up — in the one-transaction style instead of running the handler
 // too only to have its record insert lose and its writes roll back, in
 // the two-phase style instead of answering 409 IN_PROGRESS and having the
 // client poll. This saves work; it is not what makes the operation run
-// once — the record's unique scope in the database is, across handlers
+// once — the record's unique scope in the database is, across Cores
 // and processes as well. Safe for concurrent use.
 type flightSet struct {
 	mu      sync.Mutex
@@ -54,4 +56,19 @@ func (f *flightSet) executing(scope idem.ScopeHash) (<-chan struct{}, bool) {
 	defer f.mu.Unlock()
 	d, ok := f.running[scope]
 	return d, ok
+}
+
+// awaitFlight waits for done, at most the wait cap; false when the cap
+// passed or ctx ended first.
+func (c *Core) awaitFlight(ctx context.Context, done <-chan struct{}) bool {
+	t := time.NewTimer(c.waitCap())
+	defer t.Stop()
+	select {
+	case <-done:
+		return true
+	case <-t.C:
+		return false
+	case <-ctx.Done():
+		return false
+	}
 }
