@@ -1,6 +1,7 @@
 package idemgrpc
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -18,6 +19,7 @@ import (
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/canon"
 	"github.com/idemkit/idem/internal/failpoint"
+	"github.com/idemkit/idem/operation"
 	"github.com/idemkit/idem/registry"
 )
 
@@ -61,6 +63,12 @@ type Config struct {
 	KeyPolicy idem.KeyPolicy
 	// WriterEpoch is the epoch the service writes at.
 	WriterEpoch int64
+	// MaxResponse bounds a stored response (the message, its header and
+	// trailer, as stored); 0 means idem.DefaultMaxResponseBody, as the
+	// HTTP door's. A larger one is refused INTERNAL with
+	// RESPONSE_TOO_LARGE and nothing is recorded: a response that cannot
+	// be replayed must not be acknowledged as done.
+	MaxResponse int
 }
 
 // UnaryServerInterceptor returns the interceptor of cfg.
@@ -120,6 +128,10 @@ func (cfg *Config) call(ctx context.Context, req any, method string, m Method, h
 		body, err := stored{Header: stream.header, Trailer: stream.trailer}.marshal(resp)
 		if err != nil {
 			return registry.Outcome{}, err
+		}
+		if limit := cmp.Or(max(cfg.MaxResponse, 0), idem.DefaultMaxResponseBody); len(body) > limit {
+			handlerErr = refusal(operation.CodeResponseTooLarge, fmt.Sprintf("the response is %d bytes as stored; at most %d can be stored for replay", len(body), limit))
+			return registry.Outcome{}, handlerErr
 		}
 		if err := failpoint.Hit(failpoint.BeforeCommit); err != nil {
 			return registry.Outcome{}, err

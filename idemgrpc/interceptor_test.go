@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -26,6 +27,7 @@ import (
 	"github.com/idemkit/idem/internal/docprogram"
 	"github.com/idemkit/idem/internal/failpoint"
 	"github.com/idemkit/idem/internal/pgtest"
+	"github.com/idemkit/idem/operation"
 	"github.com/idemkit/idem/registry"
 )
 
@@ -326,5 +328,29 @@ func TestGRPCDocProgram(t *testing.T) {
 	}
 	if _, _, _, err := create(cc, "ann", key1, "B-2"); idemgrpc.Code(err) != idem.CodePayloadConflict {
 		t.Errorf("another request under the key: %v, want PAYLOAD_CONFLICT", err)
+	}
+}
+
+// TestResponseTooLarge: a caller whose request makes the handler answer
+// more than can be stored (here an echoed 70 KB field, above the 64 KiB
+// default) gets INTERNAL with RESPONSE_TOO_LARGE, and nothing is recorded
+// — neither the order nor a record — so the registry does not grow by
+// what a caller sends, and a retry with a storable answer executes.
+// threat:grpc-unbounded-response
+func TestResponseTooLarge(t *testing.T) {
+	st := openStore(t, "sqlite:"+filepath.Join(t.TempDir(), "orders.db"))
+	cc := client(t, serve(t, st))
+	huge := strings.Repeat("x", 70_000)
+	for range 2 {
+		_, _, _, err := create(cc, "ann", key1, huge)
+		if status.Code(err) != codes.Internal || idemgrpc.Code(err) != operation.CodeResponseTooLarge {
+			t.Fatalf("a response too large to store: %v (%s), want INTERNAL RESPONSE_TOO_LARGE", err, idemgrpc.Code(err))
+		}
+	}
+	if n := orders(t, st); n != 0 {
+		t.Errorf("%d orders after refused answers, want 0", n)
+	}
+	if _, h, _, err := create(cc, "ann", "5a4b3c2d-1e0f-4a9b-8c7d-6e5f4a3b2c1d", "A-1"); err != nil || first(h.Get(idemgrpc.MetadataReplayed)) != "false" {
+		t.Errorf("another call: %v, want an execution", err)
 	}
 }

@@ -34,6 +34,7 @@ func grpcCode(c idem.Code) codes.Code {
 	case idem.CodeKeyLimit:
 		return codes.ResourceExhausted
 	}
+	// RESPONSE_TOO_LARGE, and anything else: the service's own fault.
 	return codes.Internal
 }
 
