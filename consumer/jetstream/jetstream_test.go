@@ -18,10 +18,9 @@ import (
 	"github.com/nats-io/nats.go"
 	js "github.com/nats-io/nats.go/jetstream"
 
-	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/consumer"
+	"github.com/idemkit/idem/consumer/internal/orderstest"
 	cjs "github.com/idemkit/idem/consumer/jetstream"
-	"github.com/idemkit/idem/idemstore"
 	"github.com/idemkit/idem/internal/docprogram"
 	"github.com/idemkit/idem/internal/failpoint"
 	"github.com/idemkit/idem/internal/natstest"
@@ -68,36 +67,18 @@ func newFixture(t *testing.T, url, dsn string) *fixture {
 		AckWait: 2 * time.Second, MaxAckPending: 1000}); err != nil {
 		t.Fatal(err)
 	}
-	if f.store, err = idemstore.Open(ctx, dsn, idemstore.Options{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(f.store.Close)
-	if err := f.store.InTx(ctx, func(ctx context.Context, tx registry.Tx) error {
-		_, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS orders (id TEXT PRIMARY KEY, body TEXT NOT NULL)`)
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
+	f.store = orderstest.Open(t, dsn)
 	return f
 }
 
-// processor inserts an order per message; replays counts the
-// redeliveries answered as replays.
+// processor writes an order per message (orderstest.Processor);
+// replays counts the replays; fail makes every message fail.
 func (f *fixture) processor(replays *atomic.Int64, fail bool) *consumer.Processor {
-	return &consumer.Processor{Store: f.store, Operation: "orders.ingest", APIRevision: "v1", Source: idem.Identity{Principal: "shop"},
-		MaxAttempts: 3, RetryDelay: 50 * time.Millisecond,
-		Handler: func(ctx context.Context, tx registry.Tx, m consumer.Message) (consumer.Result, error) {
-			if fail {
-				return consumer.Result{}, errors.New("poison")
-			}
-			_, err := tx.Exec(ctx, `INSERT INTO orders (id, body) VALUES ($1, $2)`, m.Key, string(m.Body))
-			return consumer.Result{}, err
-		},
-		Observe: func(_ consumer.Message, d consumer.Decision) {
-			if d.Verdict == registry.Replay && replays != nil {
-				replays.Add(1)
-			}
-		}}
+	var always func(consumer.Message) bool
+	if fail {
+		always = orderstest.Always
+	}
+	return orderstest.Processor(f.store, replays, always)
 }
 
 // consume runs n Consume loops until the test ends.
@@ -111,16 +92,7 @@ func (f *fixture) consume(t *testing.T, p *consumer.Processor, n int) {
 }
 
 // orders counts the business rows.
-func (f *fixture) orders(t *testing.T) int {
-	t.Helper()
-	var n int
-	if err := f.store.InTx(context.Background(), func(ctx context.Context, tx registry.Tx) error {
-		return tx.QueryRow(ctx, `SELECT count(*) FROM orders`).Scan(&n)
-	}); err != nil {
-		t.Fatal(err)
-	}
-	return n
-}
+func (f *fixture) orders(t *testing.T) int { return orderstest.Count(t, f.store) }
 
 // drained waits until the consumer has every message acknowledged or
 // terminated (nothing pending, nothing awaiting an ack).

@@ -15,10 +15,9 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
-	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/consumer"
+	"github.com/idemkit/idem/consumer/internal/orderstest"
 	"github.com/idemkit/idem/consumer/rabbitmq"
-	"github.com/idemkit/idem/idemstore"
 	"github.com/idemkit/idem/internal/failpoint"
 	"github.com/idemkit/idem/internal/pgtest"
 	"github.com/idemkit/idem/internal/rabbittest"
@@ -62,35 +61,18 @@ func newFixture(t *testing.T, url, queue, dsn string) *fixture {
 	if _, err := ch.QueueDeclare(f.dead, true, false, false, false, nil); err != nil {
 		t.Fatal(err)
 	}
-	if f.store, err = idemstore.Open(context.Background(), dsn, idemstore.Options{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(f.store.Close)
-	if err := f.store.InTx(context.Background(), func(ctx context.Context, tx registry.Tx) error {
-		_, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS orders (id TEXT PRIMARY KEY, body TEXT NOT NULL)`)
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
+	f.store = orderstest.Open(t, dsn)
 	return f
 }
 
-// processor inserts an order per message; replays counts the replays.
+// processor writes an order per message (orderstest.Processor);
+// replays counts the replays; fail makes every message fail.
 func (f *fixture) processor(replays *atomic.Int64, fail bool) *consumer.Processor {
-	return &consumer.Processor{Store: f.store, Operation: "orders.ingest", APIRevision: "v1", Source: idem.Identity{Principal: "shop"},
-		MaxAttempts: 3, RetryDelay: 20 * time.Millisecond,
-		Handler: func(ctx context.Context, tx registry.Tx, m consumer.Message) (consumer.Result, error) {
-			if fail {
-				return consumer.Result{}, errors.New("poison")
-			}
-			_, err := tx.Exec(ctx, `INSERT INTO orders (id, body) VALUES ($1, $2)`, m.Key, string(m.Body))
-			return consumer.Result{}, err
-		},
-		Observe: func(m consumer.Message, d consumer.Decision) {
-			if d.Verdict == registry.Replay && replays != nil {
-				replays.Add(1)
-			}
-		}}
+	var always func(consumer.Message) bool
+	if fail {
+		always = orderstest.Always
+	}
+	return orderstest.Processor(f.store, replays, always)
 }
 
 // consume runs n Consume loops until the test ends.
@@ -140,16 +122,7 @@ func (f *fixture) publish(t *testing.T, keys, bodies []string) {
 }
 
 // orders counts the business rows.
-func (f *fixture) orders(t *testing.T) int {
-	t.Helper()
-	var n int
-	if err := f.store.InTx(context.Background(), func(ctx context.Context, tx registry.Tx) error {
-		return tx.QueryRow(ctx, `SELECT count(*) FROM orders`).Scan(&n)
-	}); err != nil {
-		t.Fatal(err)
-	}
-	return n
-}
+func (f *fixture) orders(t *testing.T) int { return orderstest.Count(t, f.store) }
 
 // drained waits until queue holds no message, ready or unacknowledged
 // (the consumers' prefetch): a passive declare counts the ready ones, so
