@@ -96,8 +96,23 @@ func (t *lazyTx) release(ctx context.Context) {
 
 var _ registry.Tx = (*lazyTx)(nil)
 
+// ended refuses a statement once the transaction BEGIN opened was ended
+// behind the store's back — by its *sql.Tx's Commit or Rollback, or a raw
+// COMMIT — since on the connection it would run on its own and commit at
+// once. It reads the connection's last ReadyForQuery status: no round
+// trip.
+func (t *lazyTx) ended() error {
+	if t.conn.PgConn().TxStatus() == 'I' {
+		return fmt.Errorf("idempg: %w: the transaction was ended through its *sql.Tx (Commit, Rollback or a COMMIT); nothing more runs in it", registry.ErrTxOwned)
+	}
+	return nil
+}
+
 func (t *lazyTx) Exec(ctx context.Context, sql string, args ...any) (int64, error) {
 	if t.begun {
+		if err := t.ended(); err != nil {
+			return 0, err
+		}
 		tag, err := t.conn.Exec(ctx, sql, args...)
 		if err != nil {
 			return 0, err
@@ -120,6 +135,9 @@ func (t *lazyTx) Exec(ctx context.Context, sql string, args ...any) (int64, erro
 
 func (t *lazyTx) QueryRow(ctx context.Context, sql string, args ...any) registry.Row {
 	if t.begun {
+		if err := t.ended(); err != nil {
+			return errRow{err}
+		}
 		return t.conn.QueryRow(ctx, sql, args...)
 	}
 	results, err := t.begin(ctx, sql, args)
@@ -131,6 +149,9 @@ func (t *lazyTx) QueryRow(ctx context.Context, sql string, args ...any) registry
 
 func (t *lazyTx) Query(ctx context.Context, sql string, args ...any) (registry.Rows, error) {
 	if t.begun {
+		if err := t.ended(); err != nil {
+			return nil, err
+		}
 		rows, err := t.conn.Query(ctx, sql, args...)
 		if err != nil {
 			return nil, err

@@ -217,7 +217,9 @@ func testSQLTxEnded(t *testing.T, nh NewHarness) {
 // ahead of the outcome, in the styles where the store owns the
 // transaction: Commit fails with registry.ErrTxOwned and rolls back, and
 // the call records nothing — neither the rows written through the
-// *sql.Tx nor, in the one-transaction style, the claim.
+// *sql.Tx nor, in the one-transaction style, the claim; and a write the
+// business code sends through the store's transaction afterwards fails
+// instead of committing on its own.
 //
 // threat:sqltx-split-commit
 func testSQLTxCommitRefused(t *testing.T, nh NewHarness) {
@@ -230,7 +232,7 @@ func testSQLTxCommitRefused(t *testing.T, nh NewHarness) {
 			e := &env{t: t, h: e.h, ctx: e.ctx, rng: e.rng}
 			c := e.claim("sqltx-commit-" + st.name)
 			var ran string
-			var commitErr error
+			var commitErr, afterErr error
 			_, err := st.run(e, c, func(ctx context.Context, tx registry.Tx, rec registry.Record) (registry.Outcome, error) {
 				ran = rec.OperationID
 				stx, err := registry.SQLTx(tx)
@@ -241,13 +243,20 @@ func testSQLTxCommitRefused(t *testing.T, nh NewHarness) {
 					return registry.Outcome{}, err
 				}
 				commitErr = stx.Commit()
-				return outcome("commit", 1), nil // a careless business function goes on
+				// A careless business function goes on writing through the
+				// store's transaction: that write must not commit on its own
+				// either (the *sql.Tx's Commit ended the transaction).
+				afterErr = tx.QueryRow(ctx, `INSERT INTO conformance_effects (operation_id, note) VALUES ('`+rec.OperationID+`', 'after') RETURNING note`).Scan(new(string))
+				return outcome("commit", 1), nil
 			})
 			if !errors.Is(commitErr, registry.ErrTxOwned) {
 				t.Errorf("Commit of the *sql.Tx: %v, want ErrTxOwned", commitErr)
 			}
 			if err == nil {
 				t.Error("the call succeeded after the business function committed its *sql.Tx")
+			}
+			if afterErr == nil {
+				t.Error("a write through the store's transaction after the *sql.Tx's Commit succeeded")
 			}
 			if n := e.effects(ran); n != 0 {
 				t.Errorf("%d business rows committed, want 0", n)
