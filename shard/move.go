@@ -16,7 +16,9 @@ import (
 const (
 	// DefaultMoveSettle is how long Move waits after draining the tenant
 	// before it counts the executions in flight, when Move.Settle is 0:
-	// twice DefaultRefresh, so that every Router has read the drain.
+	// twice DefaultRefresh, so that a Router whose directory answers has
+	// read the drain (one whose directory fails may use its cached entry
+	// up to MaxAge; the count after the fence covers it).
 	DefaultMoveSettle = 2 * DefaultRefresh
 	// DefaultMovePoll is how often Move counts the executions in flight
 	// while it waits for them to end, when Move.Poll is 0.
@@ -162,7 +164,18 @@ func (m *Move) Run(ctx context.Context) error {
 	if err := registry.Audited(ctx, m.Shards[from], fence, func() error { return src.FenceTenant(ctx, m.Tenant, m.To) }); err != nil {
 		return fmt.Errorf("shard: move: fencing the tenant on %s: %w", from, err)
 	}
-	if err := m.progress(MoveStep{Step: StepFence, From: from, To: m.To, Entry: e, Note: "the old shard refuses the tenant's writes (TENANT_MOVED)"}); err != nil {
+	if err := m.fenced(ctx, from); err != nil {
+		return err
+	}
+	// A server that read the directory before the drain (its cache may be
+	// as old as the Router's MaxAge while the directory fails to answer)
+	// may have started a key after the first count; the fence returned
+	// only once every such write ended, so this count is final.
+	if counts, err = m.waitIdle(ctx, src); err != nil {
+		return err
+	}
+	if err := m.progress(MoveStep{Step: StepFence, From: from, To: m.To, Entry: e, Counts: counts,
+		Note: "the old shard refuses the tenant's writes (TENANT_MOVED)"}); err != nil {
 		return err
 	}
 	if err := m.copy(ctx, e, from, src, dst); err != nil {
@@ -186,35 +199,66 @@ func (m *Move) Run(ctx context.Context) error {
 	return m.undrain(ctx, e, from)
 }
 
-// Abort undoes a move that has not switched: the old shard's fence is
-// lifted and the tenant undrained, on the shard it is on. A move that
-// has switched cannot be undone (its new keys may be on the new shard):
-// Abort then only undrains it there. Abort first bumps the entry's
-// Version, so that a Run still going cannot switch after the fence is
-// lifted. ctx governs the whole call; it can be run again.
+// Abort undoes a move that has not switched: the tenant is undrained on
+// the shard it is on and the fence there is lifted. A move that has
+// switched cannot be undone (its new keys may be on the new shard): Abort
+// then only undrains it there. The undrain comes first: it changes the
+// entry's Version, so a Run still going can no longer switch, and a Run
+// that fences after it sees the entry undrained and lifts its own fence
+// (fenced). The fence is lifted even when no move is under way — a
+// tenant is never rightly fenced on the shard that serves it — so an
+// Abort stopped between its two steps is finished by running it again.
+// ctx governs the whole call.
 func (m *Move) Abort(ctx context.Context) error {
 	e, err := m.Directory.Lookup(ctx, m.Tenant)
 	if err != nil {
 		return fmt.Errorf("shard: abort: reading the tenant's entry: %w", err)
 	}
-	if !e.Draining {
-		return m.progress(MoveStep{Step: StepAbort, From: e.Shard, Entry: e, Note: "no move of the tenant is under way"})
+	note := "no move of the tenant was under way; its fence on " + e.Shard + ", if any, is lifted"
+	if e.Draining {
+		if e, err = m.set(ctx, shardmap.Entry{Tenant: m.Tenant, Shard: e.Shard}, e.Version); err != nil {
+			return err
+		}
+		note = "the tenant is undrained and its fence lifted on " + e.Shard
 	}
-	if e, err = m.set(ctx, e, e.Version); err != nil {
-		return err
+	if err := m.unfence(ctx, e.Shard, "move aborted"); err != nil {
+		return fmt.Errorf("shard: abort: %w", err)
 	}
-	st, ok := m.Shards[e.Shard].(registry.TenantMover)
+	return m.progress(MoveStep{Step: StepAbort, From: e.Shard, Entry: e, Note: note})
+}
+
+// fenced checks, after the fence, that the move still owns the tenant's
+// entry: drained on from. An Abort that undrained it meanwhile means the
+// fence must go again (the tenant is served from from); a switch by
+// another Run leaves it. Either way the move stops with ErrStale.
+func (m *Move) fenced(ctx context.Context, from string) error {
+	now, err := m.Directory.Lookup(ctx, m.Tenant)
+	switch {
+	case err != nil:
+		return fmt.Errorf("shard: move: reading the tenant's entry after the fence: %w", err)
+	case now.Shard == from && now.Draining:
+		return nil
+	case now.Shard == from:
+		if err := m.unfence(ctx, from, "the move was aborted while it fenced"); err != nil {
+			return fmt.Errorf("shard: move: %w", err)
+		}
+		return fmt.Errorf("shard: move: %w: the move was aborted; the fence on %s is lifted", shardmap.ErrStale, from)
+	default:
+		return fmt.Errorf("shard: move: %w: the tenant was switched to %s meanwhile", shardmap.ErrStale, now.Shard)
+	}
+}
+
+// unfence lifts the tenant's fence on shard name, audited.
+func (m *Move) unfence(ctx context.Context, name, why string) error {
+	st, ok := m.Shards[name].(registry.TenantMover)
 	if !ok {
-		return fmt.Errorf("%w: shard %q cannot move tenants", ErrMoveRefused, e.Shard)
+		return fmt.Errorf("%w: shard %q cannot move tenants", ErrMoveRefused, name)
 	}
-	unfence := registry.AuditEntry{Actor: m.Actor, Action: registry.AuditTenantUnfence, Detail: m.detail("move aborted")}
-	if err := registry.Audited(ctx, m.Shards[e.Shard], unfence, func() error { return st.UnfenceTenant(ctx, m.Tenant) }); err != nil {
-		return fmt.Errorf("shard: abort: lifting the fence on %s: %w", e.Shard, err)
+	e := registry.AuditEntry{Actor: m.Actor, Action: registry.AuditTenantUnfence, Detail: m.detail(why)}
+	if err := registry.Audited(ctx, m.Shards[name], e, func() error { return st.UnfenceTenant(ctx, m.Tenant) }); err != nil {
+		return fmt.Errorf("lifting the fence on %s: %w", name, err)
 	}
-	if e, err = m.set(ctx, shardmap.Entry{Tenant: m.Tenant, Shard: e.Shard}, e.Version); err != nil {
-		return err
-	}
-	return m.progress(MoveStep{Step: StepAbort, From: e.Shard, Entry: e, Note: "the fence is lifted and the tenant undrained on " + e.Shard})
+	return nil
 }
 
 // movers returns the old and the new shard as TenantMovers.
@@ -265,7 +309,6 @@ func (m *Move) copy(ctx context.Context, e shardmap.Entry, from string, src, dst
 	if have.Records != out.Records {
 		return fmt.Errorf("%w: %s holds %d records of the tenant after the import, the export had %d", ErrMoveRefused, m.To, have.Records, out.Records)
 	}
-	out.Unattributed = 0
 	return m.progress(MoveStep{Step: StepCopy, From: from, To: m.To, Entry: e, Counts: out,
 		Note: fmt.Sprintf("%d records (%d new), %d tombstones, %d effects, %d outbox messages", out.Records, in.Records, out.Tombstones, out.Effects, out.Outbox)})
 }

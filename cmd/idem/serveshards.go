@@ -35,7 +35,9 @@ func (l *shardList) Set(v string) error {
 		return fmt.Errorf("shard name %q: 1 to %d letters, digits, - or _", name, shardmap.MaxShardName)
 	case l.dsns[name] != "":
 		return fmt.Errorf("shard %q given twice", name)
-	case idemstore.Kind(dsn) == "":
+	case idemstore.Kind(dsn) != "postgres" && idemstore.Kind(dsn) != "sqlite":
+		// The reference service's tenant copy (payments.CopyTenant) and
+		// the directory are written for PostgreSQL and SQLite.
 		return fmt.Errorf("shard %q: want postgres://… or sqlite:PATH", name)
 	}
 	if l.dsns == nil {

@@ -67,7 +67,7 @@ func runShard(ctx context.Context, args []string, std stdio) int {
 	sf.dirName = fs.String("shard-directory", "", "the PostgreSQL shard `NAME` whose idem_shard_directory table holds the map (default: --shard-default)")
 	keys := addKeysFlag(fs.FlagSet)
 	to := fs.String("to", "", "with move: the shard `NAME` the tenant moves to")
-	settle := fs.Duration("settle", shard.DefaultMoveSettle, "with move: how long to wait after the drain before counting what is in flight: at least the instances' directory refresh (`D`)")
+	settle := fs.Duration("settle", shard.DefaultMoveSettle, "with move: how long to wait after the drain before counting what is in flight: at least the instances' directory refresh, 1s (`D`)")
 	reason := fs.String("reason", "", "why (`TEXT`), written to the audit log")
 	actor := fs.String("actor", defaultActor(), "who moves it (`NAME`; default $USER, else operator)")
 	words, code, ok := fs.parse(args[1:])
@@ -81,6 +81,8 @@ func runShard(ctx context.Context, args []string, std stdio) int {
 		return fs.usage("--shard is required")
 	case action == "move" && *to == "":
 		return fs.usage("move needs --to")
+	case *settle < shard.DefaultRefresh:
+		return fs.usage(fmt.Sprintf("--settle %v is shorter than the servers' directory refresh (%v): a server could still admit the tenant's new keys", *settle, shard.DefaultRefresh))
 	}
 	if err := sf.check(false); err != nil {
 		return fs.usage(err.Error())

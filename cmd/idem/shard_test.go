@@ -117,6 +117,8 @@ func TestShardUsage(t *testing.T) {
 		{[]string{"shard", "move", "t1", "--shard", "a=sqlite:x.db", "--shard-default", "a"}, "move needs --to"},
 		{[]string{"shard", "list", "extra", "--shard", "a=sqlite:x.db", "--shard-default", "a"}, "unexpected arguments"},
 		{[]string{"shard", "list", "--shard", "a=sqlite:x.db", "--shard-default", "a"}, "must be PostgreSQL"},
+		{[]string{"shard", "move", "t1", "--to", "b", "--shard", "a=sqlite:x.db", "--shard-default", "a", "--settle", "100ms"}, "shorter than the servers' directory refresh"},
+		{[]string{"shard", "list", "--shard", "a=mysql://root@127.0.0.1/x", "--shard-default", "a"}, "want postgres://… or sqlite:PATH"},
 	} {
 		if code, _, stderr := runCmd(t, "", c.args...); code != exitUsage || !strings.Contains(stderr, c.want) {
 			t.Errorf("%q: code %d, stderr %q; want %d and %q", c.args, code, stderr, exitUsage, c.want)

@@ -126,11 +126,7 @@ func dbArgs(cfg Config, dir string) ([]string, error) {
 	if err := os.WriteFile(path, b, 0o600); err != nil {
 		return nil, fmt.Errorf("gate: %w", err)
 	}
-	var args []string
-	for _, name := range slices.Sorted(maps.Keys(cfg.Shards)) {
-		args = append(args, "--shard", name+"="+cfg.Shards[name])
-	}
-	return append(args, "--shard-default", cfg.ShardDefault, "--shard-map", path), nil
+	return append(shardArgs(cfg), "--shard-map", path), nil
 }
 
 // ShardPlan returns the part of plan and res whose keys keep accepts, in
