@@ -229,17 +229,29 @@ type recordingStream struct {
 	header, trailer metadata.MD
 }
 
+// The metadata is recorded even without a stream to pass it on to (the
+// interceptor called in-process, outside a grpc.Server).
+
 func (r *recordingStream) SetHeader(md metadata.MD) error {
 	r.header = metadata.Join(r.header, md)
+	if r.ServerTransportStream == nil {
+		return nil
+	}
 	return r.ServerTransportStream.SetHeader(md)
 }
 
 func (r *recordingStream) SendHeader(md metadata.MD) error {
 	r.header = metadata.Join(r.header, md)
+	if r.ServerTransportStream == nil {
+		return nil
+	}
 	return r.ServerTransportStream.SendHeader(md)
 }
 
 func (r *recordingStream) SetTrailer(md metadata.MD) error {
 	r.trailer = metadata.Join(r.trailer, md)
+	if r.ServerTransportStream == nil {
+		return nil
+	}
 	return r.ServerTransportStream.SetTrailer(md)
 }

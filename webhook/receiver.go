@@ -47,7 +47,9 @@ type Config struct {
 	Verifier *Verifier
 	// Sender is the caller every delivery is recorded for: one sender's
 	// webhook-ids never meet another's (their scopes differ). Required:
-	// at least a Principal.
+	// at least a Principal. Mount one Receiver per sender: two senders'
+	// secrets in one Verifier would share this scope, and their ids
+	// could collide.
 	Sender idem.Identity
 	// Options are the middleware's (idemhttp.Options).
 	Options idemhttp.Options

@@ -4,9 +4,11 @@
 // transaction committed (docs/consumers.md).
 //
 // A message's key is its Idempotency-Key header (the producer's key; a
-// duplicate publish carries the same), else its Nats-Msg-Id header, else
-// "<stream>/<stream sequence>" — the same at every redelivery, but not
-// across duplicate publishes: producers that may publish twice set a key.
+// duplicate publish carries the same), else "nats-msg-id:" and its
+// Nats-Msg-Id header, else "nats-stream-seq:<stream>/<stream sequence>" —
+// the same at every redelivery, but not across duplicate publishes, nor
+// after a stream is recreated: producers that may publish twice set a
+// key.
 // The consumer must use explicit acks (jetstream.AckExplicitPolicy).
 package jetstream
 
@@ -116,12 +118,14 @@ func key(msg js.Msg) string {
 	if k := h.Get(KeyHeader); k != "" {
 		return k
 	}
+	// The broker's IDs are marked as such, so a producer's key never
+	// meets them.
 	if k := h.Get("Nats-Msg-Id"); k != "" {
-		return k
+		return "nats-msg-id:" + k
 	}
 	meta, err := msg.Metadata()
 	if err != nil {
 		return ""
 	}
-	return meta.Stream + "/" + strconv.FormatUint(meta.Sequence.Stream, 10)
+	return "nats-stream-seq:" + meta.Stream + "/" + strconv.FormatUint(meta.Sequence.Stream, 10)
 }

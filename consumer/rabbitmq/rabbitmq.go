@@ -4,17 +4,19 @@
 // committed (docs/consumers.md).
 //
 // A message's key is its Idempotency-Key header (the producer's key),
-// else its message-id property; AMQP gives a message no ID of its own, so
-// a message with neither goes to the dead-letter path. The attempt is the
-// x-delivery-count header that quorum queues keep, plus one; on a
-// classic queue it is 1 for a first delivery and 2 for a redelivery, so
-// use a quorum queue for an exact MaxAttempts.
+// else its message-id property (as "amqp-message-id:<id>", so it never
+// meets a producer's key); AMQP gives a message no ID of its own, so a
+// message with neither goes to the dead-letter path. The attempt is the
+// x-delivery-count header that quorum queues keep, plus one; a classic
+// queue keeps no count, so there a failing message is dead-lettered at
+// its first redelivery: use a quorum queue for MaxAttempts to apply.
 package rabbitmq
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
@@ -173,15 +175,11 @@ func deadLetter(ctx context.Context, ch *amqp.Channel, d amqp.Delivery, reason s
 	return nil
 }
 
-// key is the delivery's idempotency key.
-func key(d amqp.Delivery) string {
-	if k, ok := d.Headers[KeyHeader].(string); ok && k != "" {
-		return k
-	}
-	return d.MessageId
-}
-
-// attempt is the delivery's number, 1 for the first.
+// attempt is the delivery's number, 1 for the first. A classic queue
+// keeps no count: a redelivery there is taken as the last attempt
+// (unknownAttempt), so a message whose handler keeps failing goes to the
+// dead-letter path at its first redelivery instead of being requeued for
+// ever.
 func attempt(d amqp.Delivery) int {
 	switch n := d.Headers["x-delivery-count"].(type) {
 	case int64:
@@ -192,7 +190,24 @@ func attempt(d amqp.Delivery) int {
 		return n + 1
 	}
 	if d.Redelivered {
-		return 2
+		return unknownAttempt
 	}
 	return 1
+}
+
+// unknownAttempt is the attempt of a redelivery whose number the queue
+// does not keep: past any MaxAttempts.
+const unknownAttempt = math.MaxInt32
+
+// key is the delivery's idempotency key: the producer's, or the
+// message-id property marked as such, so that a producer's key never
+// meets another message's ID.
+func key(d amqp.Delivery) string {
+	if k, ok := d.Headers[KeyHeader].(string); ok && k != "" {
+		return k
+	}
+	if d.MessageId == "" {
+		return ""
+	}
+	return "amqp-message-id:" + d.MessageId
 }

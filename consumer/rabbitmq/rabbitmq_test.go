@@ -44,6 +44,13 @@ type fixture struct {
 
 func newFixture(t *testing.T, url, queue, dsn string) *fixture {
 	t.Helper()
+	return newFixtureOf(t, url, queue, dsn, amqp.Table{"x-queue-type": "quorum"})
+}
+
+// newFixtureOf is newFixture with the queue's arguments (nil: a classic
+// queue).
+func newFixtureOf(t *testing.T, url, queue, dsn string, args amqp.Table) *fixture {
+	t.Helper()
 	conn, err := amqp.Dial(url)
 	if err != nil {
 		t.Fatal(err)
@@ -55,7 +62,7 @@ func newFixture(t *testing.T, url, queue, dsn string) *fixture {
 		t.Fatal(err)
 	}
 	defer ch.Close()
-	if _, err := ch.QueueDeclare(f.queue, true, false, false, false, amqp.Table{"x-queue-type": "quorum"}); err != nil {
+	if _, err := ch.QueueDeclare(f.queue, true, false, false, false, args); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := ch.QueueDeclare(f.dead, true, false, false, false, nil); err != nil {
@@ -228,37 +235,42 @@ func TestChildConsumer(t *testing.T) {
 }
 
 // TestRabbitPoison: a message whose handler always fails is delivered
-// MaxAttempts times (the quorum queue's delivery count), then published
-// to the dead-letter queue with its body, key and reason and
+// MaxAttempts times (the quorum queue's delivery count; on a classic
+// queue, which keeps no count, until its first redelivery), then
+// published to the dead-letter queue with its body, key and reason and
 // acknowledged; nothing of it is recorded.
 func TestRabbitPoison(t *testing.T) {
-	f := newFixture(t, rabbittest.URL(t), t.Name(), "sqlite:"+filepath.Join(t.TempDir(), "orders.db"))
-	f.publish(t, []string{"order-bad"}, []string{`{"sku":"?"}`})
-	f.consume(t, f.processor(nil, true), 1)
-	ch, err := f.conn.Channel()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ch.Close()
-	deadline := time.Now().Add(time.Minute)
-	for {
-		d, ok, err := ch.Get(f.dead, true)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if ok {
-			if string(d.Body) != `{"sku":"?"}` || d.Headers[rabbitmq.KeyHeader] != "order-bad" || d.Headers[rabbitmq.HeaderDeadReason] == nil {
-				t.Errorf("dead letter %q %v", d.Body, d.Headers)
+	for name, args := range map[string]amqp.Table{"quorum": {"x-queue-type": "quorum"}, "classic": nil} {
+		t.Run(name, func(t *testing.T) {
+			f := newFixtureOf(t, rabbittest.URL(t), t.Name(), "sqlite:"+filepath.Join(t.TempDir(), "orders.db"), args)
+			f.publish(t, []string{"order-bad"}, []string{`{"sku":"?"}`})
+			f.consume(t, f.processor(nil, true), 1)
+			ch, err := f.conn.Channel()
+			if err != nil {
+				t.Fatal(err)
 			}
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("no dead letter")
-		}
-		time.Sleep(20 * time.Millisecond) // polling the dead-letter queue
-	}
-	f.drained(t, f.queue, -1, time.Minute)
-	if n := f.orders(t); n != 0 {
-		t.Errorf("%d orders from a poison message, want 0", n)
+			defer ch.Close()
+			deadline := time.Now().Add(time.Minute)
+			for {
+				d, ok, err := ch.Get(f.dead, true)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if ok {
+					if string(d.Body) != `{"sku":"?"}` || d.Headers[rabbitmq.KeyHeader] != "order-bad" || d.Headers[rabbitmq.HeaderDeadReason] == nil {
+						t.Errorf("dead letter %q %v", d.Body, d.Headers)
+					}
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatal("no dead letter")
+				}
+				time.Sleep(20 * time.Millisecond) // polling the dead-letter queue
+			}
+			f.drained(t, f.queue, -1, time.Minute)
+			if n := f.orders(t); n != 0 {
+				t.Errorf("%d orders from a poison message, want 0", n)
+			}
+		})
 	}
 }
