@@ -2,6 +2,7 @@ package idempg
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"io"
@@ -111,7 +112,7 @@ func unavailable(err error) bool {
 	case errors.Is(err, context.DeadlineExceeded), pgconn.Timeout(err),
 		pgconn.SafeToRetry(err), errors.As(err, &connectErr), errors.As(err, &netErr),
 		errors.Is(err, pgconn.ErrConnClosed), errors.Is(err, net.ErrClosed),
-		errors.Is(err, puddle.ErrClosedPool), // the Store was closed
+		errors.Is(err, puddle.ErrClosedPool), errors.Is(err, sql.ErrConnDone), // the Store was closed
 		errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF),
 		errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET),
 		errors.Is(err, syscall.EPIPE):

@@ -34,7 +34,7 @@ import (
 // What the *sql.Tx costs: its BEGIN (and ExecuteOnce's claim) cannot
 // ride with the first business statement, since database/sql sends that
 // one by itself: one round trip more than a Tx whose first statement
-// carries BEGIN (docs/benchmarks.md, BenchmarkExecuteOnceSQLTx).
+// carries BEGIN (docs/benchmarks.md, BenchmarkSQLTx).
 //
 // The *sql.Tx is not the business code's to end: its Commit refuses
 // (registry.ErrTxOwned) and rolls the transaction back; its Rollback
