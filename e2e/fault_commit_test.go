@@ -38,30 +38,14 @@ func TestFaultDroppedCommitReply(t *testing.T) {
 		t.Parallel()
 		f, proxy := proxiedFault(t)
 		s := f.serve("A", nil, true)
-		for round := range pick(3, 12) {
-			key, body := f.key("commit"), `{"amount":"`+f.amount()+`","currency":"EUR","payee":"acct_1","memo":"x"}`
-			proxy.CutCommitOf("INSERT INTO payments")
-			first := f.mustPost(s, "/v1/payments", "demo", key, body)
+		droppedCommitRounds(t, f, s, proxy.CutCommitOf, func() bool {
 			select {
 			case <-proxy.Cuts():
+				return true
 			case <-time.After(awaitTimeout):
-				t.Fatalf("round %d: the proxy cut no commit reply", round)
+				return false
 			}
-			switch {
-			case first.status == http.StatusCreated:
-				if first.header.Get("Idempotent-Replayed") != "true" {
-					t.Errorf("round %d: the answer after a lost commit reply is not marked as a replay of the committed outcome: %v", round, first.header)
-				}
-			default:
-				wantProblem(t, "the request whose commit reply was lost", first, http.StatusServiceUnavailable, "STORE_UNAVAILABLE")
-			}
-			f.mustPost(s, "/v1/payments", "demo", key, body)
-			f.mustPost(s, "/v1/payments", "demo", `"`+key+`"`, body)
-			awaitLog(t, s, "recording the outcome failed")
-		}
-		if counts := f.check(allow{Unavailable: true}); counts["executed"] != 0 {
-			t.Errorf("answers %v: an answer claims a fresh execution, but every commit reply was lost", counts)
-		}
+		})
 	})
 	t.Run("mysql", func(t *testing.T) {
 		t.Parallel()
@@ -76,30 +60,14 @@ func TestFaultDroppedCommitReply(t *testing.T) {
 		f := newFault(t, mytest.AsURL(t, native))
 		f.serverDSN = "mysql://root@" + proxy.Addr() + "/" + db
 		s := f.serve("A", nil, true)
-		for round := range pick(3, 12) {
-			key, body := f.key("commit"), `{"amount":"`+f.amount()+`","currency":"EUR","payee":"acct_1","memo":"x"}`
-			proxy.CutCommitOf("INSERT INTO payments")
-			first := f.mustPost(s, "/v1/payments", "demo", key, body)
+		droppedCommitRounds(t, f, s, proxy.CutCommitOf, func() bool {
 			select {
 			case <-proxy.Cuts():
+				return true
 			case <-time.After(awaitTimeout):
-				t.Fatalf("round %d: the proxy cut no commit reply", round)
+				return false
 			}
-			switch {
-			case first.status == http.StatusCreated:
-				if first.header.Get("Idempotent-Replayed") != "true" {
-					t.Errorf("round %d: the answer after a lost commit reply is not marked as a replay of the committed outcome: %v", round, first.header)
-				}
-			default:
-				wantProblem(t, "the request whose commit reply was lost", first, http.StatusServiceUnavailable, "STORE_UNAVAILABLE")
-			}
-			f.mustPost(s, "/v1/payments", "demo", key, body)
-			f.mustPost(s, "/v1/payments", "demo", `"`+key+`"`, body)
-			awaitLog(t, s, "recording the outcome failed")
-		}
-		if counts := f.check(allow{Unavailable: true}); counts["executed"] != 0 {
-			t.Errorf("answers %v: an answer claims a fresh execution, but every commit reply was lost", counts)
-		}
+		})
 	})
 	t.Run("sqlite", func(t *testing.T) {
 		t.Parallel()
@@ -195,4 +163,37 @@ func proxiedFault(t *testing.T) (*faultRun, *pgproxy.Proxy) {
 	u.Host = proxy.Addr()
 	f.serverDSN = u.String()
 	return f, proxy
+}
+
+// droppedCommitRounds runs TestFaultDroppedCommitReply's rounds on a
+// server whose database connections go through a proxy that cuts a
+// COMMIT's reply (cut arms it, cutDone waits for it): each first answer
+// is the committed outcome replayed or a 503, each retry replays it, the
+// server logs the failed recording in that round, and no answer claims a
+// fresh execution.
+func droppedCommitRounds(t *testing.T, f *faultRun, s *server, cut func(string), cutDone func() bool) {
+	t.Helper()
+	for round := range pick(3, 12) {
+		key, body := f.key("commit"), `{"amount":"`+f.amount()+`","currency":"EUR","payee":"acct_1","memo":"x"}`
+		mark := s.child.LogSize()
+		cut("INSERT INTO payments")
+		first := f.mustPost(s, "/v1/payments", "demo", key, body)
+		if !cutDone() {
+			t.Fatalf("round %d: the proxy cut no commit reply", round)
+		}
+		switch {
+		case first.status == http.StatusCreated:
+			if first.header.Get("Idempotent-Replayed") != "true" {
+				t.Errorf("round %d: the answer after a lost commit reply is not marked as a replay of the committed outcome: %v", round, first.header)
+			}
+		default:
+			wantProblem(t, "the request whose commit reply was lost", first, http.StatusServiceUnavailable, "STORE_UNAVAILABLE")
+		}
+		f.mustPost(s, "/v1/payments", "demo", key, body)
+		f.mustPost(s, "/v1/payments", "demo", `"`+key+`"`, body)
+		awaitLogFrom(t, s, "recording the outcome failed", mark) // this round's, not an earlier one's
+	}
+	if counts := f.check(allow{Unavailable: true}); counts["executed"] != 0 {
+		t.Errorf("answers %v: an answer claims a fresh execution, but every commit reply was lost", counts)
+	}
 }

@@ -39,6 +39,17 @@ func awaitLog(t *testing.T, s *server, substr string) {
 	}
 }
 
+// awaitLogFrom is awaitLog looking only at what s wrote from the mark
+// from (s.child.LogSize()) on.
+func awaitLogFrom(t *testing.T, s *server, substr string, from int64) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), awaitTimeout)
+	defer cancel()
+	if err := s.child.WaitLogFrom(ctx, substr, from); err != nil {
+		t.Fatalf("idem %s: %v", s.name, err)
+	}
+}
+
 // terminate stops s with SIGTERM and checks that it exits cleanly (after
 // stopTimeout it kills the process group and fails the test).
 func terminate(t *testing.T, s *server) {

@@ -174,7 +174,16 @@ func (c *Child) Log() string { return c.out.String() }
 // writing substr. With a Spec.LogLimit, text cut from the log before
 // WaitLog looked at it is not found.
 func (c *Child) WaitLog(ctx context.Context, substr string) error {
-	var from int64
+	return c.WaitLogFrom(ctx, substr, 0)
+}
+
+// LogSize is how many bytes the child has written so far: a mark from
+// which WaitLogFrom looks.
+func (c *Child) LogSize() int64 { return c.out.size() }
+
+// WaitLogFrom is WaitLog looking only at what the child wrote from the
+// mark from (LogSize) on: a line written again, not the earlier one.
+func (c *Child) WaitLogFrom(ctx context.Context, substr string, from int64) error {
 	for {
 		found, next, changed := c.out.search(substr, from)
 		if found {

@@ -105,6 +105,13 @@ func (o *output) address() string {
 	return o.addr
 }
 
+// size is how many bytes were written so far, cut ones included.
+func (o *output) size() int64 {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.dropped + int64(len(o.buf))
+}
+
 // search reports whether substr occurs in the text from offset from (a
 // count of bytes since the start of the output) on. When it does not, next
 // is where the following search should start (so that a match spanning
