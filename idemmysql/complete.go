@@ -8,6 +8,7 @@ import (
 	"fmt"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/internal/ownedtx"
 	"github.com/idemkit/idem/registry"
 )
 
@@ -30,7 +31,7 @@ func (s *Store) Complete(ctx context.Context, rec registry.Record, fn registry.B
 	if err := s.checkOpen(); err != nil {
 		return registry.Record{}, err
 	}
-	octx, o := ownedCtx(ctx)
+	octx, o := ownedtx.Context(ctx)
 	tx, err := s.db.BeginTx(octx, nil)
 	if err != nil {
 		return registry.Record{}, s.fail("complete", err)
@@ -44,7 +45,7 @@ func (s *Store) Complete(ctx context.Context, rec registry.Record, fn registry.B
 	if err != nil {
 		return registry.Record{}, err
 	}
-	if err := commitOwned(tx, o); err != nil {
+	if err := ownedtx.Commit(tx, o); err != nil {
 		return registry.Record{}, s.fail("complete", err)
 	}
 	return done, nil
@@ -208,7 +209,7 @@ func (s *Store) InTx(ctx context.Context, fn func(ctx context.Context, tx regist
 	if err := s.checkOpen(); err != nil {
 		return err
 	}
-	octx, o := ownedCtx(ctx)
+	octx, o := ownedtx.Context(ctx)
 	tx, err := s.db.BeginTx(octx, nil)
 	if err != nil {
 		return s.fail("in tx", err)
@@ -217,7 +218,7 @@ func (s *Store) InTx(ctx context.Context, fn func(ctx context.Context, tx regist
 	if err := fn(ctx, sqlTx{tx}); err != nil {
 		return err
 	}
-	if err := commitOwned(tx, o); err != nil {
+	if err := ownedtx.Commit(tx, o); err != nil {
 		return s.fail("in tx: commit", err)
 	}
 	return nil

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/internal/ownedtx"
 	"github.com/idemkit/idem/registry"
 )
 
@@ -42,7 +43,7 @@ func (s *Store) ExecuteOnce(ctx context.Context, c registry.Claim, fn registry.B
 // executeOnce is one attempt of ExecuteOnce; retry reports a deadlock at
 // the claim insert, before fn ran.
 func (s *Store) executeOnce(ctx context.Context, c registry.Claim, fn registry.BusinessFunc) (_ registry.Result, _ error, retry bool) {
-	octx, o := ownedCtx(ctx)
+	octx, o := ownedtx.Context(ctx)
 	tx, err := s.db.BeginTx(octx, nil)
 	if err != nil {
 		return registry.Result{}, s.fail("execute once", err), false
@@ -75,7 +76,7 @@ func (s *Store) executeOnce(ctx context.Context, c registry.Claim, fn registry.B
 	if err != nil {
 		return registry.Result{}, err, false
 	}
-	if err := commitOwned(tx, o); err != nil {
+	if err := ownedtx.Commit(tx, o); err != nil {
 		return registry.Result{}, s.fail("execute once", err), false
 	}
 	return registry.Result{Verdict: registry.Execute, Record: done}, nil, false

@@ -2,68 +2,15 @@ package idemmysql
 
 import (
 	"context"
-	"database/sql"
 	"database/sql/driver"
 	"fmt"
-	"sync/atomic"
 
-	"github.com/idemkit/idem/registry"
+	"github.com/idemkit/idem/internal/ownedtx"
 )
 
-// A transaction the Store hands to business code (Complete, ExecuteOnce,
-// InTx) is the Store's to commit: its *sql.Tx reaches the business code
-// through Native and registry.SQLTx, and a Commit there would commit the
-// business rows — and, in the one-transaction style, the claim — without
-// the outcome. Such a transaction is begun with ownedCtx: the
-// connection's BeginTx (gate.go) wraps its driver.Tx in an ownedTx,
-// whose Commit refuses (registry.ErrTxOwned) and rolls back until the
-// Store, about to commit, calls commitOwned. The Store's own later
-// statements then fail (sql.ErrTxDone), so nothing is recorded. Only the
-// Store's own connections (Open) carry the guard; a *sql.DB of the
-// caller's (OpenDB) does not.
-
-// ownedKey is the context key of an *owned.
-type ownedKey struct{}
-
-// owned is the Store's permission to commit one transaction.
-type owned struct{ commit atomic.Bool }
-
-// ownedCtx returns ctx marked so that the transaction begun with it is
-// the Store's to commit, and the permission to give before committing.
-func ownedCtx(ctx context.Context) (context.Context, *owned) {
-	o := &owned{}
-	return context.WithValue(ctx, ownedKey{}, o), o
-}
-
-// commitOwned commits tx, begun with o's context, as the Store.
-func commitOwned(tx *sql.Tx, o *owned) error {
-	o.commit.Store(true)
-	return tx.Commit()
-}
-
-// ownedTx is a driver.Tx the Store handed to business code.
-type ownedTx struct {
-	driver.Tx
-	o *owned
-}
-
-// guardOwned wraps tx when ctx says the Store owns it.
-func guardOwned(ctx context.Context, tx driver.Tx) driver.Tx {
-	if o, ok := ctx.Value(ownedKey{}).(*owned); ok {
-		return &ownedTx{Tx: tx, o: o}
-	}
-	return tx
-}
-
-// Commit commits only with the Store's permission; otherwise it rolls
-// back and returns an error wrapping registry.ErrTxOwned.
-func (t *ownedTx) Commit() error {
-	if !t.o.commit.Load() {
-		_ = t.Tx.Rollback()
-		return fmt.Errorf("idemmysql: %w", registry.ErrTxOwned)
-	}
-	return t.Tx.Commit()
-}
+// The Store's transactions are its own to commit (internal/ownedtx):
+// only the connections of Open carry the guard; a *sql.DB of the caller's
+// (OpenDB) does not.
 
 // ownedConnector makes the connections of a Store that Open opened: the
 // driver's, with BeginTx guarded for owned transactions.
@@ -75,8 +22,9 @@ func (c ownedConnector) Connect(ctx context.Context) (driver.Conn, error) {
 		return nil, err
 	}
 	inner, ok := conn.(mysqlConn)
-	if !ok { // not the driver's connection as this file knows it: no guard
-		return conn, nil
+	if !ok { // fail closed: without the guard a *sql.Tx could commit without the outcome
+		conn.Close()
+		return nil, fmt.Errorf("idemmysql: the driver's connection is a %T, not one the commit guard knows", conn)
 	}
 	return &ownedConn{inner}, nil
 }
@@ -96,7 +44,7 @@ type mysqlConn interface {
 }
 
 // ownedConn is a driver connection whose transactions begun with
-// ownedCtx are guarded (ownedTx).
+// ownedtx.Context are guarded.
 type ownedConn struct{ mysqlConn }
 
 func (c *ownedConn) Begin() (driver.Tx, error) {
@@ -108,5 +56,5 @@ func (c *ownedConn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.
 	if err != nil {
 		return nil, err
 	}
-	return guardOwned(ctx, tx), nil
+	return ownedtx.Guard(ctx, tx), nil
 }

@@ -66,7 +66,7 @@ var errClosed = errors.New("idemmysql: store is closed")
 // keeps ownership of db: Store.Close does not close it. db must come from
 // a Config prepared by Config (clientFoundRows, READ COMMITTED sessions,
 // UTC, strict SQL mode) — Open does that. db's *sql.Tx does not refuse
-// a business function's Commit (registry.ErrTxOwned, owned.go): only
+// a business function's Commit (registry.ErrTxOwned, internal/ownedtx): only
 // Open's connections do. ctx governs the checks and the migration.
 func OpenDB(ctx context.Context, db *sql.DB, opts Options) (*Store, error) {
 	if db == nil {

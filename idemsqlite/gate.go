@@ -5,6 +5,8 @@ import (
 	"database/sql/driver"
 	"sync"
 	"time"
+
+	"github.com/idemkit/idem/internal/ownedtx"
 )
 
 // gateWait bounds how long a write transaction queues at the gate before
@@ -107,13 +109,13 @@ func (c *gatedConn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.
 		if err != nil {
 			return nil, err
 		}
-		return guardOwned(ctx, tx), nil
+		return ownedtx.Guard(ctx, tx), nil
 	}
 	if err != nil {
 		c.gate.leave()
 		return nil, err
 	}
-	return guardOwned(ctx, &gatedTx{Tx: tx, leave: sync.OnceFunc(c.gate.leave)}), nil
+	return ownedtx.Guard(ctx, &gatedTx{Tx: tx, leave: sync.OnceFunc(c.gate.leave)}), nil
 }
 
 // gatedTx leaves the gate when the transaction ends.

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/internal/ownedtx"
 	"github.com/idemkit/idem/registry"
 )
 
@@ -189,7 +190,7 @@ func (g *committer) run() {
 // commit runs the members of one batch in turn in one transaction and
 // commits it, then tells the members that wait for it the outcome.
 func (g *committer) commit(batch []*member) {
-	octx, o := ownedCtx(g.ctx)
+	octx, o := ownedtx.Context(g.ctx)
 	tx, err := g.s.db.BeginTx(octx, nil)
 	if err != nil {
 		err = g.s.fail("execute once", err)
@@ -226,7 +227,7 @@ func (g *committer) commit(batch []*member) {
 		return
 	}
 	if dead == nil {
-		if err := commitOwned(tx, o); err != nil {
+		if err := ownedtx.Commit(tx, o); err != nil {
 			dead = g.s.fail("execute once: commit", err)
 		} else {
 			g.commits.Add(1)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/internal/ownedtx"
 	"github.com/idemkit/idem/registry"
 )
 
@@ -59,7 +60,7 @@ func (s *Store) ExecuteOnce(ctx context.Context, c registry.Claim, fn registry.B
 // executeAlone is ExecuteOnce without batching (Options.MaxBatch 1): one
 // transaction of its own, begun and governed by ctx, fn included.
 func (s *Store) executeAlone(ctx context.Context, c registry.Claim, fn registry.BusinessFunc) (registry.Result, error) {
-	octx, o := ownedCtx(ctx)
+	octx, o := ownedtx.Context(ctx)
 	tx, err := s.db.BeginTx(octx, nil)
 	if err != nil {
 		return registry.Result{}, s.fail("execute once", err)
@@ -79,7 +80,7 @@ func (s *Store) executeAlone(ctx context.Context, c registry.Claim, fn registry.
 	if err != nil || res.Verdict != registry.Execute {
 		return res, err
 	}
-	if err := commitOwned(tx, o); err != nil {
+	if err := ownedtx.Commit(tx, o); err != nil {
 		return registry.Result{}, s.fail("execute once", err)
 	}
 	return res, nil

@@ -68,7 +68,7 @@ var errClosed = errors.New("idemsqlite: store is closed")
 // concurrent writers may fail with SQLITE_BUSY (reported as
 // registry.ErrUnavailable) instead of waiting their turn. Nor does db's
 // *sql.Tx refuse a business function's Commit (registry.ErrTxOwned,
-// owned.go): only Open's connections do. ctx governs the
+// internal/ownedtx): only Open's connections do. ctx governs the
 // migration and the preparation of the Store's statements.
 func OpenDB(ctx context.Context, db *sql.DB, opts Options) (*Store, error) {
 	if db == nil {
