@@ -50,7 +50,9 @@ type lazyTx struct {
 	pool  *pgxpool.Pool
 	sqlDB *sql.DB   // the Store's, for SQLTx (sqltx.go)
 	conn  *pgx.Conn // nil until the first statement
-	put   func()    // gives conn back
+	// pooled is conn's pool handle when conn came from the pool directly
+	// (acquire); release gives it back, or closes sqlConn.
+	pooled *pgxpool.Conn
 	// sqlConn and stx are SQLTx's: the connection taken through sqlDB and
 	// the business code's *sql.Tx on it; nil unless SQLTx was asked.
 	sqlConn *sql.Conn
@@ -72,7 +74,7 @@ func (t *lazyTx) acquire(ctx context.Context) error {
 		t.err = fmt.Errorf("idempg: begin: %w", translate(err))
 		return t.err
 	}
-	t.conn, t.put = conn.Conn(), conn.Release
+	t.conn, t.pooled = conn.Conn(), conn
 	return nil
 }
 
@@ -91,7 +93,11 @@ func (t *lazyTx) release(ctx context.Context) {
 	if t.stx != nil {
 		_ = t.stx.Rollback()
 	}
-	t.put()
+	if t.sqlConn != nil {
+		_ = t.sqlConn.Close()
+		return
+	}
+	t.pooled.Release()
 }
 
 var _ registry.Tx = (*lazyTx)(nil)

@@ -156,7 +156,7 @@ func (t *lazyTx) acquireSQL(ctx context.Context) error {
 		t.err = fmt.Errorf("idempg: begin: %w", translate(err))
 		return t.err
 	}
-	t.sqlConn, t.put = sc, func() { _ = sc.Close() }
+	t.sqlConn = sc
 	return nil
 }
 
