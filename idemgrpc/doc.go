@@ -13,16 +13,21 @@
 // newer one. The fingerprint therefore follows the message's schema: a
 // field renamed in the .proto changes it.
 //
-// The handler runs inside registry.Store.ExecuteOnce (the one-transaction
-// style): its business writes, through Tx(ctx), commit together with the
-// record of its response, and 50 concurrent identical calls give one
-// execution and 49 replays of the same bytes. A replay returns the stored
-// response message (kept as a google.protobuf.Any, so any message type
-// registered with the protobuf runtime can be replayed), its header and
-// trailer metadata, and the header "idempotent-replayed: true". A handler
-// error is returned as it is and nothing is recorded: the retry runs
-// afresh (the two-phase style and effects outside the database are the
-// HTTP door's for now).
+// Each method is served by an operation.Core, the core the HTTP door's
+// operations run on, in the one-transaction style: the handler's business
+// writes, through Tx(ctx), commit together with the record of its
+// response. A duplicate that arrives while the first call runs in the
+// same server waits for it (at most operation.DefaultWaitCap, then
+// ABORTED IN_PROGRESS) and is answered from its record, so 50 concurrent
+// identical calls give one execution and 49 replays of the same bytes. A
+// replay returns the stored response message (kept as a
+// google.protobuf.Any, so any message type registered with the protobuf
+// runtime can be replayed), its header and trailer metadata, and the
+// header "idempotent-replayed: true". A handler error is returned as it
+// is and nothing is recorded: the retry runs afresh (the two-phase style
+// and effects outside the database are the HTTP door's for now). An
+// outcome whose commit reply was lost is read back from the record
+// before the call is refused, as on the HTTP door.
 //
 // Refusals carry a google.rpc.ErrorInfo detail whose Reason is the
 // contract's code (domain "idem") — see Code and docs/grpc.md:
@@ -31,8 +36,10 @@
 // another request (PAYLOAD_CONFLICT) or retired (KEY_RETIRED), ABORTED
 // with a RetryInfo for an operation in flight (IN_PROGRESS,
 // OUTCOME_UNKNOWN), UNAVAILABLE with a RetryInfo for storage trouble
-// (STORE_UNAVAILABLE, WRITER_FENCED, TENANT_MOVED), UNAUTHENTICATED
-// when Identity fails.
+// (STORE_UNAVAILABLE, WRITER_FENCED, TENANT_MOVED), CANCELED when the
+// client went away before the call was accepted (CLIENT_GONE), INTERNAL
+// for the service's own faults (RESPONSE_TOO_LARGE, HANDLER_ERROR,
+// RESPONSE_UNREADABLE), UNAUTHENTICATED when Identity fails.
 //
 // Everything in this package is safe for concurrent use.
 package idemgrpc

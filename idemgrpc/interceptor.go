@@ -1,11 +1,10 @@
 package idemgrpc
 
 import (
-	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"google.golang.org/grpc"
@@ -14,11 +13,9 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/canon"
-	"github.com/idemkit/idem/internal/failpoint"
 	"github.com/idemkit/idem/operation"
 	"github.com/idemkit/idem/registry"
 )
@@ -69,32 +66,54 @@ type Config struct {
 	// RESPONSE_TOO_LARGE and nothing is recorded: a response that cannot
 	// be replayed must not be acknowledged as done.
 	MaxResponse int
+	// Observer receives the core's counts and latencies per method
+	// (operation.Observer; idemhttp's metrics implement it); nil: none.
+	Observer operation.Observer
+	// Logger receives the core's logs; nil means slog.Default().
+	Logger *slog.Logger
 }
 
-// UnaryServerInterceptor returns the interceptor of cfg.
+// UnaryServerInterceptor returns the interceptor of cfg. Each method
+// gets its own operation.Core in the one-transaction style: the core
+// that serves the HTTP door's operations, so a gRPC call is claimed,
+// executed, recorded, replayed and refused by the same code.
 func UnaryServerInterceptor(cfg Config) (grpc.UnaryServerInterceptor, error) {
 	if cfg.Store == nil || cfg.Identity == nil {
 		return nil, errors.New("idemgrpc: the interceptor needs a Store and an Identity function")
 	}
+	if cfg.KeyPolicy == (idem.KeyPolicy{}) {
+		cfg.KeyPolicy = idem.StrictKeyPolicy
+	}
+	cores := make(map[string]*operation.Core, len(cfg.Methods))
 	for name, m := range cfg.Methods {
 		if m.Operation == "" || m.APIRevision == "" {
 			return nil, fmt.Errorf("idemgrpc: method %s needs an Operation and an APIRevision", name)
 		}
-	}
-	if cfg.KeyPolicy == (idem.KeyPolicy{}) {
-		cfg.KeyPolicy = idem.StrictKeyPolicy
+		op := &operation.Config{
+			Name: m.Operation, APIRevision: m.APIRevision, Retention: m.Retention,
+			MaxResponseBody: max(cfg.MaxResponse, 0), OneTransaction: true,
+		}
+		if err := op.Validate(); err != nil {
+			return nil, fmt.Errorf("idemgrpc: method %s: %w", name, err)
+		}
+		cores[name] = operation.NewCore(operation.Core{
+			Store: cfg.Store, Config: op, WriterEpoch: cfg.WriterEpoch,
+			Observer: cfg.Observer, Logger: cfg.Logger,
+		})
 	}
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-		m, ok := cfg.Methods[info.FullMethod]
+		core, ok := cores[info.FullMethod]
 		if !ok {
 			return handler(ctx, req)
 		}
-		return cfg.call(ctx, req, info.FullMethod, m, handler)
+		return cfg.call(ctx, core, req, info.FullMethod, handler)
 	}, nil
 }
 
-// call runs one idempotent call.
-func (cfg *Config) call(ctx context.Context, req any, method string, m Method, handler grpc.UnaryHandler) (any, error) {
+// call runs one idempotent call: the door's own mapping (key from
+// metadata, caller, canonical request) into an operation.Request, the
+// core's run, and the Result written back as gRPC (answer).
+func (cfg *Config) call(ctx context.Context, core *operation.Core, req any, method string, handler grpc.UnaryHandler) (any, error) {
 	id, err := cfg.Identity(ctx)
 	if err != nil {
 		return nil, status.Error(codes.Unauthenticated, "authentication required")
@@ -112,57 +131,30 @@ func (cfg *Config) call(ctx context.Context, req any, method string, m Method, h
 	if err != nil {
 		return nil, status.Errorf(codes.InvalidArgument, "idemgrpc: the request has no canonical form: %v", err)
 	}
-	claim := registry.Claim{
-		Scope: idem.ScopeOf(id, m.Operation, m.APIRevision, key), Fingerprint: fp, Operation: m.Operation,
-		Owner: registry.OwnerOf(id), Tenant: id.Tenant, Retention: m.Retention, WriterEpoch: cfg.WriterEpoch,
-	}
-	var handlerErr error
-	res, err := cfg.Store.ExecuteOnce(ctx, claim, func(ctx context.Context, tx registry.Tx, rec registry.Record) (registry.Outcome, error) {
-		stream := &recordingStream{ServerTransportStream: grpc.ServerTransportStreamFromContext(ctx)}
-		ctx = grpc.NewContextWithServerTransportStream(context.WithValue(ctx, txKey{}, call{tx: tx, operationID: rec.OperationID}), stream)
-		resp, err := handler(ctx, req)
-		if err != nil {
-			handlerErr = err
-			return registry.Outcome{}, err
-		}
-		body, err := stored{Header: stream.header, Trailer: stream.trailer}.marshal(resp)
-		if err != nil {
-			return registry.Outcome{}, err
-		}
-		if limit := cmp.Or(max(cfg.MaxResponse, 0), idem.DefaultMaxResponseBody); len(body) > limit {
-			handlerErr = refusal(operation.CodeResponseTooLarge, fmt.Sprintf("the response is %d bytes as stored; at most %d can be stored for replay", len(body), limit))
-			return registry.Outcome{}, handlerErr
-		}
-		if err := failpoint.Hit(failpoint.BeforeCommit); err != nil {
-			return registry.Outcome{}, err
-		}
-		return registry.Outcome{State: idem.StateSucceeded, Response: idem.Response{Status: 200, MediaType: storedMediaType, Body: body}}, nil
-	})
-	switch {
-	case err == nil:
-		// The verdict decides: a handler whose statement failed because a
-		// concurrent call's claim won is answered by that call's record.
-	case handlerErr != nil && errors.Is(err, handlerErr):
-		return nil, handlerErr // nothing recorded: a retry runs afresh
-	default:
-		return nil, storageRefusal(err)
-	}
-	replayed := res.Verdict == registry.Replay
-	switch res.Verdict {
-	case registry.Execute, registry.Replay:
-	case registry.Conflict:
-		return nil, refusal(idem.CodePayloadConflict, "the key was used with another request")
-	case registry.Retired:
-		return nil, refusal(idem.CodeKeyRetired, "the key's operation finished long ago and its response is gone")
-	case registry.Unknown:
-		return nil, refusal(idem.CodeOutcomeUnknown, "the operation's outcome is not known yet; retry later")
-	default:
-		return nil, refusal(idem.CodeInProgress, "the operation is in flight; retry later")
+	op := core.Config
+	d := &door{req: req, handler: handler, limit: op.MaxResponseBodyOrDefault()}
+	res := core.Run(ctx, operation.Request{
+		Identity: id, Scope: idem.ScopeOf(id, op.Name, op.ScopeRevision(), key), Fingerprint: fp,
+	}, d)
+	return answer(ctx, res, d)
+}
+
+// answer writes a run's Result back as gRPC: the stored response (its
+// message, header and trailer) for an execution or a replay, the
+// handler's own error when nothing was recorded, or the refusal.
+func answer(ctx context.Context, res operation.Result, d *door) (any, error) {
+	switch res.Kind {
+	case operation.Executed, operation.Replayed:
+	case operation.Released:
+		return nil, d.handlerErr // nothing recorded: a retry runs afresh
+	default: // Refused; Plain is never answered (no shadow on this door)
+		return nil, refusalOf(res.Refusal)
 	}
 	resp, s, err := unmarshalStored(res.Record.Response.Body)
 	if err != nil {
 		return nil, status.Errorf(codes.Internal, "idemgrpc: the stored response cannot be read: %v", err)
 	}
+	replayed := res.Kind == operation.Replayed
 	header := metadata.Join(s.Header, metadata.Pairs(MetadataOperation, res.Record.OperationID, MetadataReplayed, fmt.Sprint(replayed)))
 	if err := grpc.SetHeader(ctx, header); err != nil {
 		return nil, status.Errorf(codes.Internal, "idemgrpc: %v", err)
@@ -184,74 +176,4 @@ func fingerprint(method string, msg proto.Message) (idem.Fingerprint, error) {
 		return idem.Fingerprint{}, err
 	}
 	return idem.Fingerprint(idem.HashStrings(fingerprintDomain, method, string(c))), nil
-}
-
-// stored is the envelope of a recorded response: the message as an Any,
-// its header and trailer metadata.
-type stored struct {
-	Message []byte      `json:"message"` // a google.protobuf.Any, binary
-	Header  metadata.MD `json:"header,omitempty"`
-	Trailer metadata.MD `json:"trailer,omitempty"`
-}
-
-func (s stored) marshal(resp any) ([]byte, error) {
-	msg, ok := resp.(proto.Message)
-	if !ok {
-		return nil, errors.New("idemgrpc: the response is not a protobuf message")
-	}
-	a, err := anypb.New(msg)
-	if err != nil {
-		return nil, err
-	}
-	if s.Message, err = proto.Marshal(a); err != nil {
-		return nil, err
-	}
-	return json.Marshal(s)
-}
-
-func unmarshalStored(body []byte) (proto.Message, stored, error) {
-	var s stored
-	if err := json.Unmarshal(body, &s); err != nil {
-		return nil, s, err
-	}
-	var a anypb.Any
-	if err := proto.Unmarshal(s.Message, &a); err != nil {
-		return nil, s, err
-	}
-	msg, err := a.UnmarshalNew()
-	return msg, s, err
-}
-
-// recordingStream keeps the metadata a handler sets, to store it with
-// the response, and passes it on.
-type recordingStream struct {
-	grpc.ServerTransportStream
-	header, trailer metadata.MD
-}
-
-// The metadata is recorded even without a stream to pass it on to (the
-// interceptor called in-process, outside a grpc.Server).
-
-func (r *recordingStream) SetHeader(md metadata.MD) error {
-	r.header = metadata.Join(r.header, md)
-	if r.ServerTransportStream == nil {
-		return nil
-	}
-	return r.ServerTransportStream.SetHeader(md)
-}
-
-func (r *recordingStream) SendHeader(md metadata.MD) error {
-	r.header = metadata.Join(r.header, md)
-	if r.ServerTransportStream == nil {
-		return nil
-	}
-	return r.ServerTransportStream.SendHeader(md)
-}
-
-func (r *recordingStream) SetTrailer(md metadata.MD) error {
-	r.trailer = metadata.Join(r.trailer, md)
-	if r.ServerTransportStream == nil {
-		return nil
-	}
-	return r.ServerTransportStream.SetTrailer(md)
 }

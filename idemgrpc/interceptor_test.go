@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -352,5 +353,32 @@ func TestResponseTooLarge(t *testing.T) {
 	}
 	if _, h, _, err := create(cc, "ann", "5a4b3c2d-1e0f-4a9b-8c7d-6e5f4a3b2c1d", "A-1"); err != nil || first(h.Get(idemgrpc.MetadataReplayed)) != "false" {
 		t.Errorf("another call: %v, want an execution", err)
+	}
+}
+
+// TestStoreUnavailable: a call whose registry cannot be reached is
+// refused UNAVAILABLE with STORE_UNAVAILABLE and a RetryInfo — it fails
+// closed — and its handler never runs.
+func TestStoreUnavailable(t *testing.T) {
+	dsn := "sqlite:" + filepath.Join(t.TempDir(), "orders.db")
+	st := openStore(t, dsn)
+	cc := client(t, serve(t, st))
+	st.Close()
+	_, _, _, err := create(cc, "ann", key1, "A-1")
+	if status.Code(err) != codes.Unavailable || idemgrpc.Code(err) != idem.CodeStoreUnavailable {
+		t.Fatalf("a call with the registry closed: %v (%s), want UNAVAILABLE STORE_UNAVAILABLE", err, idemgrpc.Code(err))
+	}
+	var retry bool
+	for _, d := range status.Convert(err).Details() {
+		_, retry = d.(*errdetails.RetryInfo)
+		if retry {
+			break
+		}
+	}
+	if !retry {
+		t.Errorf("the refusal carries no RetryInfo: %v", status.Convert(err).Details())
+	}
+	if n := orders(t, openStore(t, dsn)); n != 0 {
+		t.Errorf("%d orders written with the registry closed, want 0", n)
 	}
 }

@@ -1,8 +1,6 @@
 package idemgrpc
 
 import (
-	"context"
-	"errors"
 	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -11,7 +9,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/idemkit/idem"
-	"github.com/idemkit/idem/registry"
+	"github.com/idemkit/idem/operation"
 )
 
 // Domain is the ErrorInfo domain of the door's refusals.
@@ -33,8 +31,11 @@ func grpcCode(c idem.Code) codes.Code {
 		return codes.Unavailable
 	case idem.CodeKeyLimit:
 		return codes.ResourceExhausted
+	case operation.CodeClientGone:
+		return codes.Canceled
 	}
-	// RESPONSE_TOO_LARGE, and anything else: the service's own fault.
+	// RESPONSE_TOO_LARGE, HANDLER_ERROR, RESPONSE_UNREADABLE, and anything
+	// else: the service's own fault.
 	return codes.Internal
 }
 
@@ -56,18 +57,25 @@ func refusal(code idem.Code, msg string) error {
 	return st.Err()
 }
 
-// storageRefusal maps a store error to its refusal; storage trouble
-// fails closed (UNAVAILABLE).
-func storageRefusal(err error) error {
-	switch {
-	case errors.Is(err, registry.ErrWriterFenced):
-		return refusal(idem.CodeWriterFenced, "a newer writer epoch is serving; retry")
-	case errors.Is(err, registry.ErrTenantMoved):
-		return refusal(idem.CodeTenantMoved, "the tenant moved to another registry; retry")
-	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		return status.FromContextError(err).Err()
+// refusalOf is the status of the core's refusal r. A refusal without a
+// detail (storage trouble: the core never says more) gets its code's
+// message.
+func refusalOf(r operation.Refusal) error {
+	msg := r.Detail
+	if msg == "" {
+		msg = defaultDetail(r.Code)
 	}
-	return refusal(idem.CodeStoreUnavailable, "the registry is unavailable; retry with the same key")
+	return refusal(r.Code, msg)
+}
+
+func defaultDetail(c idem.Code) string {
+	switch c {
+	case idem.CodeStoreUnavailable:
+		return "the registry is unavailable; retry with the same key"
+	case idem.CodeWriterFenced:
+		return "a newer writer epoch is serving; retry with the same key"
+	}
+	return "refused: " + string(c)
 }
 
 // Code returns the contract code of a refusal's ErrorInfo (domain
