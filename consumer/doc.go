@@ -6,8 +6,9 @@
 // the effect twice.
 //
 // The handler's business writes, the record of the message and any
-// outbox messages commit in one transaction (registry.Store.ExecuteOnce:
-// the one-transaction style, nothing in flight in the registry), and the
+// outbox messages commit in one transaction (an operation.Core, the core
+// of every door, in the one-transaction style: nothing in flight in the
+// registry), and the
 // broker adapter acknowledges the message only after that commit. A
 // consumer that dies between the commit and the ack gets the message
 // again; the registry answers it as a replay and the adapter acknowledges

@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/operation"
 	"github.com/idemkit/idem/registry"
 )
 
@@ -122,15 +125,34 @@ type Processor struct {
 	// (registry.Claim.Retention); 0 means registry.DefaultRetention. The
 	// broker must not redeliver a message later than that.
 	Retention time.Duration
+	// MaxDuration bounds one run of the handler, from the moment the
+	// message is accepted: past it the handler's ctx is done and nothing
+	// is recorded. 0 means registry.DefaultLease (30 s).
+	MaxDuration time.Duration
 	// WriterEpoch is the epoch the Processor writes at.
 	WriterEpoch int64
 	// Observe, if set, is called with every decision (metrics, logs).
 	Observe func(Message, Decision)
+	// Observer receives the core's counts and latencies, under the
+	// Operation's name (operation.Observer; idemhttp's metrics implement
+	// it); nil: none.
+	Observer operation.Observer
+	// Logger receives the core's logs; nil means slog.Default().
+	Logger *slog.Logger
+
+	once    sync.Once
+	core    *operation.Core // made at the first Process
+	coreErr error           // why the fields make no core
 }
 
 // Process runs m's handler once through the registry and returns what
-// the adapter must do with the delivery. ctx governs the registry's
-// transaction and the handler.
+// the adapter must do with the delivery. The run is the core's
+// (operation.Core, the one-transaction style, with no per-source bound on
+// operations in flight): a message whose key is recorded is a replay, a
+// duplicate delivered while the first runs in this process waits for it,
+// and the handler's writes, the record and the outbox messages commit
+// together. ctx governs the registry's reads until the message is
+// accepted; from then on the run is bounded by MaxDuration, not by ctx.
 func (p *Processor) Process(ctx context.Context, m Message) Decision {
 	d := p.process(ctx, m)
 	if p.Observe != nil {
@@ -150,38 +172,99 @@ func (p *Processor) process(ctx context.Context, m Message) Decision {
 	if err != nil {
 		return Decision{Action: DeadLetter, Reason: "the message's key is not printable ASCII: " + err.Error()}
 	}
-	claim := registry.Claim{
+	core, err := p.coreOf()
+	if err != nil { // the Processor's fault, not the message's: never dead-lettered
+		return Decision{Action: Retry, Delay: p.retryDelay(), Reason: err.Error()}
+	}
+	d := &door{handler: p.Handler, m: m}
+	res := core.Run(ctx, operation.Request{
+		Identity:    p.Source,
 		Scope:       idem.ScopeOf(p.Source, p.Operation, p.APIRevision, key),
 		Fingerprint: idem.Fingerprint(idem.HashStrings(fingerprintDomain, m.Subject, string(m.Body))),
-		Operation:   p.Operation,
-		Owner:       registry.OwnerOf(p.Source),
-		Tenant:      p.Source.Tenant,
-		Retention:   p.Retention,
-		WriterEpoch: p.WriterEpoch,
+		Unbounded:   true, // a broker's backlog is not a client holding keys
+	}, d)
+	switch res.Kind {
+	case operation.Executed:
+		return Decision{Action: Ack, Verdict: registry.Execute, OperationID: res.Record.OperationID}
+	case operation.Replayed:
+		return Decision{Action: Ack, Verdict: registry.Replay, OperationID: res.Record.OperationID}
+	case operation.Released:
+		return p.failed(m, d.err) // the handler failed: nothing recorded
 	}
-	res, err := p.Store.ExecuteOnce(ctx, claim, func(ctx context.Context, tx registry.Tx, rec registry.Record) (registry.Outcome, error) {
-		r, err := p.Handler(ctx, tx, m)
-		if err != nil {
-			return registry.Outcome{}, err
+	return p.refused(m, res.Refusal)
+}
+
+// coreOf returns the Processor's core, made from its fields at the
+// first call.
+func (p *Processor) coreOf() (*operation.Core, error) {
+	p.once.Do(func() {
+		op := &operation.Config{
+			Name: p.Operation, APIRevision: p.APIRevision, Retention: p.Retention,
+			MaxDuration: p.MaxDuration, OneTransaction: true,
 		}
-		return registry.Outcome{State: idem.StateSucceeded, Outbox: r.Outbox,
-			Response: idem.Response{Status: 200, MediaType: "application/json", Body: r.Answer}}, nil
+		if p.Store == nil || p.Handler == nil {
+			p.coreErr = errors.New("consumer: the Processor needs a Store and a Handler")
+			return
+		}
+		if err := op.Validate(); err != nil {
+			p.coreErr = fmt.Errorf("consumer: the Processor's fields: %w", err)
+			return
+		}
+		p.core = operation.NewCore(operation.Core{
+			Store: p.Store, Config: op, WriterEpoch: p.WriterEpoch, Observer: p.Observer, Logger: p.Logger,
+		})
 	})
+	return p.core, p.coreErr
+}
+
+// refused decides about a delivery the core refused.
+func (p *Processor) refused(m Message, r operation.Refusal) Decision {
+	reason := string(r.Code)
+	if r.Detail != "" {
+		reason += ": " + r.Detail
+	}
+	switch r.Code {
+	case idem.CodeKeyRetired:
+		return Decision{Action: Ack, Verdict: registry.Retired, OperationID: r.OperationID,
+			Reason: "the message was processed long ago (its record is a tombstone)"}
+	case idem.CodePayloadConflict:
+		return Decision{Action: DeadLetter, Verdict: registry.Conflict,
+			Reason: "the key was used for another message (another subject or body)"}
+	case idem.CodeInProgress, idem.CodeOutcomeUnknown:
+		// Another style's record in flight, or this process's execution
+		// of the key still running past the wait cap.
+		v := registry.InProgress
+		if r.Code == idem.CodeOutcomeUnknown {
+			v = registry.Unknown
+		}
+		return Decision{Action: Retry, Verdict: v, OperationID: r.OperationID, Delay: p.retryDelay(),
+			Reason: "the message's operation is " + v.String()}
+	case operation.CodeHandlerError, operation.CodeResponseTooLarge:
+		// The handler's fault: it counts toward the dead-letter path.
+		return p.failed(m, errors.New(reason))
+	}
+	// Storage trouble, a fenced writer, a moved tenant, a stored answer
+	// that cannot be read: never the message's fault, never counted.
+	return Decision{Action: Retry, Delay: p.retryDelay(), Reason: reason}
+}
+
+// door is one delivery's side of a run (operation.Door).
+type door struct {
+	handler Handler
+	m       Message
+	err     error // the handler's, when it failed
+}
+
+// Execute runs the handler in the business transaction; its error
+// releases (nothing is recorded).
+func (d *door) Execute(ctx context.Context, tx registry.Tx, _ registry.Record) (operation.Answer, error) {
+	r, err := d.handler(ctx, tx, d.m)
 	if err != nil {
-		return p.failed(m, err)
+		d.err = err
+		return operation.Answer{}, fmt.Errorf("%w: %w", operation.ErrRelease, err)
 	}
-	d := Decision{Verdict: res.Verdict, OperationID: res.Record.OperationID}
-	switch res.Verdict {
-	case registry.Execute, registry.Replay:
-		d.Action = Ack
-	case registry.Retired:
-		d.Action, d.Reason = Ack, "the message was processed long ago (its record is a tombstone)"
-	case registry.Conflict:
-		d.Action, d.Reason = DeadLetter, "the key was used for another message (another subject or body)"
-	default: // InProgress, Unknown: another style's record in flight
-		d.Action, d.Delay, d.Reason = Retry, p.retryDelay(), "the message's operation is "+res.Verdict.String()
-	}
-	return d
+	return operation.Answer{State: idem.StateSucceeded, Outbox: r.Outbox, Status: 200,
+		Response: idem.Response{Status: 200, MediaType: "application/json", Body: r.Answer}}, nil
 }
 
 // quoted is key as a structured-field string (RFC 8941), the form
@@ -190,12 +273,13 @@ func quoted(key string) string {
 	return `"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(key) + `"`
 }
 
-// failed decides about a delivery whose transaction failed.
+// failed decides about a delivery whose handler failed: retried, until
+// the MaxAttempts-th delivery goes to the dead-letter path.
 func (p *Processor) failed(m Message, err error) Decision {
 	reason := err.Error()
 	if errors.Is(err, registry.ErrUnavailable) || errors.Is(err, registry.ErrWriterFenced) || errors.Is(err, registry.ErrTenantMoved) {
-		// Storage trouble is not the message's fault: it never counts
-		// toward the dead-letter path.
+		// The handler failed on storage trouble, which is not the
+		// message's fault: it never counts toward the dead-letter path.
 		return Decision{Action: Retry, Delay: p.retryDelay(), Reason: reason}
 	}
 	if m.Attempt >= p.maxAttempts() {

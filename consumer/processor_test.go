@@ -2,8 +2,11 @@ package consumer_test
 
 import (
 	"context"
+	"path/filepath"
+	"strings"
 	"testing"
 
+	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/consumer"
 	"github.com/idemkit/idem/consumer/internal/orderstest"
 	"github.com/idemkit/idem/internal/pgtest"
@@ -53,4 +56,25 @@ func TestProcessorOnce(t *testing.T) {
 			t.Errorf("%d orders, want 1", n)
 		}
 	})
+}
+
+// TestProcessorFailsClosed: with the registry unreachable a delivery is
+// retried, never dead-lettered, however many deliveries it had — storage
+// trouble is not the message's fault — and a Processor whose fields make
+// no operation (no APIRevision) retries too rather than dead-letter
+// messages it never looked at.
+func TestProcessorFailsClosed(t *testing.T) {
+	ctx := context.Background()
+	st := orderstest.Open(t, "sqlite:"+filepath.Join(t.TempDir(), "orders.db"))
+	p := orderstest.Processor(st, nil, nil)
+	st.Close()
+	m := consumer.Message{Key: "order-1", Subject: "orders.new", Body: []byte(`{"sku":"A"}`), Attempt: 10}
+	if d := p.Process(ctx, m); d.Action != consumer.Retry || !strings.Contains(d.Reason, string(idem.CodeStoreUnavailable)) {
+		t.Errorf("a delivery with the registry closed: %+v, want a Retry for STORE_UNAVAILABLE", d)
+	}
+	bad := orderstest.Processor(orderstest.Open(t, "sqlite:"+filepath.Join(t.TempDir(), "other.db")), nil, nil)
+	bad.APIRevision = ""
+	if d := bad.Process(ctx, m); d.Action != consumer.Retry {
+		t.Errorf("a Processor without an APIRevision: %+v, want a Retry", d)
+	}
 }
