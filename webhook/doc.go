@@ -18,7 +18,8 @@
 // after a later event (docs/webhooks.md). A handler whose events must be
 // applied in order compares the sender's own sequence or timestamp with
 // what its business rows hold, in the same transaction, and ignores or
-// parks what is older.
+// parks what is older; AdvanceSequence is that check for a sender that
+// numbers its events.
 //
 // Everything in this package is safe for concurrent use.
 package webhook

@@ -15,13 +15,14 @@ import (
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/idemhttp"
 	"github.com/idemkit/idem/idemstore"
+	"github.com/idemkit/idem/internal/mytest"
 	"github.com/idemkit/idem/internal/pgtest"
 	"github.com/idemkit/idem/outbox"
 	"github.com/idemkit/idem/registry"
 	"github.com/idemkit/idem/webhook"
 )
 
-func TestMain(m *testing.M) { pgtest.Main(m) }
+func TestMain(m *testing.M) { pgtest.Main(mytest.Runner{M: m}) }
 
 // receiverServer serves a Receiver whose handler records each event it
 // runs in the business table events, in the registry's transaction.
