@@ -11,8 +11,10 @@
 //
 // Help that was asked for — "idem help", "idem help CMD", -h, --help —
 // goes to stdout and exits 0, so it can be paged or searched. A usage
-// error goes to stderr with the synopsis (and, for a bad flag, the flags)
-// and exits 2; "idem" alone is a usage error. Exit codes: 0 success (or
+// error goes to stderr as the error and one line pointing to the help
+// (for a command, with its synopsis), and exits 2; "idem" alone is a
+// usage error. "idem version" prints the build's module version, VCS
+// revision and Go version. Exit codes: 0 success (or
 // help), 1 the input was refused or the operation failed, 2 bad usage;
 // "idem rollout" adds 3 (stale: the row changed since it was read) and 4
 // (force required).
@@ -114,6 +116,7 @@ func commands() []command {
 			{"move", "move a tenant to another shard: drain, fence, copy, switch, undrain; resumable"},
 			{"abort", "undo a move that has not switched: lift the fence, undrain"},
 		}},
+		{name: "version", summary: "print the module version, VCS revision and Go version of this build", run: runVersion},
 	}
 }
 
@@ -123,7 +126,7 @@ func isHelp(arg string) bool { return arg == "-h" || arg == "-help" || arg == "-
 func run(ctx context.Context, args []string, std stdio) int {
 	switch {
 	case len(args) == 0:
-		usage(std.err)
+		fmt.Fprintf(std.err, "idem: no command\n%s\n", seeHelp)
 		return exitUsage
 	case isHelp(args[0]) || args[0] == "help" && (len(args) == 1 || args[1] == "help"):
 		usage(std.out)
@@ -133,17 +136,18 @@ func run(ctx context.Context, args []string, std stdio) int {
 		if c, ok := lookup(args[1]); ok && c.run != nil {
 			return c.run(ctx, append(args[2:len(args):len(args)], "--help"), std)
 		}
-		fmt.Fprintf(std.err, "idem help: unknown command %q\n", args[1])
-		usage(std.err)
+		fmt.Fprintf(std.err, "idem help: unknown command %q\n%s\n", args[1], seeHelp)
 		return exitUsage
 	}
 	if c, ok := lookup(args[0]); ok && c.run != nil {
 		return c.run(ctx, args[1:], std)
 	}
-	fmt.Fprintf(std.err, "idem: unknown command %q\n", args[0])
-	usage(std.err)
+	fmt.Fprintf(std.err, "idem: unknown command %q\n%s\n", args[0], seeHelp)
 	return exitUsage
 }
+
+// seeHelp ends a usage error that names no command.
+const seeHelp = "run 'idem help' for the list of commands"
 
 func lookup(name string) (command, bool) {
 	for _, c := range commands() {
@@ -167,8 +171,8 @@ func usage(w io.Writer) {
 // flags is the flag set of a command (name "prune") or of one action of
 // it (name "ops list"), with its synopsis, the arguments after "idem
 // NAME". parse prints its help — the synopsis, the summary and the
-// flags — on stdout when it is asked for, and the synopsis and flags on
-// stderr after a bad flag.
+// flags — on stdout when it is asked for, and the error and one line
+// pointing to that help on stderr after a bad flag.
 type flags struct {
 	*flag.FlagSet
 	synopsis string
@@ -184,8 +188,8 @@ type flags struct {
 
 func newFlags(name, synopsis string, std stdio) *flags {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(std.err) // flag's own error line ("flag provided but not defined: -x")
-	fs.Usage = func() {}  // parse prints the help, where it belongs
+	fs.SetOutput(io.Discard) // parse reports flag's errors itself, with the command's name
+	fs.Usage = func() {}     // parse prints the help, where it belongs
 	return &flags{FlagSet: fs, synopsis: synopsis, std: std}
 }
 
@@ -201,8 +205,7 @@ func (f *flags) parse(args []string) (words []string, code int, ok bool) {
 		f.help(f.std.out)
 		return nil, exitOK, false
 	case err != nil:
-		f.help(f.std.err)
-		return nil, exitUsage, false
+		return nil, f.usage(err.Error()), false
 	}
 	for _, fn := range f.after {
 		var u usageError
@@ -217,10 +220,11 @@ func (f *flags) parse(args []string) (words []string, code int, ok bool) {
 	return words, exitOK, true
 }
 
-// usage reports a usage error found after parsing: msg, then the
-// synopsis, on stderr. It returns exitUsage.
+// usage reports a usage error — a bad flag, or one found after parsing:
+// msg, then one line with the synopsis pointing to the help, on stderr.
+// It returns exitUsage.
 func (f *flags) usage(msg string) int {
-	fmt.Fprintf(f.std.err, "idem %s: %s\nusage: idem %s %s\n", f.Name(), msg, f.Name(), f.synopsis)
+	fmt.Fprintf(f.std.err, "idem %s: %s\nusage: idem %s %s   (idem %s --help for the flags)\n", f.Name(), msg, f.Name(), f.synopsis, f.Name())
 	return exitUsage
 }
 
@@ -239,7 +243,7 @@ func (f *flags) help(w io.Writer) {
 	fmt.Fprint(w, "\nflags:\n")
 	f.SetOutput(w)
 	f.PrintDefaults()
-	f.SetOutput(f.std.err)
+	f.SetOutput(io.Discard)
 	if f.notes != "" {
 		fmt.Fprintf(w, "\n%s", f.notes)
 	}
