@@ -32,9 +32,9 @@ func (f *checkHeaders) Set(line string) error {
 // failed (or the run was interrupted), 2 bad usage. Flags may come before or after URL.
 func runCheck(ctx context.Context, args []string, std stdio) int {
 	fs := newFlags("check", "[flags] URL", std)
-	var header, alt checkHeaders
+	var header, alt, fault checkHeaders
 	method := fs.String("method", check.DefaultMethod, "HTTP `METHOD` of the write endpoint")
-	body := fs.String("body", "", "body `TEMPLATE`: JSON text; {{unique}} becomes a fresh number per key, {{variant}} "+check.VariantSame+" (or "+check.VariantChanged+" in the changed payload)")
+	body := fs.String("body", "", "body `TEMPLATE`: JSON text; {{unique}} becomes a fresh number per key, {{variant}} "+check.VariantSame+" (or "+check.VariantChanged+" in the changed payload), {{lexical}} "+check.LexicalFirst+" (or "+check.LexicalRetry+" in strict-lexical-number's retry: mark a number whose scale the API declares significant)")
 	fs.Var(&header, "header", "`'Name: value'` sent with every request, e.g. the first credential (repeatable)")
 	fs.Var(&alt, "alt-header", "`'Name: value'` of a second credential, for the scoping scenario; replaces the same-named --header (repeatable)")
 	keyHeader := fs.String("key-header", check.DefaultKeyHeader, "`NAME` of the idempotency key header")
@@ -45,6 +45,9 @@ func runCheck(ctx context.Context, args []string, std stdio) int {
 	load := fs.Int("load", 100, "`KEYS` of the load scenario, each sent twice; 0 skips it")
 	timeout := fs.Duration("timeout", check.DefaultTimeout, "bound on each request")
 	only := fs.String("only", "", "comma-separated `SCENARIOS` to run (default: all): "+scenarioNames())
+	profile := fs.String("profile", "", "also score the API against a `PROFILE`: ietf (the IETF draft's answers, RFC 9457 problems) or strict (ietf, and what tells a strict API from a merely correct one); adds a scorecard")
+	expiry := fs.Duration("expiry", 0, "how long the API documents that it keeps a key: strict-expiry retries a key that much later (0 skips it)")
+	fs.Var(&fault, "fault-header", "`'Name: value'` that makes the API fail a request with a 5xx, if it offers one for tests: strict-5xx-replay sends its first request with it (repeatable; none skips it)")
 	asJSON := fs.Bool("json", false, "print the report as one JSON object")
 	html := fs.String("html", "", "also write a self-contained HTML report to `FILE`")
 
@@ -68,6 +71,9 @@ func runCheck(ctx context.Context, args []string, std stdio) int {
 		CountField:  *countField,
 		LoadKeys:    *load,
 		Timeout:     *timeout,
+		Profile:     *profile,
+		Expiry:      *expiry,
+		FaultHeader: fault.h,
 		Progress:    std.err,
 	}
 	if *only != "" {

@@ -81,6 +81,17 @@ type Config struct {
 	// Only, when not empty, names the scenarios to run; the others are
 	// reported as skipped.
 	Only []string
+	// Profile, when set (ProfileIETF, ProfileStrict), adds its scenarios
+	// after the base ones and a scorecard per profile to the report.
+	Profile string
+	// Expiry is how long the API documents that it keeps a key; the
+	// strict-expiry scenario retries a key that much later (plus a
+	// second). 0 skips it.
+	Expiry time.Duration
+	// FaultHeader holds headers that make the API answer a request with
+	// a 5xx (an option some APIs expose for tests); the strict-5xx-replay
+	// scenario sends its first request with them. nil skips it.
+	FaultHeader http.Header
 	// Client sends the requests; nil means a client of its own with
 	// Timeout and enough idle connections for Concurrency.
 	Client *http.Client
@@ -134,6 +145,15 @@ func (c Config) withDefaults() (Config, error) {
 			return c, fmt.Errorf("check: count URL %q: %w", c.CountURL, err)
 		}
 		c.CountURL = u.ResolveReference(ref).String()
+	}
+	if !validProfile(c.Profile) {
+		return c, fmt.Errorf("check: unknown profile %q (want one of %v)", c.Profile, Profiles())
+	}
+	if c.Expiry < 0 {
+		return c, errors.New("check: the expiry must not be negative")
+	}
+	if c.FaultHeader.Get(c.KeyHeader) != "" {
+		return c, fmt.Errorf("check: the fault header must not carry the key header %s", c.KeyHeader)
 	}
 	for _, name := range c.Only {
 		if !slices.ContainsFunc(Scenarios(), func(s Scenario) bool { return s.Name == name }) {

@@ -90,8 +90,8 @@ func problemCode(b []byte) string {
 	return p.Code
 }
 
-// send sends one request with the idempotency key key, the body and the
-// headers cred. wrote, if not nil, is called once the request is written
+// send sends one request with the idempotency key key (none when key is
+// ""), the body and the headers cred. wrote, if not nil, is called once the request is written
 // (possibly more than once if the client retries it on a fresh
 // connection). ctx governs the request.
 func (r *runner) send(ctx context.Context, key string, body []byte, cred http.Header, wrote func()) exchange {
@@ -111,7 +111,9 @@ func (r *runner) send(ctx context.Context, key string, body []byte, cred http.He
 	if len(body) > 0 && req.Header.Get("Content-Type") == "" {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	req.Header.Set(r.cfg.KeyHeader, key)
+	if key != "" {
+		req.Header.Set(r.cfg.KeyHeader, key)
+	}
 	resp, err := r.cfg.Client.Do(req)
 	if err == nil {
 		e.Status, e.Header = resp.StatusCode, resp.Header

@@ -103,6 +103,9 @@ type Report struct {
 	DurationMS float64  `json:"duration_ms"`
 	Counts     Counts   `json:"counts"`
 	Scenarios  []Result `json:"scenarios"`
+	// Scorecards are the verdicts per profile (Config.Profile; strict
+	// scores ietf too); none without a profile.
+	Scorecards []Scorecard `json:"scorecards,omitempty"`
 }
 
 // Counts counts the scenarios by verdict.
@@ -191,6 +194,7 @@ func (rep *Report) WriteTable(w io.Writer) error {
 		fmt.Fprintf(&b, ", %d warned (%s)", len(w), strings.Join(w, ", "))
 	}
 	fmt.Fprintf(&b, " in %s\n", time.Duration(rep.DurationMS*float64(time.Millisecond)).Round(time.Millisecond))
+	rep.writeScorecards(&b)
 	_, err := io.WriteString(w, b.String())
 	return err
 }

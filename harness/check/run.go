@@ -15,20 +15,30 @@ type Scenario struct {
 	Name string
 	// Property is the property it checks, in one line.
 	Property string
-	run      func(ctx context.Context, r *runner, res *Result)
+	// Profile is the profile that adds it (ProfileIETF, ProfileStrict);
+	// "" for the base scenarios every run checks.
+	Profile string
+	run     func(ctx context.Context, r *runner, res *Result)
 }
 
 // Scenarios returns the scenarios in the order a run checks them.
 func Scenarios() []Scenario {
 	return []Scenario{
-		{"replay", "a retry with the same key gets the same status and body", checkReplay},
-		{"conflict", "a changed payload with the same key is refused and creates nothing", checkConflict},
-		{"concurrent", "N concurrent identical requests cause one effect", checkConcurrent},
-		{"in-flight", "duplicates of a request still in flight are not executed again", checkInFlight},
-		{"scoping", "keys are scoped per credential: another credential never gets the first one's outcome", checkScoping},
-		{"hygiene", "a replay has a fresh Date and does not repeat the first answer's Set-Cookie", checkHygiene},
-		{"load", "many keys at --concurrency: one resource per key; throughput", checkLoad},
-		{"key-entropy", "a low-entropy key is refused (accepting one is a warning, not a failure)", checkKeyEntropy},
+		{"replay", "a retry with the same key gets the same status and body", "", checkReplay},
+		{"conflict", "a changed payload with the same key is refused and creates nothing", "", checkConflict},
+		{"concurrent", "N concurrent identical requests cause one effect", "", checkConcurrent},
+		{"in-flight", "duplicates of a request still in flight are not executed again", "", checkInFlight},
+		{"scoping", "keys are scoped per credential: another credential never gets the first one's outcome", "", checkScoping},
+		{"hygiene", "a replay has a fresh Date and does not repeat the first answer's Set-Cookie", "", checkHygiene},
+		{"load", "many keys at --concurrency: one resource per key; throughput", "", checkLoad},
+		{"key-entropy", "a low-entropy key is refused (accepting one is a warning, not a failure)", "", checkKeyEntropy},
+		{"ietf-missing-key", "a request without a key is refused 400 and creates nothing", ProfileIETF, checkMissingKey},
+		{"ietf-problem-details", "refusals are RFC 9457 problem details (application/problem+json)", ProfileIETF, checkProblemDetails},
+		{"ietf-conflict-422", "a key reused with another payload is refused 422", ProfileIETF, checkConflict422},
+		{"ietf-in-flight-409", "a duplicate in flight gets 409 with Retry-After, or the first outcome", ProfileIETF, checkInFlight409},
+		{"strict-lexical-number", "a number written another way ({{lexical}}: 10.0, then 10) is another request", ProfileStrict, checkLexicalNumber},
+		{"strict-expiry", "a key retried after its documented expiry (--expiry) causes no second effect", ProfileStrict, checkExpiry},
+		{"strict-5xx-replay", "a 5xx is never replayed: the retry executes (--fault-header)", ProfileStrict, check5xxReplay},
 	}
 }
 
@@ -70,7 +80,12 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	r := &runner{cfg: cfg, alt: altHeaders(cfg.Header, cfg.AltHeader)}
 	start := time.Now()
 	rep := &Report{Target: cfg.Method + " " + cfg.URL, StartedAt: start.UTC()}
-	all := Scenarios()
+	var all []Scenario
+	for _, sc := range Scenarios() {
+		if runsIn(sc.Profile, cfg.Profile) {
+			all = append(all, sc)
+		}
+	}
 	for i, sc := range all {
 		res := Result{Name: sc.Name, Property: sc.Property}
 		switch {
@@ -96,6 +111,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		rep.Scenarios = append(rep.Scenarios, res)
 	}
 	rep.finish(start)
+	rep.scorecards(cfg.Profile)
 	return rep, ctx.Err()
 }
 

@@ -12,12 +12,18 @@ import (
 const (
 	placeUnique  = "{{unique}}"
 	placeVariant = "{{variant}}"
+	placeLexical = "{{lexical}}"
 )
 
-// render fills the body template: every {{unique}} becomes unique and
-// every {{variant}} variant.
+// render fills the body template: every {{unique}} becomes unique,
+// every {{variant}} variant and every {{lexical}} LexicalFirst.
 func render(tmpl, unique, variant string) string {
-	return strings.NewReplacer(placeUnique, unique, placeVariant, variant).Replace(tmpl)
+	return renderLexical(tmpl, unique, variant, LexicalFirst)
+}
+
+// renderLexical is render with {{lexical}} as lexical.
+func renderLexical(tmpl, unique, variant, lexical string) string {
+	return strings.NewReplacer(placeUnique, unique, placeVariant, variant, placeLexical, lexical).Replace(tmpl)
 }
 
 // newKey returns a random version 4 UUID (RFC 9562), the key form every
