@@ -146,6 +146,12 @@ type Config struct {
 	// ("http://127.0.0.1:9090"); "" leaves POST /v1/transfers unregistered
 	// (404).
 	Provider string
+	// ProviderEventSecrets are the signing keys of the provider's
+	// transfer events (the bytes "whsec_…" secrets decode to; two during a
+	// rotation): with them, and with Provider, POST /webhooks/provider
+	// receives the events (provider_events.go). None leaves the route
+	// unregistered (404).
+	ProviderEventSecrets [][]byte
 	// ProviderTimeout bounds one provider call; 0 means
 	// DefaultProviderTimeout. A call that times out leaves its transfer
 	// UNKNOWN.
@@ -283,6 +289,13 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 		configure(&transfer.Operation, cfg)
 		s.effects = effect.Set{OperationTransfer: transfer.Operation.Effects}
 		s.mux.Handle("POST /v1/transfers", transfer.Handler(http.HandlerFunc(s.createTransfer)))
+	}
+	if len(cfg.ProviderEventSecrets) > 0 {
+		events, err := s.newProviderEvents(ctx, cfg, reg)
+		if err != nil {
+			return nil, err
+		}
+		s.mux.Handle("POST "+PathProviderEvents, events)
 	}
 	refund := *create // same store, identity, admission, epoch and metrics
 	refund.Operation.Name = OperationRefund
