@@ -118,8 +118,10 @@ type eventOutcome struct {
 
 type eventKey struct{}
 
-// newProviderEvents builds the receiver of the provider's events.
-func (s *Service) newProviderEvents(ctx context.Context, cfg Config, reg prometheus.Registerer) (http.Handler, error) {
+// newProviderEvents builds the receiver of the provider's events; admit
+// is asked before an event is recorded (a draining registry answers 503
+// DRAINING, and the provider sends the event again).
+func (s *Service) newProviderEvents(ctx context.Context, cfg Config, reg prometheus.Registerer, admit func(context.Context) error) (http.Handler, error) {
 	if cfg.Provider == "" {
 		return nil, errors.New("payments: Config.ProviderEventSecrets needs Config.Provider: the events are about its transfers")
 	}
@@ -129,7 +131,7 @@ func (s *Service) newProviderEvents(ctx context.Context, cfg Config, reg prometh
 	rc, err := webhook.New(ctx, webhook.Config{
 		Store: s.store, Operation: op, Verifier: v,
 		Sender:  idem.Identity{Principal: "provider"},
-		Options: idemhttp.Options{Logger: s.log, WriterEpoch: &s.epoch},
+		Options: idemhttp.Options{Logger: s.log, WriterEpoch: &s.epoch, Admit: admit},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("payments: %w", err)

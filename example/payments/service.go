@@ -291,7 +291,7 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 		s.mux.Handle("POST /v1/transfers", transfer.Handler(http.HandlerFunc(s.createTransfer)))
 	}
 	if len(cfg.ProviderEventSecrets) > 0 {
-		events, err := s.newProviderEvents(ctx, cfg, reg)
+		events, err := s.newProviderEvents(ctx, cfg, reg, shard.Chain(admit.Admit, cfg.Admit))
 		if err != nil {
 			return nil, err
 		}
