@@ -138,6 +138,9 @@ func eventsMetric(t *testing.T, s *server, disposition string) int {
 //     alone settles nothing.
 //   - An event contradicting a settled transfer is recorded, logged at
 //     ERROR and counted, and changes nothing.
+//   - A signed event that is no transfer event is refused 422
+//     EVENT_INVALID (its re-send a replay); one about no transfer of the
+//     service is answered 200 unmatched.
 //
 // threat:provider-event-as-evidence
 // threat:webhook-forged
@@ -267,6 +270,18 @@ func TestProviderEventsSettleUnknown(t *testing.T) {
 		}
 		if st := getTransfer(op); st != http.StatusOK {
 			t.Errorf("GET the transfer after the contradiction: %d; want 200 as before", st)
+		}
+
+		// Not a transfer event: 422, stored; about no transfer here: 200.
+		for i := range 2 {
+			if r := signedEvent(t, url, secret, "evt_other", time.Now(), []byte(`{"type":"refund.created","data":{}}`)); r.status != http.StatusUnprocessableEntity ||
+				!strings.Contains(string(r.body), "EVENT_INVALID") || (i == 1) != (r.header.Get("Idempotent-Replayed") == "true") {
+				t.Errorf("a signed event that is no transfer event, delivery %d: %v; want 422 EVENT_INVALID, the second a replay", i+1, r)
+			}
+		}
+		stranger := []byte(`{"type":"transfer.succeeded","data":{"id":"tr_1","key":"idem-0000000000000000000000000000000000000000","reference":"op_01M8XAG6XJCRBR24WZJC7FDHQT"}}`)
+		if r := signedEvent(t, url, secret, "evt_stranger", time.Now(), stranger); r.status != http.StatusOK || !strings.Contains(string(r.body), `"disposition":"unmatched"`) {
+			t.Errorf("an event about no transfer of the service: %v; want 200 unmatched", r)
 		}
 	})
 }

@@ -90,7 +90,7 @@ const eventRetryAfter = "5"
 type providerEvents struct {
 	s        *Service
 	verifier *webhook.Verifier
-	receiver *webhook.Receiver
+	inner    http.Handler // the Receiver around answer
 	effects  *effect.Operation
 	counted  *prometheus.CounterVec
 }
@@ -136,18 +136,19 @@ func (s *Service) newProviderEvents(ctx context.Context, cfg Config, reg prometh
 	if err != nil {
 		return nil, fmt.Errorf("payments: %w", err)
 	}
-	pe := &providerEvents{s: s, verifier: v, receiver: rc, effects: s.effects[OperationTransfer],
+	pe := &providerEvents{s: s, verifier: v, effects: s.effects[OperationTransfer],
 		counted: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "idem_provider_events_total",
 			Help: "Provider transfer events answered once (not their re-sends), by disposition: settled, already-settled, contradicts (the settled outcome contradicts the event; it was kept), unmatched, invalid.",
 		}, []string{"disposition"}),
 	}
 	reg.MustRegister(pe.counted)
+	pe.inner = rc.Handler(http.HandlerFunc(pe.answer))
 	return pe, nil
 }
 
 func (pe *providerEvents) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	inner := pe.receiver.Handler(http.HandlerFunc(pe.answer))
+	inner := pe.inner
 	body, err := io.ReadAll(io.LimitReader(r.Body, webhook.DefaultMaxBody+1))
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	if err != nil || len(body) > webhook.DefaultMaxBody {

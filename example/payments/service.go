@@ -15,6 +15,8 @@
 //	GET  /v1/payments/{id}/refunds/{refundID}
 //	                                  one refund of the payment
 //	GET  /v1/operations/{operationID} an operation's state, to its owner only
+//	POST /webhooks/provider           the provider's signed transfer events (only with
+//	                                  Config.ProviderEventSecrets; see provider_events.go)
 //	GET  /healthz                     liveness: 200 when the store answers, else 503
 //	GET  /readyz                      readiness: 200, or 503 with the reason (storage, draining, fenced)
 //
@@ -22,7 +24,8 @@
 // an admin listener to serve ("idem serve --admin-addr"), never the API's
 // port, where anyone could read them.
 //
-// Every route but /healthz and /readyz needs "Authorization: Bearer
+// Every route but /healthz, /readyz and /webhooks/provider (signed by the
+// provider instead) needs "Authorization: Bearer
 // TOKEN" with a token of Config.Auth; without one it answers 401
 // UNAUTHENTICATED. The idempotent routes take keys under
 // idem.StrictKeyPolicy (opaque, random: a UUIDv4, a ULID, idem.NewKey);
