@@ -140,7 +140,8 @@ func eventsMetric(t *testing.T, s *server, disposition string) int {
 //     ERROR and counted, and changes nothing.
 //   - A signed event that is no transfer event is refused 422
 //     EVENT_INVALID (its re-send a replay); one about no transfer of the
-//     service is answered 200 unmatched.
+//     service, signed with the other secret the server takes (a
+//     rotation), is answered 200 unmatched.
 //
 // threat:provider-event-as-evidence
 // threat:webhook-forged
@@ -155,13 +156,20 @@ func TestProviderEventsSettleUnknown(t *testing.T) {
 		if err := os.WriteFile(secretFile, []byte("whsec_"+base64.StdEncoding.EncodeToString(secret)+"\n"), 0o600); err != nil {
 			t.Fatal(err)
 		}
+		// A rotation: the receiver also takes the secret being retired.
+		retiring := make([]byte, 32)
+		rand.Read(retiring)
+		retiringFile := filepath.Join(dir, "retiring.secret")
+		if err := os.WriteFile(retiringFile, []byte("whsec_"+base64.StdEncoding.EncodeToString(retiring)+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
 		relay := &eventsRelay{}
 		rs := httptest.NewServer(relay)
 		defer rs.Close()
 		prov := startChild(t, nil, "provider", "--addr", "127.0.0.1:0", "--state", filepath.Join(dir, "provider.state"),
 			"--events-url", rs.URL+"/webhooks/provider", "--events-secret-file", secretFile)
 		s := startServer(t, dsn, "--provider", prov.url, "--provider-timeout", "300ms", "--recover-interval", "1h",
-			"--provider-events-secret-file", secretFile)
+			"--provider-events-secret-file", retiringFile, "--provider-events-secret-file", secretFile)
 		control := func(mode string) {
 			t.Helper()
 			if r, err := prov.send(http.MethodPost, "/control", "", nil, `{"mode":"`+mode+`"}`); err != nil || r.status != http.StatusOK {
@@ -280,7 +288,7 @@ func TestProviderEventsSettleUnknown(t *testing.T) {
 			}
 		}
 		stranger := []byte(`{"type":"transfer.succeeded","data":{"id":"tr_1","key":"idem-0000000000000000000000000000000000000000","reference":"op_01M8XAG6XJCRBR24WZJC7FDHQT"}}`)
-		if r := signedEvent(t, url, secret, "evt_stranger", time.Now(), stranger); r.status != http.StatusOK || !strings.Contains(string(r.body), `"disposition":"unmatched"`) {
+		if r := signedEvent(t, url, retiring, "evt_stranger", time.Now(), stranger); r.status != http.StatusOK || !strings.Contains(string(r.body), `"disposition":"unmatched"`) {
 			t.Errorf("an event about no transfer of the service: %v; want 200 unmatched", r)
 		}
 	})
