@@ -82,7 +82,8 @@ func (s *Server) load(entries []journalEntry) error {
 
 // Close stops the event sender (an attempt in flight is cut off; its
 // event is sent again after a restart on the same state file) and closes
-// the state file. Requests still being answered must have ended.
+// the state file; with one, a request for a new key after it is answered 503
+// PROVIDER_FAILURE, nothing executed. Close is for the end of serving.
 func (s *Server) Close() error {
 	if s.stop != nil {
 		s.stop()
@@ -90,12 +91,11 @@ func (s *Server) Close() error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.journal == nil {
+	if s.journal == nil || s.closed {
 		return nil
 	}
-	err := s.journal.close()
-	s.journal = nil
-	return err
+	s.closed = true
+	return s.journal.close()
 }
 
 // recordLocked makes t what became of key: written to the state file,
@@ -106,6 +106,9 @@ func (s *Server) Close() error {
 func (s *Server) recordLocked(key string, t *transfer, fields map[string]json.RawMessage) error {
 	id := eventID(key)
 	body := eventBody(key, t, fields, s.now())
+	if s.closed {
+		return errors.New("provider: closed: its state file no longer records keys")
+	}
 	if s.journal != nil {
 		if err := s.journal.append(journalEntry{
 			Key: key, Request: string(t.request), Declined: t.declined, Response: string(t.response),

@@ -166,6 +166,7 @@ type Server struct {
 	// journal, when set, is the state file every key's outcome is
 	// written to before it is answered (Options.State).
 	journal *journal
+	closed  bool // Close closed the journal: no key is recorded any more
 	// events says whether events are sent (Options.Events.URL);
 	// pending are the ones not acknowledged yet, by webhook-id.
 	events  bool
