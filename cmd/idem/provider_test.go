@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/idemkit/idem/example/provider"
 )
 
 // startProvider runs "idem provider --addr 127.0.0.1:0 args…" in process
@@ -122,10 +124,34 @@ func TestProviderCommandRefuses(t *testing.T) {
 		{[]string{"provider", "extra"}, exitUsage},
 		{[]string{"provider", "--nope"}, exitUsage},
 		{[]string{"provider", "--addr", busy.Addr().String()}, exitRefused},
+		{[]string{"provider", "--events-url", "http://127.0.0.1:1/"}, exitUsage},
+		{[]string{"provider", "--state", t.TempDir()}, exitRefused}, // a directory
 	} {
 		code, _, stderr := runCmd(t, "", c.args...)
 		if code != c.code || strings.Contains(stderr, "listening on") {
 			t.Errorf("%q: code %d, want %d; stderr:\n%s", c.args, code, c.code, stderr)
+		}
+	}
+}
+
+// TestProviderHelpNamesEveryMode: "idem help provider" names every mode
+// package provider defines (provider.Modes), as POST /control takes it,
+// and the count, the state file and the events, so the help cannot drift
+// from the package.
+func TestProviderHelpNamesEveryMode(t *testing.T) {
+	t.Parallel()
+	code, help, _ := runCmd(t, "", "help", "provider")
+	if code != exitOK {
+		t.Fatalf("idem help provider: exit %d", code)
+	}
+	for _, m := range provider.Modes() {
+		if !strings.Contains(help, "\n  \""+string(m)+"\" ") {
+			t.Errorf("the help does not describe mode %q:\n%s", m, help)
+		}
+	}
+	for _, s := range []string{`"count": N`, "--state FILE", "--events-url URL", "-events-secret-file"} {
+		if !strings.Contains(help, s) {
+			t.Errorf("the help does not name %s:\n%s", s, help)
 		}
 	}
 }

@@ -48,7 +48,12 @@ import (
 // began, and settles UNKNOWN transfers on evidence from --provider (a
 // lookup by the downstream key, then a re-send with the same key), with
 // backoff, without any client retry; see maintenance.Runner and "idem recover".
-// --provider-timeout (default 5s) bounds each provider call.
+// --provider-timeout (default 5s) bounds each provider call. With
+// --provider-events-secret-file FILE (repeatable: a rotation) it receives
+// the provider's signed transfer events at POST /webhooks/provider
+// (payments.PathProviderEvents): an event for an UNKNOWN transfer makes
+// the same lookup the worker makes, now, and only the lookup's answer
+// settles it (docs/webhooks.md).
 //
 // --api-revision (default v1) names the API major revision bound into
 // the scope of every operation without a --revision (SPEC C2): a server
@@ -147,6 +152,7 @@ func runServe(ctx context.Context, args []string, std stdio) int {
 	storeTimeout := fs.Duration("store-timeout", registry.DefaultCallTimeout, "bound on each registry call made for a request; a call that takes longer fails the request with 503 STORE_UNAVAILABLE (0: unbounded)")
 	twoPhase := fs.Bool("two-phase", false, "run POST /v1/payments in the two-phase style: reserve the key (committed), then run the payment and record its outcome; a duplicate sent meanwhile gets 409 IN_PROGRESS or waits (Prefer: wait). Default: one database transaction — payment, outbox message and operation record commit together, and a duplicate sent meanwhile waits for it and replays")
 	webhook := addWebhookFlags(fs.FlagSet)
+	eventSecrets := addEventSecretFlag(fs.FlagSet)
 	keys := addKeysFlag(fs.FlagSet)
 	admin := addAdminFlags(fs.FlagSet)
 	modes, revisions := addRolloutFlags(fs.FlagSet)
@@ -189,6 +195,9 @@ func runServe(ctx context.Context, args []string, std stdio) int {
 	if err := shards.check(dbGiven); err != nil {
 		return fs.usage(err.Error())
 	}
+	if err := eventSecrets.check(*provider, shards.sharded()); err != nil {
+		return fs.usage(err.Error())
+	}
 	if *epoch < -1 {
 		fmt.Fprintln(std.err, "idem serve: --writer-epoch must be -1 (the registry's at start) or an epoch >= 0")
 		return exitUsage
@@ -214,19 +223,25 @@ func runServe(ctx context.Context, args []string, std stdio) int {
 	if opts.Sealer == nil {
 		log.Warn("no --encryption-keys file: response bodies are stored in plaintext (required for production: docs/operations.md, \"Encryption at rest\")")
 	}
+	secrets, err := eventSecrets.load()
+	if err != nil {
+		log.Error("idem serve: cannot read the provider's events secret", "err", err)
+		return exitRefused
+	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	setup := shardSetup{log: log, opts: opts, keyRefresh: *keyRefresh, storeTimeout: *storeTimeout, webhook: webhook,
 		svc: payments.Config{
-			Auth:            tokens,
-			Lease:           *lease,
-			Retention:       *retention,
-			Provider:        *provider,
-			ProviderTimeout: *providerTimeout,
-			WriterEpoch:     *epoch,
-			APIRevision:     *apiRevision,
-			Modes:           modes,
-			Revisions:       revisions,
+			Auth:                 tokens,
+			Lease:                *lease,
+			Retention:            *retention,
+			Provider:             *provider,
+			ProviderTimeout:      *providerTimeout,
+			ProviderEventSecrets: secrets,
+			WriterEpoch:          *epoch,
+			APIRevision:          *apiRevision,
+			Modes:                modes,
+			Revisions:            revisions,
 
 			OneTransaction: !*twoPhase,
 		},

@@ -222,6 +222,8 @@ func TestServeRefuses(t *testing.T) {
 		{[]string{"serve", "--db", db, "--auth", badAuth}, exitRefused},
 		{[]string{"serve", "--db", "mysql://u:hunter2@h/db"}, exitRefused},
 		{[]string{"serve", "--db", db, "--addr", busy.Addr().String()}, exitRefused},
+		{[]string{"serve", "--db", db, "--provider-events-secret-file", badAuth}, exitUsage}, // no --provider
+		{[]string{"serve", "--db", db, "--provider", "http://127.0.0.1:1", "--provider-events-secret-file", filepath.Join(dir, "none")}, exitRefused},
 	} {
 		code, _, stderr := runCmd(t, "", c.args...)
 		if code != c.code || strings.Contains(stderr, "hunter2") || strings.Contains(stderr, "listening on") {

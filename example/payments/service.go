@@ -15,6 +15,8 @@
 //	GET  /v1/payments/{id}/refunds/{refundID}
 //	                                  one refund of the payment
 //	GET  /v1/operations/{operationID} an operation's state, to its owner only
+//	POST /webhooks/provider           the provider's signed transfer events (only with
+//	                                  Config.ProviderEventSecrets; see provider_events.go)
 //	GET  /healthz                     liveness: 200 when the store answers, else 503
 //	GET  /readyz                      readiness: 200, or 503 with the reason (storage, draining, fenced)
 //
@@ -22,7 +24,8 @@
 // an admin listener to serve ("idem serve --admin-addr"), never the API's
 // port, where anyone could read them.
 //
-// Every route but /healthz and /readyz needs "Authorization: Bearer
+// Every route but /healthz, /readyz and /webhooks/provider (signed by the
+// provider instead) needs "Authorization: Bearer
 // TOKEN" with a token of Config.Auth; without one it answers 401
 // UNAUTHENTICATED. The idempotent routes take keys under
 // idem.StrictKeyPolicy (opaque, random: a UUIDv4, a ULID, idem.NewKey);
@@ -146,6 +149,12 @@ type Config struct {
 	// ("http://127.0.0.1:9090"); "" leaves POST /v1/transfers unregistered
 	// (404).
 	Provider string
+	// ProviderEventSecrets are the signing keys of the provider's
+	// transfer events (the bytes "whsec_…" secrets decode to; two during a
+	// rotation): with them, and with Provider, POST /webhooks/provider
+	// receives the events (provider_events.go). None leaves the route
+	// unregistered (404).
+	ProviderEventSecrets [][]byte
 	// ProviderTimeout bounds one provider call; 0 means
 	// DefaultProviderTimeout. A call that times out leaves its transfer
 	// UNKNOWN.
@@ -283,6 +292,13 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 		configure(&transfer.Operation, cfg)
 		s.effects = effect.Set{OperationTransfer: transfer.Operation.Effects}
 		s.mux.Handle("POST /v1/transfers", transfer.Handler(http.HandlerFunc(s.createTransfer)))
+	}
+	if len(cfg.ProviderEventSecrets) > 0 {
+		events, err := s.newProviderEvents(ctx, cfg, reg, shard.Chain(admit.Admit, cfg.Admit))
+		if err != nil {
+			return nil, err
+		}
+		s.mux.Handle("POST "+PathProviderEvents, events)
 	}
 	refund := *create // same store, identity, admission, epoch and metrics
 	refund.Operation.Name = OperationRefund

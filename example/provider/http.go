@@ -95,6 +95,9 @@ func (s *Server) postTransfer(w http.ResponseWriter, r *http.Request) {
 	case out.conflict:
 		writeProblem(w, codePayloadConflict, "the key was used with another request body")
 		return
+	case out.unsaved:
+		writeProblem(w, codeFailure, "the provider could not record the transfer in its state file")
+		return
 	case out.failed && out.t == nil:
 		writeProblem(w, codeFailure, "the provider is in fail mode; nothing was executed")
 		return

@@ -94,14 +94,22 @@
 // http.ErrAbortHandler: the connection is cut and no status is written.
 // Holding uses a broadcast on every state change, never a timer.
 //
-// State lives in memory and dies with the process. All methods of Server
-// are safe for concurrent use.
+// A Server from New keeps its state in memory, and it dies with the
+// process: a restarted provider would execute a known key again. One from
+// Open with Options.State writes what became of each key to that file,
+// synced to disk, before answering, and reads it back when it starts, so
+// a key is answered the same way across restarts (journal.go). With
+// Options.Events it also sends a signed Standard Webhooks event for each
+// key that executed or was declined (events.go).
+//
+// All methods of Server are safe for concurrent use.
 package provider
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -113,7 +121,7 @@ const MaxBody = 1 << 20
 // Mode says how POST /transfers behaves; see the package documentation.
 type Mode string
 
-// The modes.
+// The modes; Modes lists them.
 const (
 	ModeOK         Mode = "ok"
 	ModeFail       Mode = "fail"
@@ -126,11 +134,16 @@ const (
 // modeNames lists the modes for error messages.
 const modeNames = `"ok", "fail", "fail-after", "decline", "hang" or "hang-before"`
 
+// Modes returns every mode, ModeOK first: what ParseMode accepts and
+// POST /control sets.
+func Modes() []Mode {
+	return []Mode{ModeOK, ModeFail, ModeFailAfter, ModeDecline, ModeHang, ModeHangBefore}
+}
+
 // ParseMode returns the Mode named s.
 func ParseMode(s string) (Mode, error) {
-	switch m := Mode(s); m {
-	case ModeOK, ModeFail, ModeFailAfter, ModeDecline, ModeHang, ModeHangBefore:
-		return m, nil
+	if slices.Contains(Modes(), Mode(s)) {
+		return Mode(s), nil
 	}
 	return "", fmt.Errorf("provider: unknown mode %q (want %s)", s, modeNames)
 }
@@ -149,6 +162,17 @@ type Server struct {
 	byKey    map[string]*transfer
 	executed []*transfer // in execution order
 	declined int
+
+	// journal, when set, is the state file every key's outcome is
+	// written to before it is answered (Options.State).
+	journal *journal
+	closed  bool // Close closed the journal: no key is recorded any more
+	// events says whether events are sent (Options.Events.URL);
+	// pending are the ones not acknowledged yet, by webhook-id.
+	events  bool
+	pending map[string]*pendingEvent
+	stop    context.CancelFunc // ends the event sender; nil without one
+	stopped chan struct{}      // closed when the event sender returned
 }
 
 // transfer is what became of one key: an executed transfer or a decline.
@@ -167,6 +191,7 @@ func New() *Server {
 		changed: make(chan struct{}),
 		mode:    ModeOK,
 		byKey:   make(map[string]*transfer),
+		pending: make(map[string]*pendingEvent),
 	}
 }
 
@@ -345,6 +370,7 @@ type outcome struct {
 	t        *transfer // the key's transfer or decline; nil on a conflict or ModeFail
 	conflict bool      // the key was used with another body
 	failed   bool      // answer 503 PROVIDER_FAILURE (ModeFail, ModeFailAfter)
+	unsaved  bool      // the state file refused the key's line: 503, nothing answered as done
 	replayed bool      // the key had executed or been declined before
 }
 
@@ -372,14 +398,18 @@ func (s *Server) postLocked(ctx context.Context, key string, req []byte, fields 
 			return outcome{failed: true}, nil
 		case ModeDecline:
 			t := &transfer{request: req, declined: true, response: declinedProblem}
-			s.byKey[key] = t
+			if err := s.recordLocked(key, t, fields); err != nil {
+				return outcome{failed: true, unsaved: true}, nil
+			}
 			s.declined++
 			s.broadcastLocked()
 			return outcome{t: t}, nil
 		}
 		body := appendTransfer(nil, "tr_"+strconv.Itoa(len(s.executed)+1), key, fields, s.now().UTC())
 		t := &transfer{request: req, response: body}
-		s.byKey[key] = t
+		if err := s.recordLocked(key, t, fields); err != nil {
+			return outcome{failed: true, unsaved: true}, nil
+		}
 		s.executed = append(s.executed, t)
 		s.broadcastLocked()
 		switch mode {
