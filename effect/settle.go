@@ -118,7 +118,7 @@ func (o *Operation) ask(ctx context.Context, store registry.Store, e registry.Ef
 	if e.Request == nil {
 		return a, "", false, fmt.Sprintf("%s: lookup of key %s: %s; no stored request to re-send", e.Name, e.DownstreamKey, looked), nil
 	}
-	a = d.Send(ctx, e.DownstreamKey, e.Request)
+	a = Send(ctx, d, e.Name, e.DownstreamKey, e.Request) // trace.go
 	if result, ok := o.answerAt(a, e, l.At); ok {
 		return a, result, true, "", nil
 	}

@@ -18,8 +18,10 @@ import (
 // reserve runs the acceptance point, timing it and asking Admit first.
 func (c *Core) reserve(ctx context.Context, cl registry.Claim) (registry.Record, bool, error) {
 	start := time.Now()
-	rec, created, err := c.Store.Reserve(ctx, cl)
-	c.obs().ObserveReservation(c.name(), time.Since(start))
+	sctx, span := c.span(ctx, SpanReserve, registry.Record{}) // trace.go
+	rec, created, err := c.Store.Reserve(sctx, cl)
+	endSpan(span, rec, err)
+	c.observeReservation(ctx, time.Since(start))
 	if err != nil || !created || c.Admit == nil {
 		return rec, created, err
 	}
@@ -44,8 +46,10 @@ func (c *Core) execute(ctx context.Context, rec registry.Record, d Door) Result 
 	defer stop()
 	c.obs().Inflight(c.name(), 1)
 	defer c.obs().Inflight(c.name(), -1)
+	xctx, span := c.span(xctx, SpanExecute, rec)
 	var ans Answer
 	done, err := c.Store.Complete(xctx, rec, c.business(d, &ans))
+	endSpan(span, done, err)
 	return c.answer(xctx, rec, done, err, ans, true)
 }
 
