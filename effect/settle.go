@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/internal/tracing"
 	"github.com/idemkit/idem/registry"
 )
 
@@ -259,6 +260,7 @@ func (o *Operation) reconcile(ctx context.Context, store registry.Store, rec reg
 		return unsettled, err
 	}
 	r.Outcome, r.Response, r.Outbox = out.State, out.Response, out.Outbox
+	tracing.Stamp(ctx, r.Outbox) // the settlement's trace, when it is traced
 	done, err := store.Reconcile(ctx, rec.OperationID, r)
 	if errors.Is(err, registry.ErrFenced) {
 		return settledElsewhere(ctx, store, rec)

@@ -214,6 +214,7 @@ func (c *Core) executeEffects(ctx context.Context, rec registry.Record, d Door) 
 func (c *Core) completeRendered(ctx context.Context, rec registry.Record, effs []registry.Effect) Result {
 	rec.State = idem.StateExecuting // as BeginEffect left it
 	out, err := c.Config.Effects.Outcome(rec, effs)
+	tracing.Stamp(ctx, out.Outbox)
 	if err != nil {
 		c.log().Error("rendering the outcome failed", "operation", c.name(), "operation_id", rec.OperationID, "err", err)
 		return c.markUnknown(ctx, rec, "the outcome could not be rendered")
@@ -257,6 +258,7 @@ func (c *Core) completeWithoutEffects(ctx context.Context, rec registry.Record, 
 		if err := failpoint.Hit(failpoint.BeforeCommit); err != nil {
 			return registry.Outcome{}, err
 		}
+		tracing.Stamp(ctx, ans.Outbox)
 		return registry.Outcome{State: ans.State, Response: ans.Response, Outbox: ans.Outbox}, nil
 	})
 	ans.Failed = nil // the execution ran no statement in this transaction

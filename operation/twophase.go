@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idem/internal/failpoint"
+	"github.com/idemkit/idem/internal/tracing"
 	"github.com/idemkit/idem/registry"
 )
 
@@ -66,6 +67,7 @@ func (c *Core) business(d Door, ans *Answer) registry.BusinessFunc {
 		if err := failpoint.Hit(failpoint.BeforeCommit); err != nil {
 			return registry.Outcome{}, err
 		}
+		tracing.Stamp(ctx, a.Outbox) // each message carries this trace to its delivery
 		return registry.Outcome{State: a.State, Response: a.Response, Outbox: a.Outbox}, nil
 	}
 }

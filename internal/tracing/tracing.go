@@ -39,10 +39,12 @@ const (
 	// PreviousGeneration is the generation a takeover took the operation
 	// from (the owner whose lease expired).
 	PreviousGeneration = attribute.Key("idem.previous_generation")
-	Code               = attribute.Key("idem.code")   // the contract code of a refusal
-	Effect             = attribute.Key("idem.effect") // the effect's declared name (not its key)
-	Answer             = attribute.Key("idem.answer") // a downstream answer's kind: executed, declined, not found, indefinite
-	Topic              = attribute.Key("idem.topic")  // an outbox message's topic
+	Code               = attribute.Key("idem.code")     // the contract code of a refusal
+	Effect             = attribute.Key("idem.effect")   // the effect's declared name (not its key)
+	Answer             = attribute.Key("idem.answer")   // a downstream answer's kind: executed, declined, not found, indefinite
+	Topic              = attribute.Key("idem.topic")    // an outbox message's topic
+	Attempt            = attribute.Key("idem.attempt")  // the delivery attempt of an outbox message (1 for the first)
+	Messages           = attribute.Key("idem.messages") // how many messages a batch publish carried
 )
 
 // Tracer returns the tracer of tp, or of otel.GetTracerProvider() when tp
@@ -59,17 +61,23 @@ func Tracer(tp trace.TracerProvider) trace.Tracer {
 var unset = otel.GetTracerProvider()
 
 // Root starts the span name with tp (nil: otel.GetTracerProvider()), as
-// a child of ctx's span if any. While tp is nil and the application has
-// set no global provider, it is Child: nothing is started or allocated
-// unless ctx's span records (another instrumentation's provider).
-func Root(ctx context.Context, tp trace.TracerProvider, name string) (context.Context, trace.Span) {
+// a child of ctx's span if any, with opts. While tp is nil and the
+// application has set no global provider, the span is started with the
+// provider of ctx's span when that span records (another
+// instrumentation's), and otherwise nothing is started or allocated:
+// ctx and its span are returned.
+func Root(ctx context.Context, tp trace.TracerProvider, name string, opts ...trace.SpanStartOption) (context.Context, trace.Span) {
 	if tp == nil {
 		tp = otel.GetTracerProvider()
 		if tp == unset {
-			return Child(ctx, name)
+			parent := trace.SpanFromContext(ctx)
+			if !parent.IsRecording() {
+				return ctx, parent
+			}
+			tp = parent.TracerProvider()
 		}
 	}
-	return tp.Tracer(Scope).Start(ctx, name)
+	return tp.Tracer(Scope).Start(ctx, name, opts...)
 }
 
 // Fail marks span failed when err is not nil, with a fixed description
@@ -114,6 +122,39 @@ func Propagator(p propagation.TextMapPropagator) propagation.TextMapPropagator {
 		return otel.GetTextMapPropagator()
 	}
 	return p
+}
+
+// Stamp sets the Trace of each message of msgs that has none to the
+// W3C traceparent of ctx's span, when ctx holds a valid span context
+// (sampled or not), so that the message's delivery continues that trace;
+// otherwise it changes nothing and allocates nothing.
+func Stamp(ctx context.Context, msgs []registry.Message) {
+	if len(msgs) == 0 || !trace.SpanContextFromContext(ctx).IsValid() {
+		return
+	}
+	tp := Traceparent(ctx)
+	for i := range msgs {
+		if msgs[i].Trace == "" {
+			msgs[i].Trace = tp
+		}
+	}
+}
+
+// Traceparent is the W3C traceparent of ctx's span context, "" when it
+// is not valid.
+func Traceparent(ctx context.Context) string {
+	c := propagation.MapCarrier{}
+	propagation.TraceContext{}.Inject(ctx, c)
+	return c["traceparent"]
+}
+
+// Continue returns ctx with the span context the W3C traceparent tp
+// names as its remote parent, or ctx unchanged when tp is not one.
+func Continue(ctx context.Context, tp string) context.Context {
+	if tp == "" {
+		return ctx
+	}
+	return propagation.TraceContext{}.Extract(ctx, propagation.MapCarrier{"traceparent": tp})
 }
 
 // Observe records v in o, with an exemplar carrying the trace_id of ctx's
