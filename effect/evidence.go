@@ -93,7 +93,7 @@ func (o *Operation) Lookup(ctx context.Context, log registry.LookupLog, e regist
 	if d == nil {
 		return Answer{}, registry.Lookup{}, fmt.Errorf("effect: no downstream is configured for effect %s", e.Name)
 	}
-	a := d.Lookup(ctx, e.DownstreamKey)
+	a := lookup(ctx, d, e.Name, e.DownstreamKey) // trace.go
 	l, err := log.RecordLookup(ctx, registry.Lookup{OperationID: e.OperationID, Effect: e.Name, DownstreamKey: e.DownstreamKey,
 		Answer: lookupAnswer(a), Handle: a.Handle, Detail: a.Detail, Actor: actor}.Clipped())
 	if err != nil {

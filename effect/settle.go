@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/internal/tracing"
 	"github.com/idemkit/idem/registry"
 )
 
@@ -118,7 +119,7 @@ func (o *Operation) ask(ctx context.Context, store registry.Store, e registry.Ef
 	if e.Request == nil {
 		return a, "", false, fmt.Sprintf("%s: lookup of key %s: %s; no stored request to re-send", e.Name, e.DownstreamKey, looked), nil
 	}
-	a = d.Send(ctx, e.DownstreamKey, e.Request)
+	a = Send(ctx, d, e.Name, e.DownstreamKey, e.Request) // trace.go
 	if result, ok := o.answerAt(a, e, l.At); ok {
 		return a, result, true, "", nil
 	}
@@ -259,6 +260,7 @@ func (o *Operation) reconcile(ctx context.Context, store registry.Store, rec reg
 		return unsettled, err
 	}
 	r.Outcome, r.Response, r.Outbox = out.State, out.Response, out.Outbox
+	tracing.Stamp(ctx, r.Outbox) // the settlement's trace, when it is traced
 	done, err := store.Reconcile(ctx, rec.OperationID, r)
 	if errors.Is(err, registry.ErrFenced) {
 		return settledElsewhere(ctx, store, rec)

@@ -45,6 +45,7 @@ type bank struct {
 	done    map[string][]byte // key → the transfer's JSON
 	keys    []string          // Idempotency-Key of every POST, in order
 	bodies  [][]byte          // body of every POST, in order
+	traces  []string          // "METHOD traceparent" of every call, in order
 	posts   atomic.Int32
 	gets    atomic.Int32
 	holding atomic.Bool
@@ -77,6 +78,9 @@ func (b *bank) calls() (posts, gets int32) { return b.posts.Load(), b.gets.Load(
 
 func (b *bank) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
+	b.mu.Lock()
+	b.traces = append(b.traces, r.Method+" "+r.Header.Get("Traceparent"))
+	b.mu.Unlock()
 	if r.Method == http.MethodGet {
 		b.gets.Add(1)
 		b.mu.Lock()

@@ -66,8 +66,8 @@ func (m *Middleware) serveEnforce(w http.ResponseWriter, r *http.Request, next h
 		return
 	}
 	c.w, c.r, c.next, c.body, c.payload = w, r, next, body, req.Parts.Payload
-	res := core.Run(r.Context(), run, c) // the core: claim, execute, settle, replay or refuse
-	m.render(w, c, res)                  // answers.go
+	res := core.Run(m.traceContext(r), run, c) // the core: claim, execute, settle, replay or refuse (tracing.go)
+	m.render(w, c, res)                        // answers.go
 }
 
 // Execute is the door's execution (operation.Door): it runs the handler

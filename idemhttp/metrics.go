@@ -1,6 +1,7 @@
 package idemhttp
 
 import (
+	"context"
 	"slices"
 	"strings"
 	"time"
@@ -8,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/internal/tracing"
 )
 
 // Metrics are the middleware's Prometheus metrics. A nil *Metrics records
@@ -120,4 +122,12 @@ func (o observer) Outcome(op, outcome string)                    { o.m.outcome(o
 func (o observer) Tamper(op string)                              { o.m.tamper(op) }
 func (o observer) Join(op string)                                { o.m.join(op) }
 func (o observer) ObserveReservation(op string, d time.Duration) { o.m.observeReservation(op, d) }
-func (o observer) Inflight(op string, delta float64)             { o.m.inflight(op, delta) }
+
+// ObserveReservationContext observes d with an exemplar carrying ctx's
+// trace_id when its span is sampled (operation.ReservationObserver).
+func (o observer) ObserveReservationContext(ctx context.Context, op string, d time.Duration) {
+	if o.m != nil {
+		tracing.Observe(ctx, o.m.reservation.WithLabelValues(op), d.Seconds())
+	}
+}
+func (o observer) Inflight(op string, delta float64) { o.m.inflight(op, delta) }

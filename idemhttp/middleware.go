@@ -8,6 +8,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/operation"
 	"github.com/idemkit/idem/registry"
@@ -88,6 +91,16 @@ type Middleware struct {
 	Metrics *Metrics
 	// Logger receives structured logs; nil means slog.Default().
 	Logger *slog.Logger
+	// TracerProvider traces each request the core runs (span idem.run
+	// and its steps, docs/tracing.md); nil means otel.GetTracerProvider(),
+	// which traces nothing until the application sets one.
+	TracerProvider trace.TracerProvider
+	// Propagator extracts the caller's trace context from the request's
+	// headers when no span is in its context yet (an instrumentation in
+	// front, such as otelhttp, put none there); nil means
+	// otel.GetTextMapPropagator(), which extracts nothing until the
+	// application sets one (propagation.TraceContext{}: W3C traceparent).
+	Propagator propagation.TextMapPropagator
 
 	// pollStart and pollMax, when set, replace await's fallback polling
 	// interval bounds (operation.Core.PollStart, PollMax); tests only.
@@ -132,7 +145,7 @@ func (m *Middleware) Handler(next http.Handler) http.Handler {
 	core := operation.NewCore(operation.Core{
 		Store: m.Store, Config: &m.Operation, Admit: m.Admit, WriterEpoch: m.WriterEpoch,
 		WaitCap: m.WaitCap, ResolveWait: m.ResolveWait, PollStart: m.pollStart, PollMax: m.pollMax,
-		Observer: observer{m.Metrics}, Logger: m.Logger,
+		Observer: observer{m.Metrics}, Logger: m.Logger, TracerProvider: m.TracerProvider,
 	})
 	marked := new(atomic.Bool) // without Rollouts: MarkEnforced succeeded for this handler
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -8,6 +8,9 @@ import (
 	"net/http"
 	"time"
 
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/registry"
 )
@@ -36,6 +39,11 @@ type Options struct {
 	Metrics *Metrics
 	// Logger receives structured logs; nil means slog.Default().
 	Logger *slog.Logger
+	// TracerProvider and Propagator trace the requests
+	// (Middleware.TracerProvider, Middleware.Propagator); nil means the
+	// global ones, which do nothing until the application sets them.
+	TracerProvider trace.TracerProvider
+	Propagator     propagation.TextMapPropagator
 }
 
 // New returns the middleware of op on store, with identity authenticating
@@ -63,6 +71,7 @@ func New(ctx context.Context, store registry.Store, op Operation, identity func(
 		Store: store, Operation: op, Identity: identity,
 		Challenge: opts.Challenge, Admit: opts.Admit, WaitCap: opts.WaitCap,
 		MonitorPrefix: opts.MonitorPrefix, Metrics: opts.Metrics, Logger: opts.Logger,
+		TracerProvider: opts.TracerProvider, Propagator: opts.Propagator,
 	}
 	if opts.WriterEpoch != nil {
 		m.WriterEpoch = *opts.WriterEpoch

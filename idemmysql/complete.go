@@ -174,7 +174,7 @@ func (s *Store) insertOutbox(ctx context.Context, tx *sql.Tx, now any, operation
 	if err != nil {
 		return err
 	}
-	_, err = exec(ctx, tx, queries.Get("InsertOutbox"), now, id, operationID, m.Topic, payload, key)
+	_, err = exec(ctx, tx, queries.Get("InsertOutbox"), now, id, operationID, m.Topic, payload, key, m.Trace)
 	return err
 }
 

@@ -42,7 +42,7 @@ WHERE message_id = $2 AND attempts = $3 AND published_at IS NULL AND dead_at IS 
 
 -- name: DeadLetters
 SELECT seq, message_id, operation_id, topic, payload, created_at,
-       attempts, last_error, last_attempt_at, dead_at, published_at, payload_key
+       attempts, last_error, last_attempt_at, dead_at, published_at, payload_key, trace_parent
 FROM idem_outbox
 WHERE published_at IS NULL AND dead_at IS NOT NULL
 ORDER BY seq
@@ -63,7 +63,7 @@ SELECT (SELECT count(*) FROM idem_outbox WHERE published_at IS NULL AND dead_at 
 
 -- name: OperationOutbox
 SELECT seq, message_id, operation_id, topic, payload, created_at,
-       attempts, last_error, last_attempt_at, dead_at, published_at, payload_key
+       attempts, last_error, last_attempt_at, dead_at, published_at, payload_key, trace_parent
 FROM idem_outbox
 WHERE operation_id = $1
 ORDER BY seq;

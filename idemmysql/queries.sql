@@ -103,8 +103,8 @@ WHERE scope = $2 AND operation_id = $11 AND owner_gen = $3 AND state IN ('RESERV
   AND $12 >= (SELECT writer_epoch FROM idem_control WHERE id = 1 LOCK IN SHARE MODE);
 
 -- name: InsertOutbox
-INSERT INTO idem_outbox (message_id, operation_id, topic, payload, created_at, payload_key)
-VALUES ($2, $3, $4, coalesce($5, x''), coalesce($1, CAST(UNIX_TIMESTAMP(NOW(6)) * 1000000 AS SIGNED)), $6);
+INSERT INTO idem_outbox (message_id, operation_id, topic, payload, created_at, payload_key, trace_parent)
+VALUES ($2, $3, $4, coalesce($5, x''), coalesce($1, CAST(UNIX_TIMESTAMP(NOW(6)) * 1000000 AS SIGNED)), $6, nullif($7, ''));
 
 -- name: Release
 -- Generations restart at 1 for every new reservation of a scope, so the
@@ -145,7 +145,7 @@ WHERE seq IN (SELECT j.seq FROM JSON_TABLE($3, '$[*]' COLUMNS (seq BIGINT PATH '
 -- name: OutboxBySeqs
 -- $1 is a JSON array of seqs.
 SELECT seq, message_id, operation_id, topic, payload, created_at,
-       attempts, last_error, last_attempt_at, dead_at, published_at, payload_key
+       attempts, last_error, last_attempt_at, dead_at, published_at, payload_key, trace_parent
 FROM idem_outbox
 WHERE seq IN (SELECT j.seq FROM JSON_TABLE($1, '$[*]' COLUMNS (seq BIGINT PATH '$')) AS j)
 ORDER BY seq;

@@ -79,7 +79,7 @@ ORDER BY p.operation_id;
 
 -- name: ExportOutbox
 SELECT m.message_id, m.operation_id, m.topic, m.payload, m.payload_key, m.created_at,
-       m.claimed_until, m.published_at, m.attempts, m.last_error, m.last_attempt_at, m.dead_at
+       m.claimed_until, m.published_at, m.attempts, m.last_error, m.last_attempt_at, m.dead_at, m.trace_parent
 FROM idem_outbox m JOIN idem_operations o ON o.operation_id = m.operation_id
 WHERE o.tenant_hash = $1
 ORDER BY m.seq;
@@ -124,9 +124,9 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, $8);
 
 -- name: ImportOutbox
 INSERT INTO idem_outbox (message_id, operation_id, topic, payload, payload_key, created_at,
-       claimed_until, published_at, attempts, last_error, last_attempt_at, dead_at)
+       claimed_until, published_at, attempts, last_error, last_attempt_at, dead_at, trace_parent)
 VALUES ($1, $2, $3, $4, $5, $6,
-        $7, $8, $9, $10, $11, $12);
+        $7, $8, $9, $10, $11, $12, $13);
 
 -- name: ImportAudit
 INSERT INTO idem_audit (operation_id, at, actor, action, detail)

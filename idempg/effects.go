@@ -146,7 +146,7 @@ func (s *Store) Reconcile(ctx context.Context, operationID string, r registry.Re
 	now, _ := s.clock()
 	resp := r.Response
 	digest := resp.Digest()
-	ids, topics, payloads, payloadKeys, err := s.outboxArgs(operationID, r.Outbox)
+	ids, topics, payloads, payloadKeys, traces, err := s.outboxArgs(operationID, r.Outbox)
 	if err != nil {
 		return registry.Record{}, fmt.Errorf("idempg: reconcile: %w", err)
 	}
@@ -168,7 +168,7 @@ func (s *Store) Reconcile(ctx context.Context, operationID string, r registry.Re
 		var logID int64
 		err = tx.QueryRow(ctx, effectQueries.Get("Reconcile"), operationID, string(r.Outcome),
 			resp.Status, resp.MediaType, resp.Location, resp.ETag, body, digest[:],
-			r.Method, r.Actor, r.Evidence, now, ids, topics, payloads, key, payloadKeys).Scan(&logID)
+			r.Method, r.Actor, r.Evidence, now, ids, topics, payloads, key, payloadKeys, traces).Scan(&logID)
 		if errors.Is(err, pgx.ErrNoRows) {
 			// Not UNKNOWN, or no such record: tell the two apart.
 			var exists bool

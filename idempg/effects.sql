@@ -97,7 +97,8 @@ WHERE (SELECT count(*) FROM wake) >= 0;
 -- $6 etag, $7 body, $8 digest, $9 method, $10 actor, $11 evidence,
 -- $12 now, $13 message IDs, $14 topics, $15 payloads, $16 the body's key
 -- ID (NULL: plaintext; migration 010), $17 the payloads' key IDs
--- (migration 016). The compare-and-set
+-- (migration 016), $18 the messages' W3C traceparents (migration 021).
+-- The compare-and-set
 -- UNKNOWN → outcome, the outbox rows and the log row in one statement; the
 -- outbox and log rows are inserted only if the update matched. Racing
 -- calls wait for the row lock and then find the record no longer UNKNOWN.
@@ -113,9 +114,9 @@ upd AS (
     RETURNING o.operation_id
 ),
 outbox AS (
-    INSERT INTO idem_outbox (message_id, operation_id, topic, payload, created_at, payload_key)
-    SELECT m.id, $1::text, m.topic, m.payload, clock.t, m.key
-    FROM unnest($13::text[], $14::text[], $15::bytea[], $17::text[]) WITH ORDINALITY AS m(id, topic, payload, key, n), clock
+    INSERT INTO idem_outbox (message_id, operation_id, topic, payload, created_at, payload_key, trace_parent)
+    SELECT m.id, $1::text, m.topic, m.payload, clock.t, m.key, m.trace
+    FROM unnest($13::text[], $14::text[], $15::bytea[], $17::text[], $18::text[]) WITH ORDINALITY AS m(id, topic, payload, key, trace, n), clock
     WHERE EXISTS (SELECT 1 FROM upd)
     ORDER BY m.n
 )

@@ -165,7 +165,7 @@ func (s *Store) finishArgs(rec registry.Record, out registry.Outcome, now *time.
 	if err := out.Response.Storable(); err != nil {
 		return nil, fmt.Errorf("idempg: complete: %w", err)
 	}
-	ids, topics, payloads, payloadKeys, err := s.outboxArgs(rec.OperationID, out.Outbox)
+	ids, topics, payloads, payloadKeys, traces, err := s.outboxArgs(rec.OperationID, out.Outbox)
 	if err != nil {
 		return nil, err
 	}
@@ -178,7 +178,7 @@ func (s *Store) finishArgs(rec registry.Record, out registry.Outcome, now *time.
 	return []any{
 		rec.Scope[:], rec.OwnerGen, string(out.State), resp.Status, resp.MediaType,
 		resp.Location, resp.ETag, body, digest[:], now,
-		rec.OperationID, ids, topics, payloads, rec.WriterEpoch, raise, key, payloadKeys,
+		rec.OperationID, ids, topics, payloads, rec.WriterEpoch, raise, key, payloadKeys, traces,
 	}, nil
 }
 
@@ -203,19 +203,23 @@ func (s *Store) sealResponse(scope idem.ScopeHash, operationID string, digest, b
 // keys that sealed them (nil: plaintext) of an operation's outbox
 // messages, as the array parameters of Finish, InsertOutcome and
 // Reconcile.
-func (s *Store) outboxArgs(operationID string, msgs []registry.Message) (ids, topics []string, payloads [][]byte, keys []*string, err error) {
+func (s *Store) outboxArgs(operationID string, msgs []registry.Message) (ids, topics []string, payloads [][]byte, keys, traces []*string, err error) {
 	ids = make([]string, len(msgs))
 	topics = make([]string, len(msgs))
 	payloads = make([][]byte, len(msgs))
 	keys = make([]*string, len(msgs))
+	traces = make([]*string, len(msgs))
 	for i, m := range msgs {
 		ids[i] = registry.MessageID(operationID, i)
 		topics[i] = m.Topic
+		if m.Trace != "" {
+			traces[i] = &m.Trace
+		}
 		if keys[i], payloads[i], err = registry.SealPayload(s.sealer, ids[i], m.Topic, nonNil(m.Payload)); err != nil {
-			return nil, nil, nil, nil, err
+			return nil, nil, nil, nil, nil, err
 		}
 	}
-	return ids, topics, payloads, keys, nil
+	return ids, topics, payloads, keys, traces, nil
 }
 
 // nonNil returns b, or an empty slice for nil, so that bytea NOT NULL

@@ -64,7 +64,7 @@ func (s *Store) ExecuteOnce(ctx context.Context, c registry.Claim, fn registry.B
 		if err := out.Response.Storable(); err != nil {
 			return "", nil, fmt.Errorf("idempg: execute once: %w", err)
 		}
-		ids, topics, payloads, payloadKeys, err := s.outboxArgs(rec.OperationID, out.Outbox)
+		ids, topics, payloads, payloadKeys, traces, err := s.outboxArgs(rec.OperationID, out.Outbox)
 		if err != nil {
 			return "", nil, err
 		}
@@ -78,7 +78,7 @@ func (s *Store) ExecuteOnce(ctx context.Context, c registry.Claim, fn registry.B
 			c.Scope[:], rec.OperationID, c.Operation, c.Owner[:], c.Fingerprint[:],
 			idem.ContractVersion, c.WriterEpoch, micros(c.RetentionOrDefault()), now, tombstoneTTL(c),
 			string(out.State), resp.Status, resp.MediaType, resp.Location, resp.ETag,
-			body, digest[:], ids, topics, payloads, key, payloadKeys, tenantArg(c),
+			body, digest[:], ids, topics, payloads, key, payloadKeys, tenantArg(c), traces,
 		}, nil
 	})
 	switch {

@@ -65,7 +65,8 @@ func (s *Store) MarkPublished(ctx context.Context, ids []string) error {
 
 // scanOutbox scans the columns every query of outbox messages returns:
 // seq, message_id, operation_id, topic, payload, created_at, attempts,
-// last_error, last_attempt_at, dead_at, published_at, payload_key, and
+// last_error, last_attempt_at, dead_at, published_at, payload_key,
+// trace_parent, and
 // opens the payload (registry.OpenPayload).
 func (s *Store) scanOutbox(row interface{ Scan(...any) error }) (registry.OutboxMessage, error) {
 	var (
@@ -75,8 +76,9 @@ func (s *Store) scanOutbox(row interface{ Scan(...any) error }) (registry.Outbox
 		deadAt      *time.Time
 		publishedAt *time.Time
 		payloadKey  *string
+		trace       *string
 	)
-	dest := []any{&m.Seq, &m.ID, &m.OperationID, &m.Topic, &m.Payload, &m.CreatedAt, &m.Attempts, &lastError, &lastAttempt, &deadAt, &publishedAt, &payloadKey}
+	dest := []any{&m.Seq, &m.ID, &m.OperationID, &m.Topic, &m.Payload, &m.CreatedAt, &m.Attempts, &lastError, &lastAttempt, &deadAt, &publishedAt, &payloadKey, &trace}
 	if err := row.Scan(dest...); err != nil {
 		return m, err
 	}
@@ -92,6 +94,9 @@ func (s *Store) scanOutbox(row interface{ Scan(...any) error }) (registry.Outbox
 	}
 	if publishedAt != nil {
 		m.PublishedAt = publishedAt.UTC()
+	}
+	if trace != nil {
+		m.Trace = *trace
 	}
 	registry.OpenPayload(s.sealer, payloadKey, &m)
 	return m, nil

@@ -210,6 +210,7 @@ WHERE operation_id = $1;
 -- $17 is the ID of the key that sealed the body, NULL for plaintext
 -- (migration 010). When the scope has waiters (idem_waiters, migration
 -- 012) it notifies idem_changed with the scope in hex; see TakeOver.
+-- $19 the messages' W3C traceparents (NULL: none; migration 021).
 -- Retention counts from settlement (migration 015): expires_at becomes
 -- this instant plus the retention, which Reserve stored as expires_at -
 -- created_at. An abandoned reservation's tombstone (retired_at set) is
@@ -233,9 +234,9 @@ upd AS (
               o.retired_at, o.tombstone_until, o.tombstone_ttl, o.tenant_hash
 ),
 outbox AS (
-    INSERT INTO idem_outbox (message_id, operation_id, topic, payload, created_at, payload_key)
-    SELECT m.id, $11::text, m.topic, m.payload, clock.t, m.key
-    FROM unnest($12::text[], $13::text[], $14::bytea[], $18::text[]) WITH ORDINALITY AS m(id, topic, payload, key, n), clock
+    INSERT INTO idem_outbox (message_id, operation_id, topic, payload, created_at, payload_key, trace_parent)
+    SELECT m.id, $11::text, m.topic, m.payload, clock.t, m.key, m.trace
+    FROM unnest($12::text[], $13::text[], $14::bytea[], $18::text[], $19::text[]) WITH ORDINALITY AS m(id, topic, payload, key, trace, n), clock
     WHERE EXISTS (SELECT 1 FROM upd)
     ORDER BY m.n
 ),
@@ -268,7 +269,8 @@ SELECT idem_claim($1::bytea, $2::integer);
 -- $13 media type, $14 location, $15 etag, $16 body, $17 digest,
 -- $18 message IDs, $19 topics, $20 payloads, $21 the body's key ID (NULL:
 -- plaintext; migration 010), $22 the payloads' key IDs (migration 016),
--- $23 the tenant hash (migration 020).
+-- $23 the tenant hash (migration 020), $24 the messages' W3C traceparents
+-- (NULL: none; migration 021).
 -- Nobody owns a terminal
 -- record, so lease_until is the insert's instant.
 -- A plain INSERT: a concurrent transaction that inserted the scope first
@@ -295,9 +297,9 @@ ins AS (
               retired_at, tombstone_until, tombstone_ttl, tenant_hash
 ),
 outbox AS (
-    INSERT INTO idem_outbox (message_id, operation_id, topic, payload, created_at, payload_key)
-    SELECT m.id, $2::text, m.topic, m.payload, clock.t, m.key
-    FROM unnest($18::text[], $19::text[], $20::bytea[], $22::text[]) WITH ORDINALITY AS m(id, topic, payload, key, n), clock
+    INSERT INTO idem_outbox (message_id, operation_id, topic, payload, created_at, payload_key, trace_parent)
+    SELECT m.id, $2::text, m.topic, m.payload, clock.t, m.key, m.trace
+    FROM unnest($18::text[], $19::text[], $20::bytea[], $22::text[], $24::text[]) WITH ORDINALITY AS m(id, topic, payload, key, trace, n), clock
     WHERE EXISTS (SELECT 1 FROM ins)
     ORDER BY m.n
 )
@@ -378,10 +380,10 @@ claimed AS (
         FOR UPDATE OF idem_outbox SKIP LOCKED
     )
     RETURNING seq, message_id, operation_id, topic, payload, created_at,
-              attempts, last_error, last_attempt_at, dead_at, published_at, payload_key
+              attempts, last_error, last_attempt_at, dead_at, published_at, payload_key, trace_parent
 )
 SELECT seq, message_id, operation_id, topic, payload, created_at,
-       attempts, last_error, last_attempt_at, dead_at, published_at, payload_key
+       attempts, last_error, last_attempt_at, dead_at, published_at, payload_key, trace_parent
 FROM claimed
 ORDER BY seq;
 

@@ -155,7 +155,7 @@ func insertOperation(ctx context.Context, tx pgx.Tx, op registry.TenantOperation
 	}
 	for _, x := range op.Outbox {
 		if _, err := tx.Exec(ctx, tenantQueries.Get("ImportOutbox"), x.MessageID, x.OperationID, x.Topic, x.Payload,
-			x.PayloadKey, x.CreatedAt, x.ClaimedUntil, x.PublishedAt, x.Attempts, x.LastError, x.LastAttemptAt, x.DeadAt); err != nil {
+			x.PayloadKey, x.CreatedAt, x.ClaimedUntil, x.PublishedAt, x.Attempts, x.LastError, x.LastAttemptAt, x.DeadAt, x.TraceParent); err != nil {
 			return err
 		}
 	}

@@ -180,7 +180,7 @@ func (s *Store) insertOutbox(ctx context.Context, stmt *sql.Stmt, now any, opera
 	if err != nil {
 		return err
 	}
-	_, err = stmt.ExecContext(ctx, now, id, operationID, m.Topic, payload, key)
+	_, err = stmt.ExecContext(ctx, now, id, operationID, m.Topic, payload, key, m.Trace)
 	return err
 }
 

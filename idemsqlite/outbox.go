@@ -86,7 +86,8 @@ func (s *Store) MarkPublished(ctx context.Context, ids []string) error {
 
 // scanOutbox scans the columns every query of outbox messages returns:
 // seq, message_id, operation_id, topic, payload, created_at, attempts,
-// last_error, last_attempt_at, dead_at, published_at, payload_key, and
+// last_error, last_attempt_at, dead_at, published_at, payload_key,
+// trace_parent, and
 // opens the payload (registry.OpenPayload).
 func (s *Store) scanOutbox(row interface{ Scan(...any) error }) (registry.OutboxMessage, error) {
 	var (
@@ -97,8 +98,9 @@ func (s *Store) scanOutbox(row interface{ Scan(...any) error }) (registry.Outbox
 		deadAt      sql.NullInt64
 		publishedAt sql.NullInt64
 		payloadKey  sql.NullString
+		trace       sql.NullString
 	)
-	dest := []any{&m.Seq, &m.ID, &m.OperationID, &m.Topic, &m.Payload, &created, &m.Attempts, &lastError, &lastAttempt, &deadAt, &publishedAt, &payloadKey}
+	dest := []any{&m.Seq, &m.ID, &m.OperationID, &m.Topic, &m.Payload, &created, &m.Attempts, &lastError, &lastAttempt, &deadAt, &publishedAt, &payloadKey, &trace}
 	if err := row.Scan(dest...); err != nil {
 		return m, err
 	}
@@ -106,7 +108,7 @@ func (s *Store) scanOutbox(row interface{ Scan(...any) error }) (registry.Outbox
 		m.Payload = []byte{}
 	}
 	m.CreatedAt = fromMicros(created)
-	m.LastError = lastError.String
+	m.LastError, m.Trace = lastError.String, trace.String
 	if lastAttempt.Valid {
 		m.LastAttemptAt = fromMicros(lastAttempt.Int64)
 	}

@@ -20,7 +20,7 @@ WHERE message_id = $2 AND attempts = $3 AND published_at IS NULL AND dead_at IS 
 -- name: DeadLetters
 -- $1 limit.
 SELECT seq, message_id, operation_id, topic, payload, created_at,
-       attempts, last_error, last_attempt_at, dead_at, published_at, payload_key
+       attempts, last_error, last_attempt_at, dead_at, published_at, payload_key, trace_parent
 FROM idem_outbox
 WHERE published_at IS NULL AND dead_at IS NOT NULL
 ORDER BY seq
@@ -49,7 +49,7 @@ SELECT (SELECT count(*) FROM idem_outbox WHERE published_at IS NULL AND dead_at 
 -- $1 operation ID: its messages in the order its outcome wrote them, with
 -- their delivery state (served by idem_outbox_operation, migration 004).
 SELECT seq, message_id, operation_id, topic, payload, created_at,
-       attempts, last_error, last_attempt_at, dead_at, published_at, payload_key
+       attempts, last_error, last_attempt_at, dead_at, published_at, payload_key, trace_parent
 FROM idem_outbox
 WHERE operation_id = $1
 ORDER BY seq;

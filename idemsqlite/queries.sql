@@ -147,8 +147,8 @@ RETURNING scope, operation_id, operation, owner, fingerprint, contract, state,
 
 -- name: InsertOutbox
 WITH clock(now) AS (SELECT coalesce($1, CAST(round(unixepoch('subsec') * 1000000) AS INTEGER)))
-INSERT INTO idem_outbox (message_id, operation_id, topic, payload, created_at, payload_key)
-SELECT $2, $3, $4, coalesce($5, x''), now, $6 FROM clock;
+INSERT INTO idem_outbox (message_id, operation_id, topic, payload, created_at, payload_key, trace_parent)
+SELECT $2, $3, $4, coalesce($5, x''), now, $6, nullif($7, '') FROM clock;
 
 -- name: Release
 -- Generations restart at 1 for every new reservation of a scope, so the
@@ -190,7 +190,7 @@ WHERE seq IN (SELECT o.seq FROM idem_outbox AS o, clock AS c
                                     WHERE r.operation_id = o.operation_id))
               ORDER BY o.seq LIMIT $2)
 RETURNING seq, message_id, operation_id, topic, payload, created_at,
-          attempts, last_error, last_attempt_at, dead_at, published_at, payload_key;
+          attempts, last_error, last_attempt_at, dead_at, published_at, payload_key, trace_parent;
 
 -- name: MarkPublished
 -- $2 is a JSON array of message IDs.

@@ -141,11 +141,11 @@ func readTenant(ctx context.Context, tx *sql.Tx, h [32]byte) (registry.TenantDum
 	}
 	outs, err := collect(ctx, tx, "ExportOutbox", h, func(sc scanner) (x registry.TenantOutbox, err error) {
 		var created int64
-		var key, lastErr sql.NullString
+		var key, lastErr, trace sql.NullString
 		var claimed, published, lastAt, dead sql.NullInt64
 		err = sc.Scan(&x.MessageID, &x.OperationID, &x.Topic, &x.Payload, &key, &created, &claimed, &published,
-			&x.Attempts, &lastErr, &lastAt, &dead)
-		x.CreatedAt, x.PayloadKey, x.LastError = fromMicros(created), nullable(key), nullable(lastErr)
+			&x.Attempts, &lastErr, &lastAt, &dead, &trace)
+		x.CreatedAt, x.PayloadKey, x.LastError, x.TraceParent = fromMicros(created), nullable(key), nullable(lastErr), nullable(trace)
 		x.ClaimedUntil, x.PublishedAt, x.LastAttemptAt, x.DeadAt = timePtr(claimed), timePtr(published), timePtr(lastAt), timePtr(dead)
 		return x, err
 	})
@@ -219,7 +219,7 @@ func insertOperation(ctx context.Context, tx *sql.Tx, op registry.TenantOperatio
 	for _, x := range op.Outbox {
 		if _, err := tx.ExecContext(ctx, tenantQueries.Get("ImportOutbox"), x.MessageID, x.OperationID, x.Topic, x.Payload,
 			x.PayloadKey, x.CreatedAt.UnixMicro(), micros(x.ClaimedUntil), micros(x.PublishedAt), x.Attempts, x.LastError,
-			micros(x.LastAttemptAt), micros(x.DeadAt)); err != nil {
+			micros(x.LastAttemptAt), micros(x.DeadAt), x.TraceParent); err != nil {
 			return err
 		}
 	}

@@ -32,7 +32,8 @@
 // and beside them: decide.go (the pure decision, Decide, and its rollout
 // verdict), wait.go (waiting for an operation in flight), flights.go (a
 // duplicate waiting for an execution of its key in this Core), config.go
-// (Config: one operation's configuration).
+// (Config: one operation's configuration), trace.go (the run's spans,
+// Core.TracerProvider; docs/tracing.md).
 //
 // Concurrency: a Core is safe for concurrent use once built; its fields
 // must not change afterwards. ctx passed to Run is the request's: it

@@ -9,6 +9,7 @@ import (
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/effect"
 	"github.com/idemkit/idem/internal/failpoint"
+	"github.com/idemkit/idem/internal/tracing"
 	"github.com/idemkit/idem/registry"
 )
 
@@ -109,7 +110,9 @@ func Effect(ctx context.Context, name string, request []byte) (registry.Effect, 
 	if er.unknown || er.fenced {
 		return registry.Effect{}, ErrOutcomeUnknown
 	}
-	eff, err := er.store.BeginEffect(ctx, er.rec, name, request)
+	bctx, span := tracing.Child(ctx, SpanEffectBegin, tracing.Effect.String(name))
+	eff, err := er.store.BeginEffect(bctx, er.rec, name, request)
+	endSpan(span, registry.Record{}, err) // trace.go
 	if err != nil {
 		// Nothing was written and nothing sent.
 		return registry.Effect{}, fmt.Errorf("operation: beginning effect %s: %w", name, err)
@@ -121,7 +124,7 @@ func Effect(ctx context.Context, name string, request []byte) (registry.Effect, 
 	if eff.Result != "" {
 		return eff, declined(eff)
 	}
-	a := d.Send(ctx, eff.DownstreamKey, eff.Request)
+	a := effect.Send(ctx, d, name, eff.DownstreamKey, eff.Request) // in its span idem.downstream.send
 	if err := failpoint.Hit(failpoint.AfterDownstream); err != nil {
 		return eff, er.markUnknown(ctx, fmt.Errorf("after the downstream call: %w", err))
 	}
@@ -188,6 +191,8 @@ func (c *Core) executeEffects(ctx context.Context, rec registry.Record, d Door) 
 	c.obs().Inflight(c.name(), 1)
 	defer c.obs().Inflight(c.name(), -1)
 	er := &effectRun{store: c.Store, rec: rec, op: c.Config.Effects, effects: map[string]registry.Effect{}}
+	xctx, span := c.span(xctx, SpanExecute, rec) // trace.go
+	defer span.End()
 	ans, err := d.Execute(withEffects(xctx, er), nil, rec)
 	effs, settled, unknown := er.state()
 	switch {
@@ -209,6 +214,7 @@ func (c *Core) executeEffects(ctx context.Context, rec registry.Record, d Door) 
 func (c *Core) completeRendered(ctx context.Context, rec registry.Record, effs []registry.Effect) Result {
 	rec.State = idem.StateExecuting // as BeginEffect left it
 	out, err := c.Config.Effects.Outcome(rec, effs)
+	tracing.Stamp(ctx, out.Outbox)
 	if err != nil {
 		c.log().Error("rendering the outcome failed", "operation", c.name(), "operation_id", rec.OperationID, "err", err)
 		return c.markUnknown(ctx, rec, "the outcome could not be rendered")
@@ -252,6 +258,7 @@ func (c *Core) completeWithoutEffects(ctx context.Context, rec registry.Record, 
 		if err := failpoint.Hit(failpoint.BeforeCommit); err != nil {
 			return registry.Outcome{}, err
 		}
+		tracing.Stamp(ctx, ans.Outbox)
 		return registry.Outcome{State: ans.State, Response: ans.Response, Outbox: ans.Outbox}, nil
 	})
 	ans.Failed = nil // the execution ran no statement in this transaction

@@ -35,10 +35,12 @@ func (c *Core) executeOnce(ctx context.Context, cl registry.Claim, d Door) (rec 
 	var land func() // wakes this key's waiters; at once after the commit, at the latest on return
 	for {
 		start := time.Now()
-		rec, err = c.Store.Get(ctx, cl.Scope)
+		sctx, span := c.span(ctx, SpanClaim, registry.Record{}) // trace.go
+		rec, err = c.Store.Get(sctx, cl.Scope)
+		endSpan(span, rec, err)
 		lookup += time.Since(start)
 		if !errors.Is(err, registry.ErrNotFound) {
-			c.obs().ObserveReservation(c.name(), lookup)
+			c.observeReservation(ctx, lookup)
 			return rec, Result{}, false, err
 		}
 		done, leader := c.flights.lead(cl.Scope)
@@ -71,6 +73,7 @@ func (c *Core) executeOnce(ctx context.Context, cl registry.Claim, d Door) (rec 
 	// request (A8): it runs to its commit or its time limit.
 	xctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.Config.ExecutionLimit())
 	defer cancel()
+	xctx, span := c.span(xctx, SpanExecute, registry.Record{})
 	c.obs().Inflight(c.name(), 1)
 	defer c.obs().Inflight(c.name(), -1)
 	var ans Answer
@@ -84,6 +87,7 @@ func (c *Core) executeOnce(ctx context.Context, cl registry.Claim, d Door) (rec 
 		defer func() { handling = time.Since(t) }()
 		return business(ctx, tx, rec)
 	})
+	endSpan(span, out.Record, err)
 	land() // the outcome is committed, or nothing will be: the waiters may look
 	if err != nil || out.Verdict == registry.Execute {
 		countVerdict(d, registry.VerdictExecute)
@@ -93,9 +97,9 @@ func (c *Core) executeOnce(ctx context.Context, cl registry.Claim, d Door) (rec 
 		// the winner's transaction, as a duplicate of an operation in
 		// flight waits for its outcome — not time of the acceptance
 		// point, which is its lookup.
-		c.obs().ObserveReservation(c.name(), lookup)
+		c.observeReservation(ctx, lookup)
 		return out.Record, Result{}, false, nil
 	}
-	c.obs().ObserveReservation(c.name(), lookup+time.Since(start)-handling)
+	c.observeReservation(ctx, lookup+time.Since(start)-handling)
 	return registry.Record{}, c.answer(xctx, ran, out.Record, err, ans, false), true, nil
 }

@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/internal/failpoint"
 	"github.com/idemkit/idem/registry"
@@ -178,6 +180,10 @@ type Core struct {
 	Observer Observer
 	// Logger receives structured logs; nil means slog.Default().
 	Logger *slog.Logger
+	// TracerProvider traces each run (trace.go); nil means
+	// otel.GetTracerProvider(), which traces nothing until the
+	// application sets one.
+	TracerProvider trace.TracerProvider
 
 	flights *flightSet
 }
@@ -231,8 +237,9 @@ func orDefault[T int | time.Duration](v, def T) T {
 // refusal — and Run's one exit turns that into the Result (finish,
 // refuse.go).
 func (c *Core) Run(ctx context.Context, req Request, d Door) Result {
+	ctx, span := c.startRun(ctx) // trace.go
 	res := c.run(ctx, req, d)
-	return c.finish(ctx, res) // refuse.go
+	return c.endRun(ctx, span, c.finish(ctx, res)) // refuse.go, trace.go
 }
 
 func (c *Core) run(ctx context.Context, req Request, d Door) Result {

@@ -26,6 +26,8 @@ const ActorClientRetry = "client retry"
 func (c *Core) settleUnknown(ctx context.Context, rec registry.Record) Result {
 	xctx, stop := c.executionContext(ctx, rec)
 	defer stop()
+	xctx, span := c.span(xctx, SpanSettle, rec) // trace.go
+	defer span.End()
 	s, err := c.Config.Effects.Settle(xctx, c.Store, rec, ActorClientRetry)
 	switch {
 	case err != nil && errors.Is(err, registry.ErrUnavailable):
@@ -54,7 +56,9 @@ func (c *Core) settleUnknown(ctx context.Context, rec registry.Record) Result {
 // settled on evidence, as an UNKNOWN retry is. In every other case the
 // Result answers the request.
 func (c *Core) takeOver(ctx context.Context, rec registry.Record) (registry.Record, Result, bool) {
-	mine, err := c.Store.TakeOver(ctx, rec, c.Config.Lease)
+	tctx, span := c.span(ctx, SpanTakeOver, registry.Record{}) // trace.go
+	mine, err := c.Store.TakeOver(tctx, rec, c.Config.Lease)
+	endTakeOver(span, rec, mine, err)
 	if errors.Is(err, registry.ErrFenced) {
 		// Finished meanwhile, or another retry or the recovery worker
 		// took it over: answer from the record as it is now.

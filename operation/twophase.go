@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idem/internal/failpoint"
+	"github.com/idemkit/idem/internal/tracing"
 	"github.com/idemkit/idem/registry"
 )
 
@@ -18,8 +19,10 @@ import (
 // reserve runs the acceptance point, timing it and asking Admit first.
 func (c *Core) reserve(ctx context.Context, cl registry.Claim) (registry.Record, bool, error) {
 	start := time.Now()
-	rec, created, err := c.Store.Reserve(ctx, cl)
-	c.obs().ObserveReservation(c.name(), time.Since(start))
+	sctx, span := c.span(ctx, SpanReserve, registry.Record{}) // trace.go
+	rec, created, err := c.Store.Reserve(sctx, cl)
+	endSpan(span, rec, err)
+	c.observeReservation(ctx, time.Since(start))
 	if err != nil || !created || c.Admit == nil {
 		return rec, created, err
 	}
@@ -44,8 +47,10 @@ func (c *Core) execute(ctx context.Context, rec registry.Record, d Door) Result 
 	defer stop()
 	c.obs().Inflight(c.name(), 1)
 	defer c.obs().Inflight(c.name(), -1)
+	xctx, span := c.span(xctx, SpanExecute, rec)
 	var ans Answer
 	done, err := c.Store.Complete(xctx, rec, c.business(d, &ans))
+	endSpan(span, done, err)
 	return c.answer(xctx, rec, done, err, ans, true)
 }
 
@@ -62,6 +67,7 @@ func (c *Core) business(d Door, ans *Answer) registry.BusinessFunc {
 		if err := failpoint.Hit(failpoint.BeforeCommit); err != nil {
 			return registry.Outcome{}, err
 		}
+		tracing.Stamp(ctx, a.Outbox) // each message carries this trace to its delivery
 		return registry.Outcome{State: a.State, Response: a.Response, Outbox: a.Outbox}, nil
 	}
 }

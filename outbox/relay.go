@@ -25,6 +25,8 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/idemkit/idem/registry"
 )
 
@@ -125,6 +127,10 @@ type Relay struct {
 	Now func() time.Time
 	// Logger receives errors of Run; nil means slog.Default().
 	Logger *slog.Logger
+	// TracerProvider traces each delivery (trace.go): a child of the span
+	// that recorded the message; nil means otel.GetTracerProvider(),
+	// which traces nothing until the application sets one.
+	TracerProvider trace.TracerProvider
 }
 
 // Backoff returns how long a message waits after its attempts-th failed
@@ -177,7 +183,9 @@ func (r *Relay) runOnce(ctx context.Context) (claimed, delivered int, err error)
 	}
 	var perr error
 	if len(readable) > 0 {
-		perr = r.Publisher.Publish(ctx, readable)
+		pctx, span := r.startPublish(ctx, readable) // trace.go
+		perr = r.Publisher.Publish(pctx, readable)
+		endDelivery(span, perr)
 	}
 	var failed DeliveryErrors
 	switch {
@@ -237,7 +245,9 @@ func (r *Relay) deliverEach(ctx context.Context, d Deliverer, msgs []registry.Ou
 				// message: never delivered, a dead letter at once.
 				derr = Permanent(m.Unreadable)
 			} else {
-				derr = d.Deliver(ctx, m)
+				dctx, span := r.startDelivery(ctx, m) // trace.go
+				derr = d.Deliver(dctx, m)
+				endDelivery(span, derr)
 			}
 			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
 			defer cancel()

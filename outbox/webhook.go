@@ -16,7 +16,10 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/propagation"
+
 	"github.com/idemkit/idem/internal/secretfile"
+	"github.com/idemkit/idem/internal/tracing"
 	"github.com/idemkit/idem/registry"
 )
 
@@ -54,6 +57,12 @@ type Webhook struct {
 	Client *http.Client
 	// Now is the clock of webhook-timestamp; nil means time.Now.
 	Now func() time.Time
+	// Propagator injects the delivery's trace context (the relay's
+	// idem.outbox.deliver span, which continues the trace that recorded
+	// the message) into the request's headers: W3C traceparent with
+	// propagation.TraceContext{}. nil means otel.GetTextMapPropagator(),
+	// which injects nothing until the application sets one.
+	Propagator propagation.TextMapPropagator
 }
 
 // defaultClient is the Client of a Webhook without one.
@@ -107,6 +116,7 @@ func (w *Webhook) Deliver(ctx context.Context, m registry.OutboxMessage) error {
 	req.Header.Set("webhook-id", m.ID)
 	req.Header.Set("webhook-timestamp", strconv.FormatInt(ts, 10))
 	req.Header.Set("webhook-signature", Sign(w.Secret, m.ID, ts, body))
+	tracing.Propagator(w.Propagator).Inject(ctx, propagation.HeaderCarrier(req.Header))
 	client := w.Client
 	if client == nil {
 		client = defaultClient

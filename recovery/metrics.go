@@ -1,11 +1,13 @@
 package recovery
 
 import (
+	"context"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/idemkit/idem/effect"
+	"github.com/idemkit/idem/internal/tracing"
 	"github.com/idemkit/idem/registry"
 )
 
@@ -29,9 +31,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	return m
 }
 
-func (m *Metrics) observe(rec registry.Record, s effect.Settlement) {
+// observe records a settlement, with an exemplar carrying ctx's trace_id
+// when its span is sampled.
+func (m *Metrics) observe(ctx context.Context, rec registry.Record, s effect.Settlement) {
 	if m == nil {
 		return
 	}
-	m.settle.WithLabelValues(rec.Operation, s.Method).Observe(max(0, time.Since(rec.CreatedAt).Seconds()))
+	tracing.Observe(ctx, m.settle.WithLabelValues(rec.Operation, s.Method), max(0, time.Since(rec.CreatedAt).Seconds()))
 }

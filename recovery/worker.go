@@ -36,6 +36,8 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/effect"
 	"github.com/idemkit/idem/registry"
@@ -109,6 +111,10 @@ type Worker struct {
 	Metrics *Metrics
 	// Logger receives a line per record handled; nil means slog.Default().
 	Logger *slog.Logger
+	// TracerProvider traces each record handled (trace.go); nil means
+	// otel.GetTracerProvider(), which traces nothing until the
+	// application sets one.
+	TracerProvider trace.TracerProvider
 
 	mu    sync.Mutex
 	retry map[string]backoff // UNKNOWN operation ID → when to try again
@@ -154,7 +160,7 @@ func (w *Worker) expired(ctx context.Context) (Report, []error) {
 		}
 		var rep Report
 		for _, rec := range recs {
-			r, err := w.handle(ctx, rec)
+			r, err := w.handleTraced(ctx, rec) // trace.go
 			rep = rep.Add(r)
 			if err != nil {
 				w.log().Error("recovery failed", "operation_id", rec.OperationID, "err", err)
@@ -266,7 +272,9 @@ func (w *Worker) unknown(ctx context.Context) (Report, error) {
 			w.failed(rec.OperationID, now, "no effects are configured for operation "+rec.Operation+": an operator settles it")
 			continue
 		}
-		s, err := ops.Settle(ctx, w.Store, rec, Actor)
+		sctx, span := w.start(ctx, SpanSettle, rec) // trace.go
+		s, err := ops.Settle(sctx, w.Store, rec, Actor)
+		endSettle(span, s, err)
 		switch {
 		case errors.Is(err, registry.ErrTenantMoved):
 			// Settled on the tenant's new registry, not here: not an
@@ -278,7 +286,7 @@ func (w *Worker) unknown(ctx context.Context) (Report, error) {
 			rep.Unsettled++
 			w.failed(rec.OperationID, now, err.Error())
 		case s.Settled:
-			w.settled(rec, s)
+			w.settled(sctx, rec, s)
 			if s.Method != "" {
 				rep.Reconciled++
 			}
@@ -313,14 +321,14 @@ func (w *Worker) failed(id string, now time.Time, why string) {
 }
 
 // settled logs and measures a settlement and forgets its backoff.
-func (w *Worker) settled(rec registry.Record, s effect.Settlement) {
+func (w *Worker) settled(ctx context.Context, rec registry.Record, s effect.Settlement) {
 	w.mu.Lock()
 	delete(w.retry, rec.OperationID)
 	w.mu.Unlock()
 	if s.Method == "" {
 		return // another worker, a retry or an operator settled it
 	}
-	w.Metrics.observe(rec, s)
+	w.Metrics.observe(ctx, rec, s)
 	w.log().Info("recovery: unknown operation settled on evidence", "operation_id", rec.OperationID,
 		"state", s.Record.State, "method", s.Method)
 }

@@ -155,6 +155,12 @@ type Outcome struct {
 type Message struct {
 	Topic   string
 	Payload []byte
+	// Trace is the W3C traceparent of the span that recorded the message
+	// (the operation's core sets it from its context when that is
+	// traced), stored with the message so that its delivery continues the
+	// trace (docs/tracing.md); "" for none. It holds random IDs only,
+	// never a key or a body, and is stored as it is (not sealed).
+	Trace string
 }
 
 // OutboxMessage is a message as stored, with its stable ID and its
@@ -166,6 +172,9 @@ type OutboxMessage struct {
 	Topic       string
 	Payload     []byte
 	CreatedAt   time.Time
+	// Trace is the message's stored W3C traceparent (Message.Trace), ""
+	// for none.
+	Trace string
 	// Attempts counts the failed delivery attempts recorded so far.
 	Attempts int
 	// LastError is the error of the last failed attempt, "" if none.

@@ -137,6 +137,7 @@ type TenantOutbox struct {
 	LastError     *string    `json:"last_error,omitempty"`
 	LastAttemptAt *time.Time `json:"last_attempt_at,omitempty"`
 	DeadAt        *time.Time `json:"dead_at,omitempty"`
+	TraceParent   *string    `json:"trace_parent,omitempty"` // Message.Trace
 }
 
 // TenantAudit is an audit log entry about the operation, in log order;

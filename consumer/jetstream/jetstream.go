@@ -20,6 +20,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	js "github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/propagation"
 
 	"github.com/idemkit/idem/consumer"
 	"github.com/idemkit/idem/internal/failpoint"
@@ -50,6 +51,11 @@ type Config struct {
 	// capture it (so the publish is acknowledged and nothing is lost).
 	// Required.
 	DeadLetterSubject string
+	// Propagator extracts the producer's trace context from a message's
+	// headers into the context its processing runs in (trace.go); nil
+	// means otel.GetTextMapPropagator(), which extracts nothing until the
+	// application sets one (propagation.TraceContext{}: W3C traceparent).
+	Propagator propagation.TextMapPropagator
 }
 
 // Consume processes cons's messages with p until ctx ends, one at a time
@@ -87,7 +93,7 @@ func handle(ctx context.Context, msg js.Msg, p *consumer.Processor, cfg Config) 
 	if meta, err := msg.Metadata(); err == nil {
 		m.Attempt = int(meta.NumDelivered)
 	}
-	d := p.Process(ctx, m)
+	d := p.Process(traceContext(ctx, msg.Headers(), cfg), m) // trace.go
 	switch d.Action {
 	case consumer.Ack:
 		if d.Verdict == registry.Execute {

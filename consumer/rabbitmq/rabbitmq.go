@@ -20,6 +20,7 @@ import (
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
+	"go.opentelemetry.io/otel/propagation"
 
 	"github.com/idemkit/idem/consumer"
 	"github.com/idemkit/idem/internal/failpoint"
@@ -53,6 +54,11 @@ type Config struct {
 	// Prefetch bounds the unacknowledged messages the broker sends this
 	// consumer; 0 means 1.
 	Prefetch int
+	// Propagator extracts the producer's trace context from a delivery's
+	// headers into the context its processing runs in (trace.go); nil
+	// means otel.GetTextMapPropagator(), which extracts nothing until the
+	// application sets one (propagation.TraceContext{}: W3C traceparent).
+	Propagator propagation.TextMapPropagator
 }
 
 // Consume processes cfg.Queue's messages with p on conn until ctx ends,
@@ -124,7 +130,7 @@ func closeChannel(ch *amqp.Channel) {
 // channel closes, and the registry answers it.
 func handle(ctx context.Context, d amqp.Delivery, dead *amqp.Channel, p *consumer.Processor, cfg Config) {
 	m := consumer.Message{Key: key(d), Subject: d.Exchange + "/" + d.RoutingKey, Body: d.Body, Attempt: attempt(d)}
-	dec := p.Process(ctx, m)
+	dec := p.Process(traceContext(ctx, d.Headers, cfg), m) // trace.go
 	switch dec.Action {
 	case consumer.Ack:
 		if dec.Verdict == registry.Execute {

@@ -10,7 +10,10 @@ import (
 	"net/url"
 	"strings"
 
+	"go.opentelemetry.io/otel/propagation"
+
 	"github.com/idemkit/idem/effect"
+	"github.com/idemkit/idem/internal/tracing"
 )
 
 // maxProviderAnswer bounds the provider answer read by ProviderClient.
@@ -43,6 +46,11 @@ type ProviderClient struct {
 	// Client is the HTTP client; nil means a client whose timeout is
 	// DefaultProviderTimeout. Its timeout, or ctx's deadline, bounds a call.
 	Client *http.Client
+	// Propagator injects the call's trace context (ctx's span: the
+	// effect's idem.downstream.send or idem.downstream.lookup) into the
+	// request's headers; nil means otel.GetTextMapPropagator(), which
+	// injects nothing until the application sets one.
+	Propagator propagation.TextMapPropagator
 }
 
 var _ effect.Downstream = (*ProviderClient)(nil)
@@ -106,6 +114,7 @@ func (p *ProviderClient) do(req *http.Request, what string, classify func(status
 	if c == nil {
 		c = defaultProviderClient
 	}
+	tracing.Propagator(p.Propagator).Inject(req.Context(), propagation.HeaderCarrier(req.Header)) // W3C traceparent, when set
 	resp, err := c.Do(req)
 	if err != nil {
 		return effect.Answer{Detail: what + ": " + err.Error()}

@@ -53,6 +53,7 @@ var cases = []struct {
 	{"OutboxBackoff", testOutboxBackoff},
 	{"OutboxDeadLetters", testOutboxDeadLetters},
 	{"OutboxFailureRace", testOutboxFailureRace},
+	{"OutboxTrace", testOutboxTrace},
 	{"TransitionsEnforcedByDatabase", testTransitionsEnforced},
 	{"TerminalRequiresSnapshot", testTerminalRequiresSnapshot},
 	{"DigestCheckedOnReplay", testDigestCheckedOnReplay},
