@@ -56,7 +56,9 @@ func startAdmin(ctx context.Context, log *slog.Logger, f adminFlags, consoles []
 		return nil, err
 	}
 	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", promhttp.HandlerFor(metrics, promhttp.HandlerOpts{}))
+	// ContinueOnError: a collector whose database read fails is left out
+	// of the scrape, and the rest — idem_store_up 0 among it — is served.
+	mux.Handle("GET /metrics", promhttp.HandlerFor(metrics, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError}))
 	a := &adminServer{log: log, served: make(chan error, 1), tls: tlsConf != nil, path: *f.operators}
 	if a.path != "" {
 		ops, err := console.LoadOperators(a.path)

@@ -11,6 +11,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/idemkit/idem/example/payments"
+	"github.com/idemkit/idem/idemhttp"
 	"github.com/idemkit/idem/idemstore"
 	"github.com/idemkit/idem/maintenance"
 	"github.com/idemkit/idem/recovery"
@@ -90,6 +91,9 @@ func (s shardSetup) openShard(ctx context.Context, name, dsn string, reg *promet
 	// operations, pruning and the relay — one per shard.
 	runner := s.runner
 	runner.Store, runner.Effects, runner.Metrics, runner.Logger = store, svc.Effects(), recovery.NewMetrics(reg), log
+	// The control row and the prune passes, read at scrape time for the
+	// alerts (deploy/prometheus/rules.yml).
+	reg.MustRegister(idemhttp.NewControlCollector(store, svc.WriterEpoch()), maintenance.NewPruneCollector(store))
 	if *s.webhook.url != "" {
 		relay, err := s.webhook.relay(store, reg, log)
 		if err != nil {
