@@ -60,7 +60,9 @@ func headingSlug(h string) string {
 
 // TestAlertRunbooks: every alert of deploy/prometheus/rules.yml links a
 // runbook that exists — docs/operations.md and a heading of it — and is
-// made to fire by one of rules_test.yml's cases.
+// made to fire by one of rules_test.yml's cases; and every link to an
+// anchor within docs/operations.md (the runbooks link each other) lands
+// on a heading.
 // threat:alert-blind-spot
 func TestAlertRunbooks(t *testing.T) {
 	rulesText, err := os.ReadFile("deploy/prometheus/rules.yml")
@@ -81,6 +83,11 @@ func TestAlertRunbooks(t *testing.T) {
 	anchors := map[string]bool{}
 	for _, m := range regexp.MustCompile(`(?m)^#{1,6} +(.+)$`).FindAllStringSubmatch(string(ops), -1) {
 		anchors[headingSlug(m[1])] = true
+	}
+	for _, m := range regexp.MustCompile(`\]\(#([^)]+)\)`).FindAllStringSubmatch(string(ops), -1) {
+		if !anchors[m[1]] {
+			t.Errorf("docs/operations.md links #%s, which none of its headings is", m[1])
+		}
 	}
 	tests, err := os.ReadFile("deploy/prometheus/rules_test.yml")
 	if err != nil {
