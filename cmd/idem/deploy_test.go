@@ -3,6 +3,7 @@ package main
 import (
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -13,6 +14,8 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/internal/deployfiles"
+	"github.com/idemkit/idem/internal/pgproxy"
+	"github.com/idemkit/idem/internal/pgtest"
 )
 
 // deployNames returns the metric names the rules and the dashboard under
@@ -105,4 +108,48 @@ func TestDeployMetricsExported(t *testing.T) {
 		return resp.StatusCode == http.StatusOK && len(missing) == 0
 	})
 	t.Logf("all %d metric names deploy/ reads are exported: %s", len(names), strings.Join(names, " "))
+}
+
+// TestServeMetricsStoreDown: with its database cut away, "idem serve"
+// still answers /metrics 200, with idem_store_up 0 (what
+// IdemStoreUnavailable fires on) and without the gauges it reads from the
+// database (left out, not reported as 0); a scrape that failed as a whole
+// would hide the outage behind a missing target instead.
+// threat:alert-blind-spot
+func TestServeMetricsStoreDown(t *testing.T) {
+	t.Parallel()
+	u, err := url.Parse(pgtest.DSN(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy, err := pgproxy.Listen(u.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer proxy.Close()
+	u.Host = proxy.Addr()
+	s := startServe(t, "--db", u.String(), "--admin-addr", "127.0.0.1:0")
+	admin := adminAddr(t, s)
+	scrape := func(int) (*http.Response, []byte) {
+		req, _ := http.NewRequest(http.MethodGet, "http://"+admin+"/metrics", nil)
+		return do(t, req)
+	}
+	up := regexp.MustCompile(`(?m)^idem_store_up (\d+)$`)
+	storeUp := func(want string) func(*http.Response, []byte) bool {
+		return func(resp *http.Response, body []byte) bool {
+			m := up.FindSubmatch(body)
+			return resp.StatusCode == http.StatusOK && m != nil && string(m[1]) == want
+		}
+	}
+	_, body := pollUntil(t, "idem_store_up 1", 30*time.Second, scrape, storeUp("1"))
+	if !strings.Contains(string(body), "\nidem_unknown_operations 0\n") {
+		t.Fatalf("with the database up, /metrics lacks idem_unknown_operations 0:\n%s", body)
+	}
+	proxy.Close()
+	_, body = pollUntil(t, "idem_store_up 0 on a 200 scrape", 30*time.Second, scrape, storeUp("0"))
+	for _, name := range []string{"idem_unknown_operations", "idem_draining", "idem_prune_last_run_failed"} {
+		if regexp.MustCompile(`(?m)^` + name + `[ {]`).Match(body) {
+			t.Errorf("with the database down, /metrics still reports %s:\n%s", name, body)
+		}
+	}
 }
