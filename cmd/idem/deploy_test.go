@@ -113,8 +113,10 @@ func TestDeployMetricsExported(t *testing.T) {
 // TestServeMetricsStoreDown: with its database cut away, "idem serve"
 // still answers /metrics 200, with idem_store_up 0 (what
 // IdemStoreUnavailable fires on) and without the gauges it reads from the
-// database (left out, not reported as 0); a scrape that failed as a whole
-// would hide the outage behind a missing target instead.
+// database (left out, not reported as 0) — a scrape that failed as a
+// whole would hide the outage behind a missing target instead — and a
+// payment refused meanwhile is counted as outcome="store_unavailable",
+// the label IdemStoreErrorsHigh matches.
 // threat:alert-blind-spot
 func TestServeMetricsStoreDown(t *testing.T) {
 	t.Parallel()
@@ -146,7 +148,15 @@ func TestServeMetricsStoreDown(t *testing.T) {
 		t.Fatalf("with the database up, /metrics lacks idem_unknown_operations 0:\n%s", body)
 	}
 	proxy.Close()
+	// A payment now fails closed, counted under the outcome label
+	// IdemStoreErrorsHigh matches.
+	if resp, b := s.post(t, "demo", "store-down-1", `{"amount":"1","currency":"EUR","payee":"p"}`); resp.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("payment with the database down: %d %s; want 503", resp.StatusCode, b)
+	}
 	_, body = pollUntil(t, "idem_store_up 0 on a 200 scrape", 30*time.Second, scrape, storeUp("0"))
+	if !regexp.MustCompile(`(?m)^idem_requests_total\{operation="[^"]+",outcome="store_unavailable"\} 1$`).Match(body) {
+		t.Errorf("the refused payment is not counted as outcome=\"store_unavailable\":\n%s", body)
+	}
 	for _, name := range []string{"idem_unknown_operations", "idem_draining", "idem_prune_last_run_failed"} {
 		if regexp.MustCompile(`(?m)^` + name + `[ {]`).Match(body) {
 			t.Errorf("with the database down, /metrics still reports %s:\n%s", name, body)
