@@ -57,10 +57,15 @@ func deployNames(t *testing.T) []string {
 	return names
 }
 
+// shardedOnly are the metrics only "idem serve --shard" exports: the
+// shard map's draining tenants.
+var shardedOnly = []string{"idem_tenants_draining", "idem_tenant_draining_oldest_seconds"}
+
 // TestDeployMetricsExported: every metric the alerting and recording rules
 // (deploy/prometheus/rules.yml) and the Grafana dashboard
 // (deploy/grafana/idem.json) read is exported by a running "idem serve",
-// scraped from its admin listener. Some metrics appear only after an
+// scraped from its admin listener — on one registry (all but
+// shardedOnly) and with --shard (all). Some metrics appear only after an
 // event, so the test drives each one rather than accept a name unseen:
 // a payment and its replay (idem_requests_total, the
 // idem_reservation_seconds histogram, idem_in_flight — vectors with no
@@ -72,12 +77,35 @@ func deployNames(t *testing.T) []string {
 func TestDeployMetricsExported(t *testing.T) {
 	t.Parallel()
 	names := deployNames(t)
-	dsn := "sqlite:" + filepath.Join(t.TempDir(), "deploy.db")
-	openOpsStore(t, dsn).operation(idem.StateUnknown)
-	receiver := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
-	defer receiver.Close()
-	secret, _ := secretFile(t)
-	s := startServe(t, "--db", dsn, "--admin-addr", "127.0.0.1:0", "--webhook", receiver.URL, "--webhook-secret-file", secret)
+	for _, sharded := range []bool{false, true} {
+		t.Run(map[bool]string{false: "single", true: "sharded"}[sharded], func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			dsn := "sqlite:" + filepath.Join(dir, "deploy.db")
+			openOpsStore(t, dsn).operation(idem.StateUnknown)
+			receiver := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+			defer receiver.Close()
+			secret, _ := secretFile(t)
+			args := []string{"--db", dsn}
+			want := slices.DeleteFunc(slices.Clone(names), func(n string) bool { return slices.Contains(shardedOnly, n) })
+			if sharded {
+				mapFile := filepath.Join(dir, "map.json")
+				if err := os.WriteFile(mapFile, []byte(`{"default":"a","tenants":{}}`), 0o600); err != nil {
+					t.Fatal(err)
+				}
+				args = []string{"--shard", "a=" + dsn, "--shard", "b=sqlite:" + filepath.Join(dir, "b.db"), "--shard-default", "a", "--shard-map", mapFile}
+				want = names
+			}
+			s := startServe(t, append(args, "--admin-addr", "127.0.0.1:0", "--webhook", receiver.URL, "--webhook-secret-file", secret)...)
+			exportsAll(t, s, want)
+		})
+	}
+}
+
+// exportsAll sends a payment and its replay to s and polls its admin
+// listener's /metrics until every name of want has a sample.
+func exportsAll(t *testing.T, s *server, want []string) {
+	t.Helper()
 	admin := adminAddr(t, s)
 	for range 2 { // executed, then replayed
 		if resp, b := s.post(t, "demo", "deploy-1", `{"amount":"1","currency":"EUR","payee":"p"}`); resp.StatusCode != http.StatusCreated {
@@ -100,14 +128,14 @@ func TestDeployMetricsExported(t *testing.T) {
 			exported[string(m[1])] = true
 		}
 		missing = missing[:0]
-		for _, n := range names {
+		for _, n := range want {
 			if !exported[n] {
 				missing = append(missing, n)
 			}
 		}
 		return resp.StatusCode == http.StatusOK && len(missing) == 0
 	})
-	t.Logf("all %d metric names deploy/ reads are exported: %s", len(names), strings.Join(names, " "))
+	t.Logf("all %d metric names deploy/ reads are exported: %s", len(want), strings.Join(want, " "))
 }
 
 // TestServeMetricsStoreDown: with its database cut away, "idem serve"

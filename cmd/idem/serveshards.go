@@ -196,6 +196,8 @@ func (s shardSetup) openShards(ctx context.Context, f shardFlags, reg *prometheu
 	if router.Directory, err = f.directory(ctx, raw); err != nil {
 		return nil, stops.stop, fmt.Errorf("the shard map: %w", err)
 	}
+	// Tenants left draining (a move half-way), for IdemTenantDrainingTooLong.
+	reg.MustRegister(shardmap.NewCollector(router.Directory))
 	probe := probeAll(list)
 	route := &shard.Handler{Router: router, Identity: s.svc.Auth.Identity, Shards: routes, Public: out.byName[*f.def].svc.Handler()}
 	// Not a ServeMux: it would redirect paths that are not clean, which
