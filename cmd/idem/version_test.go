@@ -21,6 +21,13 @@ func TestVersionPrintsRevision(t *testing.T) {
 		t.Skipf("not a git checkout (%v): no revision to compare", err)
 	}
 	rev := strings.TrimSpace(string(head))
+	if dirs, err := exec.Command("git", "rev-parse", "--git-dir", "--git-common-dir").Output(); err == nil {
+		if d := strings.Fields(string(dirs)); len(d) == 2 && d[0] != d[1] {
+			// The go command records no VCS information in a linked
+			// worktree (its .git is a file); a clone is what CI builds.
+			t.Skip("a linked git worktree: go build records no revision here")
+		}
+	}
 	bin := filepath.Join(t.TempDir(), "idem")
 	build := exec.Command("go", "build", "-buildvcs=true", "-o", bin, ".")
 	build.Env = append(os.Environ(), "GOFLAGS=") // a GOFLAGS of -buildvcs=false would drop the stamp
