@@ -17,7 +17,7 @@ import (
 )
 
 // runnableDocs are the files whose marked blocks TestRunnableDocs runs.
-var runnableDocs = []string{"README.md", "docs/check.md"}
+var runnableDocs = []string{"README.md", "docs/check.md", "docs/operations.md"}
 
 // A runnable block is a fenced block right after a line
 //
