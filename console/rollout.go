@@ -176,7 +176,7 @@ func (h *handler) rolloutReport(w http.ResponseWriter, r *http.Request, s sessio
 			chart.Bar{Label: verdict + " · shadow", Count: uint64(max(v.All.Shadow[verdict], 0))},
 			chart.Bar{Label: verdict + " · enforce", Count: uint64(max(v.All.Enforce[verdict], 0)), Alert: true})
 	}
-	v.Chart = chart.Bars("Verdicts of "+op+": shadow predicted, enforce answered", bars)
+	v.Chart = chart.Bars("Verdicts of "+op+": shadow predicted, enforce answered", chart.Axes{X: "verdict · mode", Y: "requests, count"}, bars)
 	h.render(w, r, s, http.StatusOK, "rollout", "Rollout of "+op, v, nil)
 }
 
