@@ -64,6 +64,8 @@ func TestReportHTMLCharts(t *testing.T) {
 // TestReportStatesRules: each gate's rule stands beside its value, in
 // the text and the HTML report; a ratio's rule says what it means in the
 // run's units (reservation_budget_ratio: the p99 and the budget).
+//
+// threat:unreadable-chart
 func TestReportStatesRules(t *testing.T) {
 	r := NewReport(Config{Seed: 1, LatencyBudget: 200e6}, NewPlan(4, 2, 2, 0, 0, 1), LoadResult{Keys: make([]KeyResult, 4)}, Verification{}, Histogram{})
 	r.ReservationBudgetRatio = 0.31
