@@ -15,7 +15,7 @@ import (
 )
 
 // auditRowRe matches one row of an audit table: action, actor, detail.
-var auditRowRe = regexp.MustCompile(`<tr class="audit-entry" data-action="([^"]+)"><td class="at">[^<]*</td><td class="actor">([^<]*)</td><td class="action">[^<]*</td><td class="operation">(?:<code>[^<]*</code>)?</td><td class="detail">([^<]*)</td></tr>`)
+var auditRowRe = regexp.MustCompile(`<tr class="audit-entry" data-action="([^"]+)"><td class="at">[^<]*</td><td class="actor">([^<]*)</td><td class="action">[^<]*</td><td class="operation">(?:<code><bdi class="id">[^<]*</bdi></code>)?</td><td class="detail">([^<]*)</td></tr>`)
 
 // auditRows returns the "action actor" of every audit row of a page, in
 // page order.
@@ -225,7 +225,7 @@ func TestOperationOutbox(t *testing.T) {
 		if code != http.StatusOK {
 			t.Fatalf("operation page: %d", code)
 		}
-		rows := regexp.MustCompile(`<tr class="outbox-message" data-state="([a-z]+)"><td class="message-id"><code>([^<]+)</code></td><td class="topic">([^<]+)</td>.*?<td class="last-error">([^<]*)</td></tr>`).FindAllStringSubmatch(body, -1)
+		rows := regexp.MustCompile(`<tr class="outbox-message" data-state="([a-z]+)"><td class="message-id"><code><bdi class="id">([^<]+)</bdi></code></td><td class="topic">([^<]+)</td>.*?<td class="last-error">([^<]*)</td></tr>`).FindAllStringSubmatch(body, -1)
 		want := [][]string{{"published", ids[0], "orders.created", ""}, {"dead", ids[1], "orders.audit", "receiver said 410 Gone"}, {"pending", ids[2], "orders.billing", ""}}
 		if len(rows) != len(want) {
 			t.Fatalf("outbox rows %v, want %v", rows, want)

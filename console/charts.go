@@ -49,7 +49,7 @@ func unknownAges(recs []registry.Record, now time.Time) template.HTML {
 		i := slices.IndexFunc(ageBuckets, func(b ageBucket) bool { return age < b.below })
 		bars[i].Count++
 	}
-	return chart.Bars("UNKNOWN operations by age", bars)
+	return chart.Bars("UNKNOWN operations by age", chart.Axes{X: "age since created (min, h)", Y: "operations, count"}, bars)
 }
 
 // acceptanceLatency gathers g and draws the reservationMetric histogram,
@@ -81,16 +81,9 @@ func acceptanceLatency(g prometheus.Gatherer) (template.HTML, string) {
 	}
 	var bars []chart.Bar
 	for i := first; i <= last; i++ {
-		label := "≤ +Inf"
-		switch {
-		case i < len(bounds):
-			label = "≤ " + chart.Seconds(bounds[i])
-		case len(bounds) > 0:
-			label = "> " + chart.Seconds(bounds[len(bounds)-1])
-		}
-		bars = append(bars, chart.Bar{Label: label, Count: counts[i]})
+		bars = append(bars, chart.Bar{Label: chart.Bucket(bounds, i), Count: counts[i]})
 	}
-	return chart.Bars("Acceptance latency (reservation)", bars), ""
+	return chart.Bars("Acceptance latency (reservation)", chart.Axes{X: "reservation time, bucket upper bound (s, ms, µs)", Y: "reservations, count"}, bars), ""
 }
 
 // mergeBuckets adds the histograms of ms bucket by bucket: it returns

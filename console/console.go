@@ -61,6 +61,18 @@ type Config struct {
 	// (each its own console, with its own login: its Prefix): every page
 	// lists them beside the shard's name. nil (the default): no links.
 	Shards []ShardLink
+	// NoRelay says that no relay delivers this registry's outbox ("idem
+	// serve" without --webhook): the status page then shows "no relay
+	// configured" instead of a pending count and a lag that only grow.
+	// false (the default): a relay is assumed and its lag shown.
+	NoRelay bool
+	// Tenants are the tenant names the service knows ("idem serve" passes
+	// those of its tokens): a record stores only its tenant's hash
+	// (registry.TenantHash), so the operation page names the tenant, to
+	// an operator with ShowTenants, only when one of these hashes to it,
+	// and otherwise says that the name is not known here. nil: hashes
+	// only.
+	Tenants []string
 }
 
 // ShardLink is a link to the console of one shard (Config.Shards).
@@ -164,12 +176,31 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.mux.ServeHTTP(w, r)
 }
 
-// maxForm bounds a form's body.
+// maxForm bounds a form's body: a larger one is refused with 413
+// FORM_TOO_LARGE, naming the limit (formTooLarge).
 const maxForm = 64 << 10
+
+// formTooLarge reads r's form within maxForm and reports whether it was
+// too large; then it has answered 413 FORM_TOO_LARGE with a message
+// naming the limit (rendered with s, the zero session on the login
+// page). Another read error is left to the handler (its fields are
+// empty).
+func (h *handler) formTooLarge(w http.ResponseWriter, r *http.Request, s session) bool {
+	r.Body = http.MaxBytesReader(w, r.Body, maxForm)
+	var tooLarge *http.MaxBytesError
+	if err := r.ParseForm(); !errors.As(err, &tooLarge) {
+		return false
+	}
+	h.log.Info("console: form refused: too large", "operator", s.op.Name, "path", r.URL.Path, "limit", maxForm)
+	h.fail(w, r, s, http.StatusRequestEntityTooLarge, CodeFormTooLarge, fmt.Sprintf(
+		"The form is larger than %d KiB (%d bytes), the limit of a console form: nothing was changed. Shorten the text (evidence is kept to %d bytes) and send it again.",
+		maxForm>>10, maxForm, registry.MaxAuditDetail))
+	return true
+}
 
 // authed wraps a page that needs a session: without one, 303 to the login
 // page; a POST without the session's CSRF token is refused with 403
-// CSRF_INVALID.
+// CSRF_INVALID, and one larger than maxForm with 413 FORM_TOO_LARGE.
 func (h *handler) authed(fn func(http.ResponseWriter, *http.Request, session)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		s, ok := h.session(r)
@@ -178,7 +209,9 @@ func (h *handler) authed(fn func(http.ResponseWriter, *http.Request, session)) h
 			return
 		}
 		if r.Method == http.MethodPost {
-			r.Body = http.MaxBytesReader(w, r.Body, maxForm)
+			if h.formTooLarge(w, r, s) {
+				return
+			}
 			if !h.csrfOK(r, s) {
 				h.log.Info("console: form refused: missing or wrong CSRF token", "operator", s.op.Name, "path", r.URL.Path)
 				h.fail(w, r, s, http.StatusForbidden, CodeCSRFInvalid, "The form's CSRF token is missing or wrong: reload the page and try again.")

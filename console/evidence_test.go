@@ -47,7 +47,7 @@ func TestConsoleLookupBindsOperator(t *testing.T) {
 			t.Fatalf("recorded lookups %+v, %v; want executed tr_2 asked by alice", ls, err)
 		}
 		_, _, body := e.do(c, detail, nil)
-		if !strings.Contains(body, `<tr class="recorded-lookup" data-answer="executed">`) || !strings.Contains(body, `<td class="handle">tr_2</td><td class="actor">alice</td>`) {
+		if !strings.Contains(body, `<tr class="recorded-lookup" data-answer="executed">`) || !strings.Contains(body, `<td class="handle"><bdi class="id">tr_2</bdi></td><td class="actor">alice</td>`) {
 			t.Errorf("the page does not show the recorded lookup: %s", body)
 		}
 

@@ -21,7 +21,9 @@ func (h *handler) loginPage(w http.ResponseWriter, r *http.Request) {
 // too many refused logins (throttle.go) gets 429 LOGIN_THROTTLED with
 // Retry-After, its token not looked at.
 func (h *handler) login(w http.ResponseWriter, r *http.Request) {
-	r.Body = http.MaxBytesReader(w, r.Body, maxForm)
+	if h.formTooLarge(w, r, session{}) {
+		return
+	}
 	source := sourceOf(r.RemoteAddr)
 	if wait, key, n := h.throttle.wait(source, h.now()); wait > 0 {
 		if key != "" {
@@ -31,7 +33,7 @@ func (h *handler) login(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Retry-After", strconv.Itoa(secs))
 		h.log.Info("console: login throttled", "remote", r.RemoteAddr, "retry_after", secs)
 		h.render(w, r, session{}, http.StatusTooManyRequests, "login", "Log in", nil,
-			&pageError{CodeLoginThrottled, fmt.Sprintf("Too many refused logins: try again in %d s.", secs)})
+			&pageError{Code: CodeLoginThrottled, Message: fmt.Sprintf("Too many refused logins: try again in %d s.", secs)})
 		return
 	}
 	tok := r.PostFormValue("token")
@@ -41,7 +43,7 @@ func (h *handler) login(w http.ResponseWriter, r *http.Request) {
 		h.auditRefused(r, registry.AuditLoginFailed, "from "+r.RemoteAddr)
 		h.log.Info("console: login refused", "remote", r.RemoteAddr)
 		h.render(w, r, session{}, http.StatusUnauthorized, "login", "Log in", nil,
-			&pageError{CodeUnauthenticated, "That is not an operator token. API tokens cannot log in here."})
+			&pageError{Code: CodeUnauthenticated, Message: "That is not an operator token. API tokens cannot log in here."})
 		return
 	}
 	if err := registry.Audited(r.Context(), h.cfg.Store, registry.AuditEntry{Actor: op.Name, Action: registry.AuditLogin, Detail: "from " + r.RemoteAddr}, nil); err != nil {

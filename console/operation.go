@@ -42,6 +42,22 @@ type detailView struct {
 	// CanApprove: the approve form is shown (UNKNOWN, reconcilable, a
 	// request not yet approved, and the viewer is not its requester).
 	CanApprove bool
+	// Attempt is the recovery worker's record of its failed attempts to
+	// settle it (registry.RecoveryAttempt): the last error and the next
+	// attempt; nil if none is recorded. Display only.
+	Attempt *registry.RecoveryAttempt
+	// Tenant is what the page says about the operation's tenant.
+	Tenant tenantView
+}
+
+// tenantView is an operation's tenant as this operator may see it.
+type tenantView struct {
+	Hash string // hex of Record.TenantHash; "" for an unattributed record
+	// Name is the tenant, when the operator may see it (ShowTenants) and
+	// Config.Tenants names one with this hash; else "".
+	Name string
+	// Hidden: the operator may not see tenant names.
+	Hidden bool
 }
 
 // responseView is a stored response's metadata, and its body for an
@@ -72,6 +88,9 @@ type lookupView struct {
 	Handle string `json:"handle"`
 	Detail string `json:"detail"`
 	At     int64  `json:"at"` // when it was asked, Unix seconds
+	// Failed: the answer proves nothing (timeout, 5xx, unreadable); the
+	// page shows it as LOOKUP_FAILED.
+	Failed bool `json:"failed,omitempty"`
 }
 
 // lookupShown is how long after a lookup its answer is still shown: a
@@ -87,7 +106,11 @@ func (h *handler) operation(w http.ResponseWriter, r *http.Request, s session) {
 			lv = nil
 		}
 	}
-	h.renderOperation(w, r, s, http.StatusOK, reconcileForm{}, lv, nil)
+	var perr *pageError
+	if lv != nil && lv.Failed {
+		perr = &pageError{Code: CodeLookupFailed, Message: "The downstream's answer proves nothing about key " + lv.Key + ": " + lv.Detail}
+	}
+	h.renderOperation(w, r, s, http.StatusOK, reconcileForm{}, lv, perr)
 }
 
 // renderOperation reads operation {id} and renders its page.
@@ -96,7 +119,7 @@ func (h *handler) renderOperation(w http.ResponseWriter, r *http.Request, s sess
 	rec, err := h.cfg.Store.GetByID(ctx, id)
 	switch {
 	case errors.Is(err, registry.ErrNotFound):
-		h.fail(w, r, s, http.StatusNotFound, CodeNotFound, "There is no operation "+id+".")
+		h.failID(w, r, s, http.StatusNotFound, CodeNotFound, "There is no operation ", id, ".")
 		return
 	case errors.Is(err, registry.ErrUnreadable), errors.Is(err, idem.ErrDigestMismatch):
 		h.log.Error("console: stored response cannot be read", "operator", s.op.Name, "operation_id", id, "err", err)
@@ -120,6 +143,14 @@ func (h *handler) renderOperation(w http.ResponseWriter, r *http.Request, s sess
 	if err == nil {
 		v.Lookups, err = h.cfg.Store.Lookups(ctx, id)
 	}
+	if err == nil && rec.State == idem.StateUnknown {
+		var a registry.RecoveryAttempt
+		if a, err = registry.LastRecoveryAttempt(ctx, h.cfg.Store, id); err == nil {
+			v.Attempt = &a
+		} else if errors.Is(err, registry.ErrNotFound) {
+			err = nil
+		}
+	}
 	if err == nil {
 		var p registry.PendingSettlement
 		if p, err = h.cfg.Store.PendingSettlement(ctx, id); err == nil {
@@ -132,6 +163,7 @@ func (h *handler) renderOperation(w http.ResponseWriter, r *http.Request, s sess
 		h.storeFailed(w, r, s, err)
 		return
 	}
+	v.Tenant = h.tenantOf(rec, s.op)
 	if resp := rec.Response; resp != nil {
 		d := resp.Digest()
 		v.Response = &responseView{Status: resp.Status, MediaType: resp.MediaType, Location: resp.Location, ETag: resp.ETag,
@@ -191,7 +223,7 @@ func (h *handler) refused(w http.ResponseWriter, r *http.Request, s session, wha
 		h.log.Error("console: "+what+" failed", "operator", s.op.Name, "operation_id", id, "err", err)
 	}
 	h.log.Info("console: "+what+" refused", "operator", s.op.Name, "operation_id", id, "code", m.code)
-	h.renderOperation(w, r, s, m.status, form, nil, &pageError{m.code, err.Error()})
+	h.renderOperation(w, r, s, m.status, form, nil, &pageError{Code: m.code, Message: err.Error()})
 }
 
 // reconcile settles an UNKNOWN operation on the operator's written
@@ -237,18 +269,18 @@ func (h *handler) approve(w http.ResponseWriter, r *http.Request, s session) {
 // changing nothing but the record of the lookup (POST
 // /operations/{id}/effects/{name}/lookup), through the one path "idem ops
 // lookup" uses (effect.Set.LookupByOperator): the question and the answer
-// are recorded on the effect and in the audit log. A definite answer is
-// shown on the operation page it redirects to; an answer that proves
-// nothing is 502 LOOKUP_FAILED.
+// are recorded on the effect and in the audit log. Every answer ends in a
+// 303 to the operation's page (POST-redirect-GET), which shows it: an
+// answer that proves nothing there as LOOKUP_FAILED.
 func (h *handler) lookup(w http.ResponseWriter, r *http.Request, s session) {
 	ctx, id, name := r.Context(), r.PathValue("id"), r.PathValue("name")
 	res, err := h.cfg.Effects.LookupByOperator(ctx, h.cfg.Store, id, name, s.op.Name)
 	switch ec := effect.OperatorCode(err); {
 	case ec == effect.CodeNotFound:
-		h.fail(w, r, s, http.StatusNotFound, CodeNotFound, "There is no operation "+id+".")
+		h.failID(w, r, s, http.StatusNotFound, CodeNotFound, "There is no operation ", id, ".")
 		return
 	case ec == effect.CodeEffectNotFound || ec == effect.CodeNotSettleable:
-		h.fail(w, r, s, http.StatusNotFound, CodeNotFound, "Operation "+id+" has no effect "+name+" this console can look up.")
+		h.failID(w, r, s, http.StatusNotFound, CodeNotFound, "This operation has no effect ", name, " this console can look up.")
 		return
 	case err != nil:
 		h.storeFailed(w, r, s, err)
@@ -257,13 +289,29 @@ func (h *handler) lookup(w http.ResponseWriter, r *http.Request, s session) {
 	a, l := res[0].Answer, res[0].Lookup
 	lv := &lookupView{Effect: name, Key: l.DownstreamKey, Kind: a.Kind.String(), Handle: a.Handle, Detail: a.Detail, At: h.now().Unix()}
 	h.log.Info("console: lookup", "operator", s.op.Name, "operation_id", id, "effect", name, "downstream_key", l.DownstreamKey, "answer", l.Answer)
+	flash := "Looked up " + name + ": " + strings.ToLower(lv.Kind) + "."
 	if _, ok := a.Evidence(); !ok && a.Kind != effect.NotFound {
-		h.renderOperation(w, r, s, http.StatusBadGateway, reconcileForm{}, lv,
-			&pageError{CodeLookupFailed, "The downstream's answer proves nothing about key " + l.DownstreamKey + ": " + a.Detail})
-		return
+		lv.Failed, flash = true, "Looked up "+name+": no answer that proves anything (recorded)."
 	}
 	b, _ := json.Marshal(lv)
 	page := "/operations/" + url.PathEscape(id)
-	h.redirect(w, r, page, "Looked up "+name+": "+strings.ToLower(lv.Kind)+".",
-		url.Values{"lookup": {h.seal(sealedFor("lookup", h.cfg.Prefix+page), string(b))}})
+	h.redirect(w, r, page, flash, url.Values{"lookup": {h.seal(sealedFor("lookup", h.cfg.Prefix+page), string(b))}})
+}
+
+// tenantOf says what op may see of rec's tenant: its hash always, its
+// name with ShowTenants when one of Config.Tenants hashes to it.
+func (h *handler) tenantOf(rec registry.Record, op Operator) tenantView {
+	if rec.TenantHash == ([32]byte{}) {
+		return tenantView{}
+	}
+	v := tenantView{Hash: hex.EncodeToString(rec.TenantHash[:]), Hidden: !op.ShowTenants}
+	if op.ShowTenants {
+		for _, t := range h.cfg.Tenants {
+			if registry.TenantHash(t) == rec.TenantHash {
+				v.Name = t
+				break
+			}
+		}
+	}
+	return v
 }

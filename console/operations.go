@@ -38,7 +38,7 @@ func (h *handler) operations(w http.ResponseWriter, r *http.Request, s session) 
 		Operation: strings.TrimSpace(q.Get("operation")), OlderThan: strings.TrimSpace(q.Get("older_than"))}
 	f := registry.ListFilter{State: idem.State(v.State), Limit: pageSize + 1}
 	invalid := func(msg string) {
-		h.render(w, r, s, http.StatusUnprocessableEntity, "operations", "Operations", v, &pageError{CodeInvalid, msg})
+		h.render(w, r, s, http.StatusUnprocessableEntity, "operations", "Operations", v, &pageError{Code: CodeInvalid, Message: msg})
 	}
 	if f.State != "" && !f.State.Valid() {
 		invalid("Unknown state " + q.Get("state") + ".")

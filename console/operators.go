@@ -17,6 +17,10 @@ type Operator struct {
 	// ShowResponses lets the operator read stored response bodies; without
 	// it (the zero value) the console shows their metadata only.
 	ShowResponses bool
+	// ShowTenants lets the operator see an operation's tenant by name
+	// (when Config.Tenants names one whose hash the record holds); without
+	// it (the zero value) the console shows the tenant's hash only.
+	ShowTenants bool
 }
 
 // Operators maps console tokens to operators. They are not API tokens: a
@@ -55,6 +59,7 @@ func ParseOperators(b []byte) (Operators, error) {
 	var raw map[string]*struct {
 		Name          string `json:"name"`
 		ShowResponses bool   `json:"show_responses"`
+		ShowTenants   bool   `json:"show_tenants"`
 	}
 	if err := strictjson.Decode(b, maxOperatorsFile, &raw); err != nil {
 		return nil, err
@@ -64,7 +69,7 @@ func ParseOperators(b []byte) (Operators, error) {
 		if o == nil {
 			return nil, errors.New("every token needs an object with a name")
 		}
-		ops[tok] = Operator{Name: o.Name, ShowResponses: o.ShowResponses}
+		ops[tok] = Operator{Name: o.Name, ShowResponses: o.ShowResponses, ShowTenants: o.ShowTenants}
 	}
 	if err := ops.validate(); err != nil {
 		return nil, err

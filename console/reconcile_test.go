@@ -37,8 +37,8 @@ func TestReconcile(t *testing.T) {
 		}
 		detail := "/admin/operations/" + id
 		code, _, body = e.do(c, detail, nil)
-		for _, want := range []string{`id="operation-id">` + id + `<`, `id="state">UNKNOWN<`, `<form id="reconcile"`, `class="effect-name">transfer<`,
-			`class="downstream-key"><code>` + registry.DownstreamKey(id, "transfer") + `<`, rec.Scope.String(), rec.Fingerprint.String(), `class="lookup"`} {
+		for _, want := range []string{`id="operation-id"><bdi class="id">` + id + `<`, `id="state">UNKNOWN<`, `<form id="reconcile"`, `class="effect-name">transfer<`,
+			`class="downstream-key"><code><bdi class="id">` + registry.DownstreamKey(id, "transfer") + `<`, rec.Scope.String(), rec.Fingerprint.String(), `class="lookup"`} {
 			if !strings.Contains(body, want) {
 				t.Errorf("detail page lacks %q", want)
 			}
@@ -119,17 +119,21 @@ func TestReconcile(t *testing.T) {
 	})
 }
 
-// TestLookupFailed: a lookup whose answer proves nothing is 502
-// LOOKUP_FAILED and changes nothing; an operation kind without effects
+// TestLookupFailed: a lookup whose answer proves nothing ends, as every
+// lookup, in a 303 to the operation's page (POST-redirect-GET), which
+// shows it as LOOKUP_FAILED; it changes nothing; an operation kind without effects
 // has neither lookup nor reconcile form, and says why.
 func TestLookupFailed(t *testing.T) {
 	t.Parallel()
 	stores(t, effect.Answer{Kind: effect.Indefinite, Detail: "answered 503"}, func(t *testing.T, e *env) {
 		rec := e.unknown()
 		c, csrf := e.login(bobToken)
-		code, _, body := e.do(c, "/admin/operations/"+rec.OperationID+"/effects/transfer/lookup", url.Values{"csrf": {csrf}})
-		if code != http.StatusBadGateway || errorCode(body) != "LOOKUP_FAILED" || !strings.Contains(body, "answered 503") {
-			t.Errorf("lookup: %d %q", code, errorCode(body))
+		code, loc, _ := e.do(c, "/admin/operations/"+rec.OperationID+"/effects/transfer/lookup", url.Values{"csrf": {csrf}})
+		if code != http.StatusSeeOther || !strings.HasPrefix(loc, "/admin/operations/"+rec.OperationID+"?") {
+			t.Fatalf("lookup: %d to %q, want 303 to the operation's page (POST-redirect-GET)", code, loc)
+		}
+		if code, _, body := e.do(c, loc, nil); code != http.StatusOK || errorCode(body) != "LOOKUP_FAILED" || !strings.Contains(body, "answered 503") {
+			t.Errorf("the page the lookup redirected to: %d %q", code, errorCode(body))
 		}
 		if e.state(rec.OperationID) != idem.StateUnknown {
 			t.Errorf("lookup changed the operation")
@@ -150,7 +154,7 @@ func TestLookupFailed(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, _, body = e.do(c, "/admin/operations/"+o.OperationID, nil)
+		_, _, body := e.do(c, "/admin/operations/"+o.OperationID, nil)
 		if strings.Contains(body, `<form id="reconcile"`) || strings.Contains(body, `class="lookup"`) || !strings.Contains(body, `id="why-not"`) {
 			t.Errorf("operation without effects: %s", body)
 		}

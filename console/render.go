@@ -32,6 +32,7 @@ const (
 	CodeAlreadyApproved      = "ALREADY_APPROVED"      // 409: the request was approved by someone else already
 	CodeRolloutStale         = "ROLLOUT_STALE"         // 409: a rollout form based on a version that is no longer the row's
 	CodeForceRequired        = "FORCE_REQUIRED"        // 409: turning off an operation that has been enforced, without force
+	CodeFormTooLarge         = "FORM_TOO_LARGE"        // 413: a form body over 64 KiB; the message names the limit
 )
 
 // page is what every template gets.
@@ -51,6 +52,10 @@ type page struct {
 type pageError struct {
 	Code    string
 	Message string
+	// ID, when set, is shown after Message, cut and isolated (see id),
+	// and After after it: an ID the client chose must not run off the
+	// page or reverse the text that follows it.
+	ID, After string
 }
 
 // funcs are the templates' helpers.
@@ -61,9 +66,72 @@ var funcs = template.FuncMap{
 		}
 		return t.UTC().Format(time.RFC3339)
 	},
-	"age": age,
+	"age":  age,
+	"when": when,
+	"id":   isolate,
 	// took renders the time from start to end, to the millisecond.
 	"took": func(start, end time.Time) string { return end.Sub(start).Round(time.Millisecond).String() },
+}
+
+// Bounds of an ID as shown (isolate): longer ones are cut to their first
+// idHead and last idTail runes around an ellipsis, the whole in the
+// element's title.
+const (
+	idShown = 96
+	idHead  = 64
+	idTail  = 24
+)
+
+// isolate renders an ID (operation ID, downstream key, handle, message
+// ID) in a <bdi class="id"> — its own bidirectional context, so a
+// right-to-left override in it does not reverse what follows — cut to
+// idShown runes (the full ID in the title attribute); the stylesheet
+// lets it break anywhere.
+func isolate(v string) template.HTML {
+	full := template.HTMLEscapeString(v)
+	r := []rune(v)
+	if len(r) <= idShown {
+		return template.HTML(`<bdi class="id">` + full + `</bdi>`)
+	}
+	cut := string(r[:idHead]) + "…" + string(r[len(r)-idTail:])
+	return template.HTML(`<bdi class="id cut" title="` + full + `">` + template.HTMLEscapeString(cut) + `</bdi>`)
+}
+
+// when renders t and whether it is past or future, relative to now: a
+// <time> element "2026-12-03T07:00:00Z (in 4m)" or "(12m ago)"; "—"
+// for the zero time.
+func when(t time.Time) template.HTML {
+	if t.IsZero() {
+		return "—"
+	}
+	d := time.Until(t)
+	rel, side := "in "+short(d), "future"
+	if d < 0 {
+		rel, side = short(-d)+" ago", "past"
+	}
+	return template.HTML(fmt.Sprintf(`<time datetime="%s" data-when="%s">%s <span class="rel">(%s)</span></time>`,
+		t.UTC().Format(time.RFC3339), side, t.UTC().Format(time.RFC3339), rel))
+}
+
+// short renders d in its largest unit or two: "4m", "1h12m", "3d2h",
+// "12s".
+func short(d time.Duration) string {
+	d = d.Round(time.Second)
+	switch {
+	case d < time.Minute:
+		return fmt.Sprintf("%ds", int(d/time.Second))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm", int(d/time.Minute))
+	case d < 24*time.Hour:
+		if m := int(d%time.Hour) / int(time.Minute); m > 0 {
+			return fmt.Sprintf("%dh%dm", int(d/time.Hour), m)
+		}
+		return fmt.Sprintf("%dh", int(d/time.Hour))
+	}
+	if h := int(d%(24*time.Hour)) / int(time.Hour); h > 0 {
+		return fmt.Sprintf("%dd%dh", int(d/(24*time.Hour)), h)
+	}
+	return fmt.Sprintf("%dd", int(d/(24*time.Hour)))
 }
 
 // age renders how long ago t was, to the second; "—" for the zero time.
@@ -96,7 +164,13 @@ func (h *handler) render(w http.ResponseWriter, r *http.Request, s session, stat
 
 // fail renders the error page with code and message.
 func (h *handler) fail(w http.ResponseWriter, r *http.Request, s session, status int, code, msg string) {
-	h.render(w, r, s, status, "error", "Error", nil, &pageError{code, msg})
+	h.render(w, r, s, status, "error", "Error", nil, &pageError{Code: code, Message: msg})
+}
+
+// failID renders the error page with code and the message before, the
+// ID id (cut and isolated) and after.
+func (h *handler) failID(w http.ResponseWriter, r *http.Request, s session, status int, code, before, id, after string) {
+	h.render(w, r, s, status, "error", "Error", nil, &pageError{Code: code, Message: before, ID: id, After: after})
 }
 
 // storeFailed renders 503 STORE_UNAVAILABLE for err and logs it.

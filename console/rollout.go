@@ -107,7 +107,7 @@ func (h *handler) setRollout(w http.ResponseWriter, r *http.Request, s session) 
 	}
 	seen, err := strconv.ParseInt(r.PostFormValue("version"), 10, 64)
 	if err != nil || seen < 0 {
-		h.renderRollouts(w, r, s, http.StatusUnprocessableEntity, &pageError{CodeInvalid, "The form carries no version: reload the page; nothing was changed."})
+		h.renderRollouts(w, r, s, http.StatusUnprocessableEntity, &pageError{Code: CodeInvalid, Message: "The form carries no version: reload the page; nothing was changed."})
 		return
 	}
 	c := registry.RolloutChange{Operation: op, Mode: r.PostFormValue("mode"), Seen: seen, Actor: s.op.Name,
@@ -116,7 +116,7 @@ func (h *handler) setRollout(w http.ResponseWriter, r *http.Request, s session) 
 		Reason: strings.TrimSpace(strings.TrimSpace(r.PostFormValue("reason")) + " (console)")}
 	if p := strings.TrimSpace(r.PostFormValue("percent")); p != "" {
 		if c.Percent, err = strconv.Atoi(p); err != nil {
-			h.renderRollouts(w, r, s, http.StatusUnprocessableEntity, &pageError{CodeInvalid, "Percent must be a whole number from 0 to 100; nothing was changed."})
+			h.renderRollouts(w, r, s, http.StatusUnprocessableEntity, &pageError{Code: CodeInvalid, Message: "Percent must be a whole number from 0 to 100; nothing was changed."})
 			return
 		}
 	} else if c.Mode == registry.RolloutEnforce {
@@ -126,18 +126,18 @@ func (h *handler) setRollout(w http.ResponseWriter, r *http.Request, s session) 
 		c.Percent = 0 // the ramp applies to enforce only
 	}
 	if err := c.Validate(); err != nil {
-		h.renderRollouts(w, r, s, http.StatusUnprocessableEntity, &pageError{CodeInvalid, strings.TrimPrefix(err.Error(), "registry: ") + "; nothing was changed."})
+		h.renderRollouts(w, r, s, http.StatusUnprocessableEntity, &pageError{Code: CodeInvalid, Message: strings.TrimPrefix(err.Error(), "registry: ") + "; nothing was changed."})
 		return
 	}
 	after, err := h.cfg.Store.SetRollout(r.Context(), c)
 	switch {
 	case errors.Is(err, registry.ErrRolloutStale):
 		h.log.Info("console: rollout refused: stale", "operator", s.op.Name, "operation", op, "seen", seen)
-		h.renderRollouts(w, r, s, http.StatusConflict, &pageError{CodeRolloutStale, fmt.Sprintf(
+		h.renderRollouts(w, r, s, http.StatusConflict, &pageError{Code: CodeRolloutStale, Message: fmt.Sprintf(
 			"The rollout of %s changed since the page showed version %d: nothing was changed. The page now shows the current row; decide again.", op, seen)})
 		return
 	case errors.Is(err, registry.ErrForceRequired):
-		h.renderRollouts(w, r, s, http.StatusConflict, &pageError{CodeForceRequired, op +
+		h.renderRollouts(w, r, s, http.StatusConflict, &pageError{Code: CodeForceRequired, Message: op +
 			" has been enforced: turned off, instances would write without idempotency and a retry of an answered request could execute again. " +
 			"Choose shadow to stop enforcing safely, or tick force if that is really meant; nothing was changed."})
 		return
@@ -176,7 +176,7 @@ func (h *handler) rolloutReport(w http.ResponseWriter, r *http.Request, s sessio
 			chart.Bar{Label: verdict + " · shadow", Count: uint64(max(v.All.Shadow[verdict], 0))},
 			chart.Bar{Label: verdict + " · enforce", Count: uint64(max(v.All.Enforce[verdict], 0)), Alert: true})
 	}
-	v.Chart = chart.Bars("Verdicts of "+op+": shadow predicted, enforce answered", bars)
+	v.Chart = chart.Bars("Verdicts of "+op+": shadow predicted, enforce answered", chart.Axes{X: "verdict · mode", Y: "requests, count"}, bars)
 	h.render(w, r, s, http.StatusOK, "rollout", "Rollout of "+op, v, nil)
 }
 

@@ -28,6 +28,7 @@ type statusView struct {
 	InFlight      int64
 	Pending       int64
 	RelayLag      string
+	NoRelay       bool // Config.NoRelay: no relay delivers the outbox
 	DeadLetters   int64
 	UnknownAges   template.HTML // the "UNKNOWN by age" chart
 	UnknownCap    int           // countCap when the chart counts only the oldest countCap, else 0
@@ -89,7 +90,7 @@ func (h *handler) renderStatus(w http.ResponseWriter, r *http.Request, s session
 		h.storeFailed(w, r, s, err)
 		return
 	}
-	v.Pending, v.DeadLetters, v.RelayLag = stats.Pending, stats.Dead, age(stats.OldestPending)
+	v.Pending, v.DeadLetters, v.RelayLag, v.NoRelay = stats.Pending, stats.Dead, age(stats.OldestPending), h.cfg.NoRelay
 	h.render(w, r, s, code, "status", "Status", v, perr)
 }
 
@@ -99,8 +100,7 @@ func (h *handler) confirmed(w http.ResponseWriter, r *http.Request, s session, w
 	if r.PostFormValue("confirm") == "yes" {
 		return true
 	}
-	h.renderStatus(w, r, s, http.StatusUnprocessableEntity, &pageError{CodeConfirmationRequired,
-		"Tick the confirmation box to " + what + "; nothing was changed."})
+	h.renderStatus(w, r, s, http.StatusUnprocessableEntity, &pageError{Code: CodeConfirmationRequired, Message: "Tick the confirmation box to " + what + "; nothing was changed."})
 	return false
 }
 

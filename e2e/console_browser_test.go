@@ -114,8 +114,15 @@ type consoleRun struct {
 // operator, alice, and the others named (each with a token of its own).
 func startConsole(t *testing.T, dsn string, others ...string) *consoleRun {
 	t.Helper()
+	return startConsoleArgs(t, dsn, nil, others...)
+}
+
+// startConsoleArgs is startConsole with more arguments for "idem serve"
+// (after the defaults, so a flag given again wins).
+func startConsoleArgs(t *testing.T, dsn string, serveArgs []string, others ...string) *consoleRun {
+	t.Helper()
 	c := &consoleRun{t: t, token: "op-" + rand.Text(), others: map[string]string{}}
-	entries := []string{fmt.Sprintf(`%q: {"name": %q, "show_responses": true}`, c.token, consoleOperator)}
+	entries := []string{fmt.Sprintf(`%q: {"name": %q, "show_responses": true, "show_tenants": true}`, c.token, consoleOperator)}
 	for _, name := range others {
 		c.others[name] = "op-" + rand.Text()
 		entries = append(entries, fmt.Sprintf(`%q: {"name": %q}`, c.others[name], name))
@@ -125,8 +132,8 @@ func startConsole(t *testing.T, dsn string, others ...string) *consoleRun {
 		t.Fatal(err)
 	}
 	c.prov = startChild(t, nil, "provider", "--addr", "127.0.0.1:0")
-	c.s = startServer(t, dsn, "--provider", c.prov.url, "--provider-timeout", "1s", "--recover-interval", "1h",
-		"--admin-addr", "127.0.0.1:0", "--operators", ops)
+	c.s = startServer(t, dsn, append([]string{"--provider", c.prov.url, "--provider-timeout", "1s", "--recover-interval", "1h",
+		"--admin-addr", "127.0.0.1:0", "--operators", ops}, serveArgs...)...)
 	// Two lines say "listening on", the service's first (TestServeConsole
 	// holds the order); wait for both and take each address from its own
 	// line.

@@ -256,7 +256,7 @@ func (w *Worker) unknown(ctx context.Context) (Report, error) {
 		f.After = page[len(page)-1]
 	}
 	now := time.Now()
-	w.forget(all)
+	w.forget(ctx, all)
 	var rep Report
 	var errs []error
 	for _, rec := range all {
@@ -269,7 +269,7 @@ func (w *Worker) unknown(ctx context.Context) (Report, error) {
 		ops := w.Effects[rec.Operation]
 		if ops == nil {
 			rep.Unsettled++
-			w.failed(rec.OperationID, now, "no effects are configured for operation "+rec.Operation+": an operator settles it")
+			w.failed(ctx, rec.OperationID, now, "no effects are configured for operation "+rec.Operation+": an operator settles it")
 			continue
 		}
 		sctx, span := w.start(ctx, SpanSettle, rec) // trace.go
@@ -280,11 +280,11 @@ func (w *Worker) unknown(ctx context.Context) (Report, error) {
 			// Settled on the tenant's new registry, not here: not an
 			// error of this round; tried again after its backoff.
 			rep.Unsettled++
-			w.failed(rec.OperationID, now, "the operation's tenant moved to another registry")
+			w.failed(ctx, rec.OperationID, now, "the operation's tenant moved to another registry")
 		case err != nil:
 			errs = append(errs, err)
 			rep.Unsettled++
-			w.failed(rec.OperationID, now, err.Error())
+			w.failed(ctx, rec.OperationID, now, err.Error())
 		case s.Settled:
 			w.settled(sctx, rec, s)
 			if s.Method != "" {
@@ -292,7 +292,7 @@ func (w *Worker) unknown(ctx context.Context) (Report, error) {
 			}
 		default:
 			rep.Unsettled++
-			w.failed(rec.OperationID, now, s.Reason)
+			w.failed(ctx, rec.OperationID, now, s.Reason)
 		}
 	}
 	return rep, errors.Join(errs...)
@@ -306,8 +306,11 @@ func (w *Worker) due(id string, now time.Time) bool {
 	return !ok || !now.Before(b.next)
 }
 
-// failed schedules the next try of an operation that was not settled.
-func (w *Worker) failed(id string, now time.Time, why string) {
+// failed schedules the next try of an operation that was not settled,
+// and records why and when (registry.RecordRecoveryAttempt) for the
+// console: display only, a failure to record is logged and changes
+// nothing else.
+func (w *Worker) failed(ctx context.Context, id string, now time.Time, why string) {
 	w.mu.Lock()
 	if w.retry == nil {
 		w.retry = map[string]backoff{}
@@ -318,13 +321,18 @@ func (w *Worker) failed(id string, now time.Time, why string) {
 	w.retry[id] = b
 	w.mu.Unlock()
 	w.log().Info("recovery: unknown operation not settled; trying again later", "operation_id", id, "reason", why, "retry_in", b.wait)
+	if _, err := registry.RecordRecoveryAttempt(ctx, w.Store, id, why, now, b.next); err != nil {
+		w.log().Warn("recovery: the attempt could not be recorded for the console", "operation_id", id, "err", err)
+	}
 }
 
-// settled logs and measures a settlement and forgets its backoff.
+// settled logs and measures a settlement and forgets its backoff and
+// its recorded attempts.
 func (w *Worker) settled(ctx context.Context, rec registry.Record, s effect.Settlement) {
 	w.mu.Lock()
 	delete(w.retry, rec.OperationID)
 	w.mu.Unlock()
+	w.forgetAttempts(ctx, rec.OperationID)
 	if s.Method == "" {
 		return // another worker, a retry or an operator settled it
 	}
@@ -333,21 +341,36 @@ func (w *Worker) settled(ctx context.Context, rec registry.Record, s effect.Sett
 		"state", s.Record.State, "method", s.Method)
 }
 
-// forget drops the backoff of operations that are no longer UNKNOWN, so
-// the schedule does not grow without bound.
-func (w *Worker) forget(listed []registry.Record) {
+// forget drops the backoff and the recorded attempts of operations that
+// are no longer UNKNOWN (an operator or a client's retry settled them),
+// so neither grows without bound.
+func (w *Worker) forget(ctx context.Context, listed []registry.Record) {
 	w.mu.Lock()
-	defer w.mu.Unlock()
 	if len(w.retry) <= len(listed) {
+		w.mu.Unlock()
 		return
 	}
 	keep := make(map[string]bool, len(listed))
 	for _, r := range listed {
 		keep[r.OperationID] = true
 	}
+	var gone []string
 	for id := range w.retry {
 		if !keep[id] {
 			delete(w.retry, id)
+			gone = append(gone, id)
 		}
+	}
+	w.mu.Unlock()
+	for _, id := range gone {
+		w.forgetAttempts(ctx, id)
+	}
+}
+
+// forgetAttempts deletes the recorded attempts of an operation that is
+// no longer UNKNOWN; a failure is logged (the row only lingers).
+func (w *Worker) forgetAttempts(ctx context.Context, id string) {
+	if err := registry.ForgetRecoveryAttempts(ctx, w.Store, id); err != nil {
+		w.log().Warn("recovery: recorded attempts not deleted", "operation_id", id, "err", err)
 	}
 }

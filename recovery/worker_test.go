@@ -541,8 +541,11 @@ func TestIndefiniteAnswers(t *testing.T) {
 }
 
 // TestBackoffGrows: each failed try of an UNKNOWN operation doubles the
-// worker's wait before the next, up to MaxBackoff; a settlement forgets
-// it.
+// worker's wait before the next, up to MaxBackoff, and is recorded for
+// the console (registry.LastRecoveryAttempt: the count, the error, the
+// next time); a settlement forgets both.
+//
+// threat:unknown-without-reason
 func TestBackoffGrows(t *testing.T) {
 	t.Parallel()
 	stores(t, func(t *testing.T, e *env) {
@@ -564,6 +567,10 @@ func TestBackoffGrows(t *testing.T) {
 			if !ok || b.wait != want {
 				t.Errorf("round %d: wait %v (scheduled %v), want %v", i, b.wait, ok, want)
 			}
+			a, err := registry.LastRecoveryAttempt(e.ctx, e.store, rec.OperationID)
+			if err != nil || a.Attempts != int64(i+1) || a.LastError == "" || a.NextAt.Before(a.At) {
+				t.Errorf("round %d: recorded attempt %+v, %v; want attempt %d with its error and next time", i, a, err, i+1)
+			}
 		}
 		if p, g := e.hits.calls(); p != 4 || g != 4 {
 			t.Errorf("provider: %d POST %d GET, want 4 and 4", p, g)
@@ -580,6 +587,9 @@ func TestBackoffGrows(t *testing.T) {
 		w.mu.Unlock()
 		if ok {
 			t.Error("the settled operation is still scheduled")
+		}
+		if _, err := registry.LastRecoveryAttempt(e.ctx, e.store, rec.OperationID); !errors.Is(err, registry.ErrNotFound) {
+			t.Errorf("the settled operation's recorded attempts: %v; want them deleted", err)
 		}
 	})
 }

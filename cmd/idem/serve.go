@@ -281,12 +281,13 @@ func runServe(ctx context.Context, args []string, std stdio) int {
 
 	var ready func()
 	if *admin.addr != "" {
-		consoles := []consoleShard{{name: first.name, store: registry.WithTimeout(first.store, *storeTimeout), effects: first.svc.Effects()}}
+		noRelay := *webhook.url == ""
+		consoles := []consoleShard{{name: first.name, store: registry.WithTimeout(first.store, *storeTimeout), effects: first.svc.Effects(), noRelay: noRelay}}
 		for _, name := range shards.list.names { // none without --shard
 			one := shardServers[name]
-			consoles = append(consoles, consoleShard{name: name, store: registry.WithTimeout(one.store, *storeTimeout), effects: one.svc.Effects()})
+			consoles = append(consoles, consoleShard{name: name, store: registry.WithTimeout(one.store, *storeTimeout), effects: one.svc.Effects(), noRelay: noRelay})
 		}
-		a, err := startAdmin(ctx, log, *admin, consoles, payments.Operations(payments.Config{Provider: *provider}), gatherer)
+		a, err := startAdmin(ctx, log, *admin, consoles, payments.Operations(payments.Config{Provider: *provider}), gatherer, consoleExtras{tenants: tenantsOf(tokens)})
 		if err != nil {
 			log.Error("idem serve: cannot start the admin listener", "err", err)
 			return exitRefused

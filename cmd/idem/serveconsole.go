@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"slices"
 	"syscall"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/idemkit/idem/console"
 	"github.com/idemkit/idem/effect"
+	"github.com/idemkit/idem/example/payments"
 	"github.com/idemkit/idem/idemhttp"
 	"github.com/idemkit/idem/registry"
 )
@@ -41,6 +43,15 @@ type consoleShard struct {
 	name    string
 	store   registry.Store
 	effects effect.Set
+	// noRelay: no relay delivers its outbox (no --webhook); the console
+	// says so instead of showing a lag that only grows.
+	noRelay bool
+}
+
+// consoleExtras is what every console of "idem serve" is told besides
+// its shard: the tenant names of the tokens (console.Config.Tenants).
+type consoleExtras struct {
+	tenants []string
 }
 
 // startAdmin binds f's address and serves /metrics from metrics on it and,
@@ -50,7 +61,7 @@ type consoleShard struct {
 // those operators (the status pages draw the acceptance latency from
 // metrics). It logs nothing yet but the warning of an open address
 // without TLS: announce logs the "listening on" line.
-func startAdmin(ctx context.Context, log *slog.Logger, f adminFlags, consoles []consoleShard, operations []string, metrics prometheus.Gatherer) (*adminServer, error) {
+func startAdmin(ctx context.Context, log *slog.Logger, f adminFlags, consoles []consoleShard, operations []string, metrics prometheus.Gatherer, extra consoleExtras) (*adminServer, error) {
 	tlsConf, err := f.tlsConfig()
 	if err != nil {
 		return nil, err
@@ -75,7 +86,7 @@ func startAdmin(ctx context.Context, log *slog.Logger, f adminFlags, consoles []
 				prefix = "/shards/" + c.name
 			}
 			h, err := console.New(console.Config{Store: c.store, Shard: c.name, Shards: links, Prefix: prefix, Effects: c.effects,
-				Operators: ops, Logger: log, Gatherer: metrics, Operations: operations})
+				Operators: ops, Logger: log, Gatherer: metrics, Operations: operations, NoRelay: c.noRelay, Tenants: extra.tenants})
 			if err != nil {
 				return nil, err
 			}
@@ -169,4 +180,14 @@ func (a *adminServer) stop(ctx context.Context) {
 	if err := <-a.served; !errors.Is(err, http.ErrServerClosed) {
 		a.log.Error("idem serve: the admin listener failed", "err", err)
 	}
+}
+
+// tenantsOf returns the tenants of tokens, each once, sorted.
+func tenantsOf(tokens payments.Tokens) []string {
+	var ts []string
+	for _, id := range tokens {
+		ts = append(ts, id.Tenant)
+	}
+	slices.Sort(ts)
+	return slices.Compact(ts)
 }

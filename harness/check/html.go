@@ -40,7 +40,7 @@ func (rep *Report) WriteHTML(w io.Writer) error {
 	return reportTmpl.Execute(w, map[string]any{
 		"R":           rep,
 		"Seconds":     rep.DurationMS / 1000,
-		"StatusSVG":   chart.Bars("Answers by status, all scenarios", byStatus),
-		"DurationSVG": chart.Bars("Time per scenario, ms", durations),
+		"StatusSVG":   chart.Bars("Answers by status, all scenarios", chart.Axes{X: "HTTP status and code", Y: "answers, count"}, byStatus),
+		"DurationSVG": chart.Bars("Time per scenario, ms", chart.Axes{X: "scenario", Y: "duration, ms"}, durations),
 	})
 }

@@ -131,17 +131,14 @@ func histogramSVG(title string, h Histogram, limit float64) template.HTML {
 	within := func(i int) bool { return i < len(h.Bounds) && h.Bounds[i] <= limit*1.000001 }
 	var bars []chart.Bar
 	for i := first; i <= last; i++ {
-		bar := chart.Bar{Label: "+Inf", Count: h.Counts[i]}
-		if i < len(h.Bounds) {
-			bar.Label = chart.Seconds(h.Bounds[i])
-		}
+		bar := chart.Bar{Label: chart.Bucket(h.Bounds, i), Count: h.Counts[i]}
 		if limit > 0 {
 			bar.Alert = !within(i)
 			if within(i) && !within(i+1) {
-				bar.Mark = "limit " + chart.Seconds(limit)
+				bar.Mark = "limit ≤ " + chart.Seconds(limit)
 			}
 		}
 		bars = append(bars, bar)
 	}
-	return chart.Bars(title, bars)
+	return chart.Bars(title, chart.Axes{X: "latency, bucket upper bound (s, ms, µs)", Y: "requests, count"}, bars)
 }

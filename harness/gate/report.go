@@ -12,14 +12,27 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/example/payments"
+	"github.com/idemkit/idem/internal/chart"
 )
 
 // Gate is one condition of the launch gate.
 type Gate struct {
-	Name   string  `json:"name"`
-	Value  float64 `json:"value"`
-	Limit  string  `json:"limit"` // the condition, e.g. "= 0", "≤ 0.05"
-	Passed bool    `json:"passed"`
+	Name  string  `json:"name"`
+	Value float64 `json:"value"`
+	Limit string  `json:"limit"` // the condition, e.g. "= 0", "≤ 0.05"
+	// Means says what the condition is in the run's own units, where a
+	// ratio hides them ("p99 ≤ 10ms"); "" when Limit says it all.
+	Means  string `json:"means,omitempty"`
+	Passed bool   `json:"passed"`
+}
+
+// Rule is the gate's rule as the reports show it beside its value:
+// "≤ 0.1 (p99 ≤ 10ms)".
+func (g Gate) Rule() string {
+	if g.Means == "" {
+		return g.Limit
+	}
+	return g.Limit + " (" + g.Means + ")"
 }
 
 // Report is a gate run's result: the machine-readable report of
@@ -283,6 +296,7 @@ func (r *Report) decide() {
 		{Name: "unknown_past_slo_ratio", Value: r.UnknownPastSLORatio, Limit: fmt.Sprintf("< %g", MaxUnknownRatio), Passed: r.UnknownPastSLORatio < MaxUnknownRatio},
 		{Name: "stored_5xx", Value: float64(r.Stored5xx), Limit: "= 0", Passed: r.Stored5xx == 0},
 		{Name: "reservation_budget_ratio", Value: r.ReservationBudgetRatio, Limit: fmt.Sprintf("≤ %g", DefaultReservationPart),
+			Means:  fmt.Sprintf("reservation p99 ≤ %s of the %s latency budget", chart.Seconds(r.LatencyBudgetMs/1000*DefaultReservationPart), chart.Seconds(r.LatencyBudgetMs/1000)),
 			Passed: r.Reservations > 0 && r.ReservationBudgetRatio <= DefaultReservationPart},
 		// Not a V2 number, but a run whose keys were not all answered,
 		// whose accepted payments are missing, or whose different payloads
@@ -419,7 +433,7 @@ func (r *Report) WriteText(w io.Writer) {
 		if !g.Passed {
 			mark = "FAIL"
 		}
-		fmt.Fprintf(w, "  %s %-26s %-10s (want %s)\n", mark, g.Name, formatValue(g.Value), g.Limit)
+		fmt.Fprintf(w, "  %s %-26s %-10s — rule: %s\n", mark, g.Name, formatValue(g.Value), g.Rule())
 	}
 	for _, p := range r.Problems {
 		fmt.Fprintf(w, "  problem: %s\n", p)

@@ -50,13 +50,41 @@ func TestReportHTMLCharts(t *testing.T) {
 	for _, b := range bars {
 		got = append(got, b[1]+" "+b[2]+" "+b[3])
 	}
-	if want := []string{"bar 5ms 4", "bar 10ms 2", "bar over 20ms 1"}; !slices.Equal(got, want) {
+	if want := []string{"bar ≤ 5ms 4", "bar ≤ 10ms 2", "bar over ≤ 20ms 1"}; !slices.Equal(got, want) {
 		t.Errorf("bars %q; want %q", got, want)
 	}
-	if !strings.Contains(page.String(), ">limit 10ms<") || strings.Count(page.String(), `class="limit"`) != 1 {
+	if !strings.Contains(page.String(), ">limit ≤ 10ms<") || strings.Count(page.String(), `class="limit"`) != 1 {
 		t.Errorf("the report draws no limit line at 10ms:\n%s", page.String())
 	}
 	if !strings.Contains(page.String(), "(no observations)") {
 		t.Error("the empty client histogram is not said to have no observations")
+	}
+}
+
+// TestReportStatesRules: each gate's rule stands beside its value, in
+// the text and the HTML report; a ratio's rule says what it means in the
+// run's units (reservation_budget_ratio: the p99 and the budget).
+//
+// threat:unreadable-chart
+func TestReportStatesRules(t *testing.T) {
+	r := NewReport(Config{Seed: 1, LatencyBudget: 200e6}, NewPlan(4, 2, 2, 0, 0, 1), LoadResult{Keys: make([]KeyResult, 4)}, Verification{}, Histogram{})
+	r.ReservationBudgetRatio = 0.31
+	r.decide()
+	const rule = "rule: ≤ 0.05 (reservation p99 ≤ 10ms of the 200ms latency budget)"
+	var text, page strings.Builder
+	r.WriteText(&text)
+	if err := r.WriteHTML(&page); err != nil {
+		t.Fatal(err)
+	}
+	if !regexp.MustCompile(`reservation_budget_ratio\s+0\.31\s+— ` + regexp.QuoteMeta(rule)).MatchString(text.String()) {
+		t.Errorf("the text report does not state the rule beside the value:\n%s", text.String())
+	}
+	if !regexp.MustCompile(`<td>reservation_budget_ratio</td><td class="n">0\.31</td><td class="rule">` + regexp.QuoteMeta(rule) + `</td>`).MatchString(page.String()) {
+		t.Errorf("the HTML report does not state the rule beside the value")
+	}
+	for _, g := range r.Gates {
+		if !strings.Contains(text.String(), g.Name) || !strings.Contains(text.String(), "— rule: "+g.Rule()) {
+			t.Errorf("gate %s: no rule in the text report", g.Name)
+		}
 	}
 }

@@ -62,7 +62,7 @@ func parse(t *testing.T, svg string) ([]rect, string) {
 func TestBarsProportional(t *testing.T) {
 	t.Parallel()
 	in := []Bar{{Label: "a", Count: 10}, {Label: "b", Count: 5}, {Label: "c", Count: 0}, {Label: "d", Count: 1, Alert: true, Mark: "limit 5ms"}}
-	svg := string(Bars("latency", in))
+	svg := string(Bars("latency", Axes{X: "bucket", Y: "count"}, in))
 	bars, text := parse(t, svg)
 	if len(bars) != len(in) {
 		t.Fatalf("%d bars; want %d", len(bars), len(in))
@@ -95,7 +95,7 @@ func TestBarsProportional(t *testing.T) {
 func TestBarsZero(t *testing.T) {
 	t.Parallel()
 	for _, in := range [][]Bar{nil, {{Label: "< 1 min"}, {Label: "≥ 6 h"}}} {
-		svg := string(Bars("none", in))
+		svg := string(Bars("none", Axes{}, in))
 		bars, _ := parse(t, svg)
 		if len(bars) != len(in) {
 			t.Fatalf("%d bars; want %d", len(bars), len(in))
@@ -114,7 +114,7 @@ func TestBarsZero(t *testing.T) {
 func TestBarsEscapes(t *testing.T) {
 	t.Parallel()
 	hostile := `"><script>alert(1)</script><rect onload="x" style="a`
-	svg := string(Bars(hostile, []Bar{{Label: hostile, Count: 3, Mark: hostile}}))
+	svg := string(Bars(hostile, Axes{X: hostile, Y: hostile}, []Bar{{Label: hostile, Count: 3, Mark: hostile}}))
 	if strings.Contains(svg, "<script") || strings.Count(svg, "<rect") != 2 || strings.Contains(svg, `onload="`) {
 		t.Fatalf("hostile text not escaped: %s", svg)
 	}

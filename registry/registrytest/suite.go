@@ -117,6 +117,7 @@ var cases = []struct {
 	{"PruneRuns", testPruneRuns},
 	{"OperationOutbox", testOperationOutbox},
 	{"LookupLog", testLookupLog},
+	{"RecoveryAttempts", testRecoveryAttempts},
 	{"PendingSettlement", testPendingSettlement},
 	{"ResponseRulesEnforced", testResponseRulesEnforced},
 	{"ResponseRulesInDatabase", testResponseRulesInDatabase},
