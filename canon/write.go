@@ -51,12 +51,18 @@ func (d *doc) appendValue(dst []byte, i int, jcs bool) ([]byte, error) {
 			if k > base {
 				dst = append(dst, ',')
 			}
-			m := d.members[k]
-			dst = appendQuoted(dst, m.name)
-			dst = append(dst, ':')
+			m := &d.members[k]
+			if m.raw {
+				dst = append(dst, d.src[m.start-1:m.end+1]...)
+				dst = append(dst, ':')
+			} else {
+				dst = appendQuoted(dst, d.arena[m.start:m.end])
+				dst = append(dst, ':')
+			}
+			val := int(m.val)
 			// Nested objects push their members above ours and truncate
 			// back before returning, so index k stays valid.
-			if dst, err = d.appendValue(dst, m.val, jcs); err != nil {
+			if dst, err = d.appendValue(dst, val, jcs); err != nil {
 				d.members = d.members[:base]
 				return dst, err
 			}
@@ -68,10 +74,9 @@ func (d *doc) appendValue(dst []byte, i int, jcs bool) ([]byte, error) {
 
 func (d *doc) appendString(dst []byte, n *node) []byte {
 	if n.flags&flagDecoded == 0 {
-		// Validated and escape-free: the raw content is already canonical.
-		dst = append(dst, '"')
-		dst = append(dst, d.src[n.start:n.end]...)
-		return append(dst, '"')
+		// Validated and escape-free: the raw token, quotes included, is
+		// already canonical.
+		return append(dst, d.src[n.start-1:n.end+1]...)
 	}
 	return appendQuoted(dst, d.arena[n.start:n.end])
 }
