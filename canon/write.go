@@ -33,9 +33,13 @@ func (d *doc) appendValue(dst []byte, i int, jcs bool) ([]byte, error) {
 			if k > 0 {
 				dst = append(dst, ',')
 			}
-			var err error
-			if dst, err = d.appendValue(dst, j, jcs); err != nil {
-				return dst, err
+			if c := &d.nodes[j]; c.kind == kindString && c.flags&flagDecoded == 0 {
+				dst = append(dst, d.src[c.start-1:c.end+1]...) // as appendString
+			} else {
+				var err error
+				if dst, err = d.appendValue(dst, j, jcs); err != nil {
+					return dst, err
+				}
 			}
 			j += int(d.nodes[j].size)
 		}
@@ -60,6 +64,15 @@ func (d *doc) appendValue(dst []byte, i int, jcs bool) ([]byte, error) {
 				dst = append(dst, ':')
 			}
 			val := int(m.val)
+			// Escape-free strings and, but in jcs, numbers are written
+			// here as appendValue would write them, saving a call.
+			if c := &d.nodes[val]; c.kind == kindString && c.flags&flagDecoded == 0 {
+				dst = append(dst, d.src[c.start-1:c.end+1]...)
+				continue
+			} else if c.kind == kindNumber && !jcs {
+				dst = append(dst, d.src[c.start:c.end]...)
+				continue
+			}
 			// Nested objects push their members above ours and truncate
 			// back before returning, so index k stays valid.
 			if dst, err = d.appendValue(dst, val, jcs); err != nil {
