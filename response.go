@@ -58,11 +58,12 @@ func NewResponse(status int, h http.Header, body []byte, maxBody int) (Response,
 // checked before every replay.
 func (r Response) Digest() [32]byte {
 	h := newFieldHash(ContractVersion + "/response")
-	h.string(strconv.Itoa(r.Status))
+	var status [20]byte // the decimal status, without allocating
+	h.bytes(strconv.AppendInt(status[:0], int64(r.Status), 10))
 	h.string(r.MediaType)
 	h.string(r.Location)
 	h.string(r.ETag)
-	h.bytes(r.Body)
+	h.largeBytes(r.Body)
 	return h.sum()
 }
 

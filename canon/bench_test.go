@@ -3,8 +3,12 @@ package canon
 import (
 	"encoding/json"
 	"math/rand/v2"
+	"runtime"
+	"slices"
 	"strconv"
+	"strings"
 	"testing"
+	"time"
 )
 
 // benchSizes are the payload sizes of the benchmarks; docs/benchmarks.md
@@ -218,4 +222,71 @@ func TestBenchPayload(t *testing.T) {
 	}
 	small := string(benchPayload(1 << 10))
 	t.Logf("1 KiB payload: %s", small)
+}
+
+// BenchmarkCanonVsValid runs canon.Options{Mode: ModeJSON}.Append and
+// json.Valid on the same payload in alternation, timing each call apart,
+// so that both see the same load on a shared machine. It reports ×valid,
+// the median over the pairs of Valid's time divided by canon's (1.0 means
+// as fast; a median, because a pair a preemption lands in says nothing),
+// and fails when that is below the target of 1.0 on the reference payload
+// (64 KiB) or when canon allocates after its warm-up call. The target and
+// the allocation budget are reported beside the figures.
+func BenchmarkCanonVsValid(b *testing.B) {
+	benchInputs(b, func(b *testing.B, in []byte) {
+		dst, err := (Options{}).Append(nil, in) // warm-up: the pooled tape grows here
+		if err != nil {
+			b.Fatal(err)
+		}
+		ratios := make([]float64, 0, 1<<16)
+		for b.Loop() {
+			t0 := time.Now()
+			dst, err = (Options{}).Append(dst[:0], in)
+			t1 := time.Now()
+			ok := json.Valid(in)
+			t2 := time.Now()
+			if err != nil || !ok {
+				b.Fatal(err, ok)
+			}
+			if len(ratios) < cap(ratios) {
+				ratios = append(ratios, float64(t2.Sub(t1))/float64(t1.Sub(t0)))
+			}
+		}
+		slices.Sort(ratios)
+		ratio := ratios[len(ratios)/2]
+		b.ReportMetric(ratio, "×valid")
+		b.ReportMetric(1.0, "×valid-target")
+		b.ReportMetric(0, "allocs-budget")
+		if b.N >= 100 && strings.HasSuffix(b.Name(), "size=64KiB") && ratio < 1.0 {
+			b.Errorf("canon json at %.2f× json.Valid on the reference payload, target 1.0×", ratio)
+		}
+		// Counted apart with testing.AllocsPerRun: the process makes a few
+		// allocations of its own during a round (the benchmark framework,
+		// the runtime), which a round of a few 1 MiB calls cannot absorb.
+		if n := testing.AllocsPerRun(5, func() { dst, _ = (Options{}).Append(dst[:0], in) }); n > 0 {
+			b.Errorf("canon json made %v allocations per call after warm-up, budget 0", n)
+		}
+	})
+}
+
+// TestCanonAllocatesNothing: once a first call has grown the pooled tape,
+// canonicalising a payload in ModeJSON allocates nothing, also after
+// garbage collections that empty every sync.Pool.
+func TestCanonAllocatesNothing(t *testing.T) {
+	for _, s := range benchSizes {
+		in := benchPayload(s.size)
+		dst, err := (Options{}).Append(nil, in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := testing.AllocsPerRun(10, func() {
+			runtime.GC() // two collections empty every sync.Pool
+			runtime.GC()
+			if dst, err = (Options{}).Append(dst[:0], in); err != nil {
+				t.Fatal(err)
+			}
+		}); n != 0 {
+			t.Errorf("%s: %v allocations per call, want 0", s.name, n)
+		}
+	}
 }

@@ -2,17 +2,89 @@ package canon
 
 import (
 	"bytes"
+	"encoding/binary"
 	"slices"
 	"unicode"
 	"unicode/utf8"
 )
 
-// member is one object member during writing: its decoded name and the tape
-// index of its value.
+// member is one object member during writing: where its decoded name is
+// and the tape index of its value. It holds no pointers, so that filling
+// and sorting members costs no write barriers; doc.name resolves the name.
+// key holds the name's first 8 bytes, big-endian and zero-padded, so that
+// most comparisons are one integer comparison. raw says the name is
+// escape-free input text at src[start:end], already canonical (so the
+// quoted token src[start-1:end+1] can be copied as it is); otherwise the
+// name is arena[start:end].
 type member struct {
-	name  []byte
-	ascii bool
-	val   int
+	key        uint64
+	start, end int32
+	val        int32
+	raw        bool
+	ascii      bool
+}
+
+// name returns m's decoded name.
+func (d *doc) name(m *member) []byte {
+	if m.raw {
+		return d.src[m.start:m.end]
+	}
+	return d.arena[m.start:m.end]
+}
+
+// prefixKey returns the first 8 bytes of s as a big-endian integer, padded
+// with zero bytes. Keys compare like the bytes they hold, so a < b between
+// keys means bytes.Compare(a, b) < 0; equal keys decide nothing.
+func prefixKey(s []byte) uint64 {
+	if len(s) >= 8 {
+		return binary.BigEndian.Uint64(s)
+	}
+	var k uint64
+	for i, c := range s {
+		k |= uint64(c) << (56 - 8*i)
+	}
+	return k
+}
+
+// compareMembers orders members by name bytes.
+func (d *doc) compareMembers(a, b *member) int {
+	if a.key != b.key {
+		if a.key < b.key {
+			return -1
+		}
+		return 1
+	}
+	return bytes.Compare(d.name(a), d.name(b))
+}
+
+// sortMembers sorts ms by name bytes: insertion sort on the prefix keys for
+// the small objects APIs send, the library sort above 16 members.
+func (d *doc) sortMembers(ms []member) {
+	if len(ms) > 16 {
+		slices.SortFunc(ms, func(a, b member) int { return d.compareMembers(&a, &b) })
+		return
+	}
+	for i := 1; i < len(ms); i++ {
+		if d.compareMembers(&ms[i-1], &ms[i]) <= 0 {
+			continue
+		}
+		m := ms[i]
+		j := i
+		for ; j > 0 && d.compareMembers(&ms[j-1], &m) > 0; j-- {
+			ms[j] = ms[j-1]
+		}
+		ms[j] = m
+	}
+}
+
+// upperKey upper-cases the ASCII letters of a prefix key of an ASCII name
+// (every byte below 0x80), eight bytes at a time.
+func upperKey(k uint64) uint64 {
+	const ones = 0x0101010101010101
+	geA := k + ones*(0x80-'a')   // high bit set where byte >= 'a'
+	gtZ := k + ones*(0x80-'z'-1) // high bit set where byte > 'z'
+	lower := geA &^ gtZ & (ones * 0x80)
+	return k ^ lower>>2 // clear 0x20 in the lower-case letters
 }
 
 type foldKey struct{ start, end int }
@@ -27,19 +99,36 @@ func (d *doc) collectMembers(i int, jcs bool) (int, error) {
 	obj := &d.nodes[i]
 	base := len(d.members)
 	j := i + 1
+	allASCII := true
+	ms := d.members
 	for range obj.count {
 		name := &d.nodes[j]
-		d.members = append(d.members, member{name: d.bytes(name), ascii: name.flags&flagASCII != 0, val: j + 1})
+		ascii := name.flags&flagASCII != 0
+		allASCII = allASCII && ascii
+		raw := name.flags&flagDecoded == 0
+		var key uint64
+		if raw && int(name.start)+8 <= len(d.src) {
+			// The name is followed in the input by at least its closing
+			// quote, so eight bytes can be loaded and the excess masked.
+			key = binary.BigEndian.Uint64(d.src[name.start:])
+			if l := name.end - name.start; l < 8 {
+				key &^= ^uint64(0) >> (8 * l)
+			}
+		} else {
+			key = prefixKey(d.bytes(name))
+		}
+		ms = append(ms, member{key: key, start: name.start, end: name.end, val: int32(j + 1), raw: raw, ascii: ascii})
 		j += 1 + int(d.nodes[j+1].size)
 	}
-	ms := d.members[base:]
+	d.members = ms
+	ms = ms[base:]
 	if jcs {
-		slices.SortFunc(ms, func(a, b member) int { return compareUTF16(a.name, b.name) })
+		slices.SortFunc(ms, func(a, b member) int { return compareUTF16(d.name(&a), d.name(&b)) })
 	} else {
-		slices.SortFunc(ms, func(a, b member) int { return bytes.Compare(a.name, b.name) })
+		d.sortMembers(ms)
 	}
 	for k := 1; k < len(ms); k++ {
-		if bytes.Equal(ms[k-1].name, ms[k].name) {
+		if ms[k-1].key == ms[k].key && bytes.Equal(d.name(&ms[k-1]), d.name(&ms[k])) {
 			return base, syntaxErr(int(d.nodes[ms[k].val-1].off), "duplicate member name")
 		}
 	}
@@ -47,11 +136,37 @@ func (d *doc) collectMembers(i int, jcs bool) (int, error) {
 	// vectors hold names that differ only in case, so ModeJCS keeps them;
 	// the contract's own modes refuse them (docs/contract.md section 6).
 	if len(ms) > 1 && !jcs {
-		if k := d.foldDuplicate(ms); k >= 0 {
+		k := -1
+		if allASCII && len(ms) <= 32 {
+			k = d.asciiFoldDuplicate(ms)
+		} else {
+			k = d.foldDuplicate(ms)
+		}
+		if k >= 0 {
 			return base, syntaxErr(int(d.nodes[ms[k].val-1].off), "member names that differ only in case")
 		}
 	}
 	return base, nil
+}
+
+// asciiFoldDuplicate is foldDuplicate for objects whose names are all
+// ASCII: two such names are equal under case folding exactly when they have
+// the same length and the same bytes once upper-cased, so pairs are
+// compared by length and upper-cased prefix key first, and only pairs
+// equal on both by foldEqual.
+func (d *doc) asciiFoldDuplicate(ms []member) int {
+	var keys [32]uint64
+	for i := range ms {
+		keys[i] = upperKey(ms[i].key)
+	}
+	for a := 1; a < len(ms); a++ {
+		for b := range a {
+			if keys[a] == keys[b] && ms[a].end-ms[a].start == ms[b].end-ms[b].start && d.foldEqual(&ms[a], &ms[b]) {
+				return a
+			}
+		}
+	}
+	return -1
 }
 
 // foldDuplicate returns the index of a member whose name equals another's
@@ -61,7 +176,7 @@ func (d *doc) foldDuplicate(ms []member) int {
 	if len(ms) <= 12 {
 		for a := 1; a < len(ms); a++ {
 			for b := range a {
-				if foldEqual(ms[a], ms[b]) {
+				if d.foldEqual(&ms[a], &ms[b]) {
 					return a
 				}
 			}
@@ -72,7 +187,7 @@ func (d *doc) foldDuplicate(ms []member) int {
 	d.foldIdx = d.foldIdx[:0]
 	for _, m := range ms {
 		s := len(d.folds)
-		d.folds = appendFold(d.folds, m.name)
+		d.folds = appendFold(d.folds, d.name(&m))
 		d.foldIdx = append(d.foldIdx, foldKey{s, len(d.folds)})
 	}
 	keys := d.foldIdx
@@ -84,7 +199,7 @@ func (d *doc) foldDuplicate(ms []member) int {
 			// Report the member whose fold this is; any one of the pair will do.
 			f := d.folds[keys[k].start:keys[k].end]
 			for idx, m := range ms {
-				if bytes.Equal(appendFold(nil, m.name), f) {
+				if bytes.Equal(appendFold(nil, d.name(&m)), f) {
 					return idx
 				}
 			}
@@ -93,19 +208,20 @@ func (d *doc) foldDuplicate(ms []member) int {
 	return -1
 }
 
-func foldEqual(a, b member) bool {
+func (d *doc) foldEqual(a, b *member) bool {
+	an, bn := d.name(a), d.name(b)
 	if a.ascii && b.ascii {
-		if len(a.name) != len(b.name) {
+		if len(an) != len(bn) {
 			return false
 		}
-		for i := range a.name {
-			if upperASCII(a.name[i]) != upperASCII(b.name[i]) {
+		for i := range an {
+			if upperASCII(an[i]) != upperASCII(bn[i]) {
 				return false
 			}
 		}
 		return true
 	}
-	return bytes.EqualFold(a.name, b.name)
+	return bytes.EqualFold(an, bn)
 }
 
 func upperASCII(c byte) byte {

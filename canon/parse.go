@@ -1,9 +1,12 @@
 package canon
 
 import (
+	"encoding/binary"
 	"math"
+	"math/bits"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"unicode/utf16"
 	"unicode/utf8"
 )
@@ -57,9 +60,26 @@ type doc struct {
 	foldIdx []foldKey
 }
 
-var docPool = sync.Pool{New: func() any { return new(doc) }}
+// Docs are recycled through keptDocs first and docPool second. A
+// sync.Pool is emptied by two garbage collections in a row, after which
+// the next calls would grow a tape again; the few docs in keptDocs
+// survive collections, so steady-state canonicalisation allocates nothing
+// even when the rest of the program makes garbage. keptDocs holds at most
+// len(keptDocs) docs, each bounded as putDoc says (about 8 MiB for a body
+// at DefaultMaxBytes); the rest go to docPool.
+var (
+	keptDocs [4]atomic.Pointer[doc]
+	docPool  = sync.Pool{New: func() any { return new(doc) }}
+)
 
-func getDoc() *doc { return docPool.Get().(*doc) }
+func getDoc() *doc {
+	for i := range keptDocs {
+		if d := keptDocs[i].Swap(nil); d != nil {
+			return d
+		}
+	}
+	return docPool.Get().(*doc)
+}
 
 func putDoc(d *doc) {
 	// 1<<18 nodes (6 MiB) cover a DefaultMaxBytes body of API-like density
@@ -69,6 +89,11 @@ func putDoc(d *doc) {
 		return // do not keep huge buffers alive
 	}
 	d.src = nil
+	for i := range keptDocs {
+		if keptDocs[i].Load() == nil && keptDocs[i].CompareAndSwap(nil, d) {
+			return
+		}
+	}
 	docPool.Put(d)
 }
 
@@ -88,9 +113,13 @@ func (d *doc) parse(src []byte, maxDepth int) error {
 	if len(src) > math.MaxInt32 {
 		return &Error{Code: CodeBodyTooLarge, Offset: -1, Reason: "body larger than 2 GiB"}
 	}
-	p := parser{src: src, maxDepth: maxDepth, d: d}
+	p := parser{src: src, maxDepth: maxDepth, nodes: d.nodes, arena: d.arena}
 	p.skipSpace()
-	if err := p.value(); err != nil {
+	err := p.value()
+	// The tape and arena keep their grown capacity for the next call
+	// even when the document is refused.
+	d.nodes, d.arena = p.nodes, p.arena
+	if err != nil {
 		return err
 	}
 	p.skipSpace()
@@ -100,12 +129,15 @@ func (d *doc) parse(src []byte, maxDepth int) error {
 	return nil
 }
 
+// parser holds the tape and arena it fills itself rather than through
+// its doc, which saves a load on every node appended.
 type parser struct {
 	src      []byte
 	pos      int
 	depth    int
 	maxDepth int
-	d        *doc
+	nodes    []node
+	arena    []byte
 }
 
 func (p *parser) skipSpace() {
@@ -147,7 +179,7 @@ func (p *parser) literal(word string, k kind) error {
 	if len(p.src)-p.pos < len(word) || string(p.src[p.pos:p.pos+len(word)]) != word {
 		return syntaxErr(p.pos, "invalid literal")
 	}
-	p.d.nodes = append(p.d.nodes, node{kind: k, off: int32(p.pos), size: 1})
+	p.nodes = append(p.nodes, node{kind: k, off: int32(p.pos), size: 1})
 	p.pos += len(word)
 	return nil
 }
@@ -158,8 +190,8 @@ func (p *parser) container(k kind) error {
 	if p.depth > p.maxDepth {
 		return syntaxErr(p.pos, "nesting deeper than the limit of "+strconv.Itoa(p.maxDepth))
 	}
-	idx := len(p.d.nodes)
-	p.d.nodes = append(p.d.nodes, node{kind: k, off: int32(p.pos)})
+	idx := len(p.nodes)
+	p.nodes = append(p.nodes, node{kind: k, off: int32(p.pos)})
 	closer := byte(']')
 	if k == kindObject {
 		closer = '}'
@@ -204,9 +236,9 @@ func (p *parser) container(k kind) error {
 			return syntaxErr(p.pos, "expected ',' or '"+string(closer)+"'")
 		}
 	}
-	n := &p.d.nodes[idx]
+	n := &p.nodes[idx]
 	n.count = int32(count)
-	n.size = int32(len(p.d.nodes) - idx)
+	n.size = int32(len(p.nodes) - idx)
 	p.depth--
 	return nil
 }
@@ -218,14 +250,24 @@ func (p *parser) string() error {
 	start := p.pos + 1
 	flags := flagASCII
 	for i := start; ; {
-		if i >= len(src) {
+		// Skip eight plain bytes at a time (none a quote, a backslash, a
+		// control character or non-ASCII) and land on the first byte that
+		// is not.
+		if i+8 <= len(src) {
+			m := stop8(binary.LittleEndian.Uint64(src[i:]))
+			if m == 0 {
+				i += 8
+				continue
+			}
+			i += bits.TrailingZeros64(m) >> 3
+		} else if i >= len(src) {
 			return syntaxErr(p.pos, "unterminated string")
 		}
 		c := src[i]
 		if c < utf8.RuneSelf {
 			switch {
 			case c == '"':
-				p.d.nodes = append(p.d.nodes, node{kind: kindString, flags: flags, off: int32(p.pos), start: int32(start), end: int32(i), size: 1})
+				p.nodes = append(p.nodes, node{kind: kindString, flags: flags, off: int32(p.pos), start: int32(start), end: int32(i), size: 1})
 				p.pos = i + 1
 				return nil
 			case c == '\\':
@@ -245,10 +287,21 @@ func (p *parser) string() error {
 	}
 }
 
+// stop8 returns, in the high bit of each byte, which of the eight bytes of
+// w (little-endian) a string scan must stop at: '"', '\\', below 0x20 or
+// above 0x7F. Borrows can only mark bytes above the first marked one, so
+// the lowest set bit finds the first stop byte exactly; 0 means none.
+func stop8(w uint64) uint64 {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	q := w ^ (ones * '"')
+	bs := w ^ (ones * '\\')
+	return ((w - ones*0x20) | (q - ones) | (bs - ones) | w) & highs
+}
+
 func (p *parser) escapedString(start, i int, flags uint8) error {
 	src := p.src
-	a := append(p.d.arena, src[start:i]...)
-	astart := len(p.d.arena)
+	a := append(p.arena, src[start:i]...)
+	astart := len(p.arena)
 	for {
 		if i >= len(src) {
 			return syntaxErr(p.pos, "unterminated string")
@@ -256,8 +309,8 @@ func (p *parser) escapedString(start, i int, flags uint8) error {
 		c := src[i]
 		switch {
 		case c == '"':
-			p.d.arena = a
-			p.d.nodes = append(p.d.nodes, node{kind: kindString, flags: flags | flagDecoded, off: int32(p.pos), start: int32(astart), end: int32(len(a)), size: 1})
+			p.arena = a
+			p.nodes = append(p.nodes, node{kind: kindString, flags: flags | flagDecoded, off: int32(p.pos), start: int32(astart), end: int32(len(a)), size: 1})
 			p.pos = i + 1
 			return nil
 		case c == '\\':
@@ -393,7 +446,7 @@ func (p *parser) number() error {
 	if plain && intLen <= 15 {
 		flags = flagPlainInt
 	}
-	p.d.nodes = append(p.d.nodes, node{kind: kindNumber, flags: flags, off: int32(start), start: int32(start), end: int32(i), size: 1})
+	p.nodes = append(p.nodes, node{kind: kindNumber, flags: flags, off: int32(start), start: int32(start), end: int32(i), size: 1})
 	p.pos = i
 	return nil
 }

@@ -211,12 +211,13 @@ func appendObject(dst []byte, d *doc, i int, fields map[string]*Field, path stri
 	present, first := 0, true
 	for k := base; k < len(d.members); k++ {
 		m := d.members[k]
-		f := fields[string(m.name)]
-		mpath := path + "." + shortName(m.name)
+		name := d.name(&m)
+		f := fields[string(name)]
+		mpath := path + "." + shortName(name)
 		if f == nil {
 			return dst, schemaErr(mpath, "unknown member")
 		}
-		if d.nodes[m.val].kind == kindNull {
+		if d.nodes[int(m.val)].kind == kindNull {
 			switch f.Null {
 			case NullAbsent:
 				continue
@@ -231,9 +232,9 @@ func appendObject(dst []byte, d *doc, i int, fields map[string]*Field, path stri
 			dst = append(dst, ',')
 		}
 		first = false
-		dst = appendQuoted(dst, m.name)
+		dst = appendQuoted(dst, name)
 		dst = append(dst, ':')
-		if dst, err = appendField(dst, d, m.val, f, mpath); err != nil {
+		if dst, err = appendField(dst, d, int(m.val), f, mpath); err != nil {
 			return dst, err
 		}
 	}
@@ -260,7 +261,7 @@ func firstMissing(ms []member, fields map[string]*Field, d *doc) string {
 		}
 		found := false
 		for _, m := range ms {
-			if string(m.name) == name && d.nodes[m.val].kind != kindNull {
+			if string(d.name(&m)) == name && d.nodes[int(m.val)].kind != kindNull {
 				found = true
 			}
 		}

@@ -33,9 +33,13 @@ func (d *doc) appendValue(dst []byte, i int, jcs bool) ([]byte, error) {
 			if k > 0 {
 				dst = append(dst, ',')
 			}
-			var err error
-			if dst, err = d.appendValue(dst, j, jcs); err != nil {
-				return dst, err
+			if c := &d.nodes[j]; c.kind == kindString && c.flags&flagDecoded == 0 {
+				dst = append(dst, d.src[c.start-1:c.end+1]...) // as appendString
+			} else {
+				var err error
+				if dst, err = d.appendValue(dst, j, jcs); err != nil {
+					return dst, err
+				}
 			}
 			j += int(d.nodes[j].size)
 		}
@@ -51,12 +55,27 @@ func (d *doc) appendValue(dst []byte, i int, jcs bool) ([]byte, error) {
 			if k > base {
 				dst = append(dst, ',')
 			}
-			m := d.members[k]
-			dst = appendQuoted(dst, m.name)
-			dst = append(dst, ':')
+			m := &d.members[k]
+			if m.raw {
+				dst = append(dst, d.src[m.start-1:m.end+1]...)
+				dst = append(dst, ':')
+			} else {
+				dst = appendQuoted(dst, d.arena[m.start:m.end])
+				dst = append(dst, ':')
+			}
+			val := int(m.val)
+			// Escape-free strings and, but in jcs, numbers are written
+			// here as appendValue would write them, saving a call.
+			if c := &d.nodes[val]; c.kind == kindString && c.flags&flagDecoded == 0 {
+				dst = append(dst, d.src[c.start-1:c.end+1]...)
+				continue
+			} else if c.kind == kindNumber && !jcs {
+				dst = append(dst, d.src[c.start:c.end]...)
+				continue
+			}
 			// Nested objects push their members above ours and truncate
 			// back before returning, so index k stays valid.
-			if dst, err = d.appendValue(dst, m.val, jcs); err != nil {
+			if dst, err = d.appendValue(dst, val, jcs); err != nil {
 				d.members = d.members[:base]
 				return dst, err
 			}
@@ -68,10 +87,9 @@ func (d *doc) appendValue(dst []byte, i int, jcs bool) ([]byte, error) {
 
 func (d *doc) appendString(dst []byte, n *node) []byte {
 	if n.flags&flagDecoded == 0 {
-		// Validated and escape-free: the raw content is already canonical.
-		dst = append(dst, '"')
-		dst = append(dst, d.src[n.start:n.end]...)
-		return append(dst, '"')
+		// Validated and escape-free: the raw token, quotes included, is
+		// already canonical.
+		return append(dst, d.src[n.start-1:n.end+1]...)
 	}
 	return appendQuoted(dst, d.arena[n.start:n.end])
 }

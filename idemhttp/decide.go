@@ -86,19 +86,23 @@ func preferWait(h http.Header) time.Duration {
 // registry's trouble.
 func readBody(r *http.Request, limit int) ([]byte, error) {
 	limit = cmp.Or(max(limit, 0), canon.DefaultMaxBytes)
-	tooLarge := &idem.Error{Code: idem.CodeBodyTooLarge, Reason: "body larger than " + strconv.Itoa(limit) + " bytes"}
+	// The refusals are built only when refused: a body read costs no
+	// allocation for them.
+	tooLarge := func() error {
+		return &idem.Error{Code: idem.CodeBodyTooLarge, Reason: "body larger than " + strconv.Itoa(limit) + " bytes"}
+	}
 	if r.ContentLength > int64(limit) {
-		return nil, tooLarge
+		return nil, tooLarge()
 	}
 	b, err := io.ReadAll(io.LimitReader(r.Body, int64(limit)+1))
-	var mbe *http.MaxBytesError
-	switch {
-	case errors.As(err, &mbe):
-		return nil, &idem.Error{Code: idem.CodeBodyTooLarge, Reason: "body larger than " + strconv.FormatInt(mbe.Limit, 10) + " bytes", Err: err}
-	case err != nil:
+	if err != nil {
+		if mbe := (*http.MaxBytesError)(nil); errors.As(err, &mbe) {
+			return nil, &idem.Error{Code: idem.CodeBodyTooLarge, Reason: "body larger than " + strconv.FormatInt(mbe.Limit, 10) + " bytes", Err: err}
+		}
 		return nil, &idem.Error{Code: idem.CodeMalformedRequest, Reason: "the body could not be read", Err: err}
-	case len(b) > limit:
-		return nil, tooLarge
+	}
+	if len(b) > limit {
+		return nil, tooLarge()
 	}
 	return b, nil
 }

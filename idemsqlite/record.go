@@ -21,7 +21,10 @@ type scanner interface {
 // error untranslated (sql.ErrNoRows included), and an error wrapping
 // idem.ErrDigestMismatch when the stored response does not match.
 func (s *Store) scanRecord(row scanner) (registry.Record, error) {
-	var (
+	// The scan targets live in one struct: Scan takes their addresses as
+	// interfaces, which moves them to the heap, and one struct is one
+	// allocation rather than one per column.
+	var v struct {
 		rec                            registry.Record
 		scope, owner, fingerprint      []byte
 		state                          string
@@ -33,14 +36,20 @@ func (s *Store) scanRecord(row scanner) (registry.Record, error) {
 		bodyKey                        sql.NullString
 		retired, tombstoneUntil, ttl   sql.NullInt64
 		tenant                         []byte
-	)
-	err := row.Scan(&scope, &rec.OperationID, &rec.Operation, &owner, &fingerprint, &rec.Contract,
-		&state, &rec.OwnerGen, &rec.WriterEpoch, &leaseUntil, &expiresAt, &created, &updated,
-		&status, &mediaType, &location, &etag, &body, &digest, &bodyKey,
-		&retired, &tombstoneUntil, &ttl, &tenant)
+	}
+	err := row.Scan(&v.scope, &v.rec.OperationID, &v.rec.Operation, &v.owner, &v.fingerprint, &v.rec.Contract,
+		&v.state, &v.rec.OwnerGen, &v.rec.WriterEpoch, &v.leaseUntil, &v.expiresAt, &v.created, &v.updated,
+		&v.status, &v.mediaType, &v.location, &v.etag, &v.body, &v.digest, &v.bodyKey,
+		&v.retired, &v.tombstoneUntil, &v.ttl, &v.tenant)
 	if err != nil {
 		return registry.Record{}, err
 	}
+	rec := v.rec
+	scope, owner, fingerprint, state := v.scope, v.owner, v.fingerprint, v.state
+	leaseUntil, expiresAt, created, updated := v.leaseUntil, v.expiresAt, v.created, v.updated
+	status, mediaType, location, etag := v.status, v.mediaType, v.location, v.etag
+	body, digest, bodyKey, tenant := v.body, v.digest, v.bodyKey, v.tenant
+	retired, tombstoneUntil, ttl := v.retired, v.tombstoneUntil, v.ttl
 	scanTombstone(&rec, retired, tombstoneUntil, ttl)
 	if err := copyHash(rec.Scope[:], scope, "scope"); err != nil {
 		return registry.Record{}, err
