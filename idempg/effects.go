@@ -77,6 +77,19 @@ func (s *Store) BeginEffect(ctx context.Context, rec registry.Record, name strin
 // RecordEffect stores the handle and result of an attempt; see
 // registry.EffectStore. One statement, which share-locks the record while
 // it checks the fence. ctx governs the statement.
+//
+// Durability: like the reservation (Reserve), the statement commits with
+// synchronous_commit off for its own transaction only, so it does not wait
+// for its WAL to reach disk: the outcome's commit that follows it
+// (Complete, or Reconcile for a settlement) is synchronous and flushes the
+// WAL up to and including it first, since WAL is flushed in order, so the
+// two share one flush. Nothing is answered on the recorded result alone:
+// a client, an operator or a replay is told an outcome only once that
+// synchronous commit returned. If a crash loses the recorded result, the
+// attempt is unsettled again with its downstream key durable (BeginEffect
+// always commits synchronously, before the call), and it is settled on
+// evidence as after a crash between the call and this statement: a lookup
+// or a re-send with the same key.
 func (s *Store) RecordEffect(ctx context.Context, rec registry.Record, name, handle, result string, answer []byte) error {
 	if result != "" && result != registry.EffectSucceeded && result != registry.EffectFailed {
 		return fmt.Errorf("idempg: record effect: result %q: want %q, %q or empty",
