@@ -125,7 +125,9 @@ func crashPayment(t *testing.T, dsn, seam string) {
 // executes anew; afterwards retries replay the settled outcome; the
 // provider executed exactly once (no UNKNOWN re-executed before
 // reconciliation).
-// Proves threat:lost-downstream-answer (docs/threat-model.md).
+// Proves threat:lost-downstream-answer and threat:effect-answer-async-loss
+// (docs/threat-model.md): the answer that dies with the server is asked
+// for again with the durable key.
 func TestFaultCrashTransfer(t *testing.T) {
 	eachEngine(t, func(t *testing.T, dsn string) {
 		f := newFault(t, dsn)

@@ -41,6 +41,11 @@ var _ registry.EffectStore = (*Store)(nil)
 // retry reserve anew under a new operation ID, and so a new downstream key:
 // a second effect. Once BeginEffect returned, the operation, its EXECUTING
 // state and its key survive any crash.
+//
+// Round trips: BEGIN, EffectDurable, the move and the upsert go to the
+// server in one pipelined batch, and COMMIT, once their answers showed
+// that the move was made, in a second — two round trips where one
+// statement at a time took five. The COMMIT runs under commitCtx.
 func (s *Store) BeginEffect(ctx context.Context, rec registry.Record, name string, request []byte) (registry.Effect, error) {
 	if name == "" {
 		return registry.Effect{}, errors.New("idempg: begin effect: empty effect name")
@@ -50,26 +55,62 @@ func (s *Store) BeginEffect(ctx context.Context, rec registry.Record, name strin
 	if err != nil {
 		return registry.Effect{}, fmt.Errorf("idempg: begin effect %s/%s: %w", rec.OperationID, name, err)
 	}
-	var eff registry.Effect
-	err = inTx(ctx, s.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, effectQueries.Get("EffectDurable")); err != nil {
-			return translate(err)
-		}
-		var id string
-		err := tx.QueryRow(ctx, effectQueries.Get("EffectBeginOperation"),
-			rec.Scope[:], rec.OperationID, rec.OwnerGen, now, rec.WriterEpoch).Scan(&id)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return cmp.Or(writerFenced(ctx, tx, rec.WriterEpoch), registry.ErrFenced)
-		}
-		if err != nil {
-			return translate(err)
-		}
-		eff, err = s.scanEffect(tx.QueryRow(ctx, effectQueries.Get("EffectUpsert"),
-			rec.OperationID, name, registry.DownstreamKey(rec.OperationID, name), rec.OwnerGen, now, req, reqKey))
-		return translate(err)
-	})
+	eff, err := s.beginEffect(ctx, rec, name, now, req, reqKey)
 	if err != nil {
-		return registry.Effect{}, fmt.Errorf("idempg: begin effect %s/%s: %w", rec.OperationID, name, translate(err))
+		return registry.Effect{}, fmt.Errorf("idempg: begin effect %s/%s: %w", rec.OperationID, name, err)
+	}
+	return eff, nil
+}
+
+// beginEffect runs BeginEffect's transaction (see there) on a connection
+// of its own and returns the attempt as stored. A fenced move is rolled
+// back and reported as registry.ErrWriterFenced or registry.ErrFenced
+// (whatever the upsert behind it answered); any other error is
+// translated. ctx governs everything up to the COMMIT.
+func (s *Store) beginEffect(ctx context.Context, rec registry.Record, name string, now *time.Time, req []byte, reqKey *string) (registry.Effect, error) {
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return registry.Effect{}, translate(err)
+	}
+	defer conn.Release() // a connection left inside a transaction is closed, not reused
+	batch := &pgx.Batch{}
+	batch.Queue("begin")
+	batch.Queue(effectQueries.Get("EffectDurable"))
+	batch.Queue(effectQueries.Get("EffectBeginOperation"), rec.Scope[:], rec.OperationID, rec.OwnerGen, now, rec.WriterEpoch)
+	batch.Queue(effectQueries.Get("EffectUpsert"),
+		rec.OperationID, name, registry.DownstreamKey(rec.OperationID, name), rec.OwnerGen, now, req, reqKey)
+	results := conn.SendBatch(ctx, batch)
+	var eff registry.Effect
+	var id string
+	_, err = results.Exec() // begin
+	if err == nil {
+		_, err = results.Exec() // EffectDurable
+	}
+	if err == nil {
+		err = results.QueryRow().Scan(&id)
+	}
+	fenced := errors.Is(err, pgx.ErrNoRows)
+	if err == nil {
+		eff, err = s.scanEffect(results.QueryRow())
+	}
+	if cerr := results.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		if conn.Conn().PgConn().TxStatus() != 'I' {
+			_, _ = conn.Exec(context.WithoutCancel(ctx), "rollback")
+		}
+		if fenced {
+			return registry.Effect{}, cmp.Or(writerFenced(ctx, s.pool, rec.WriterEpoch), registry.ErrFenced)
+		}
+		return registry.Effect{}, translate(err)
+	}
+	tag, err := conn.Exec(commitCtx(ctx), "commit")
+	switch {
+	case err != nil:
+		return registry.Effect{}, fmt.Errorf("commit: %w", translate(err))
+	case tag.String() != "COMMIT":
+		return registry.Effect{}, fmt.Errorf("commit: %w", pgx.ErrTxCommitRollback)
 	}
 	return eff, nil
 }
@@ -77,6 +118,19 @@ func (s *Store) BeginEffect(ctx context.Context, rec registry.Record, name strin
 // RecordEffect stores the handle and result of an attempt; see
 // registry.EffectStore. One statement, which share-locks the record while
 // it checks the fence. ctx governs the statement.
+//
+// Durability: like the reservation (Reserve), the statement commits with
+// synchronous_commit off for its own transaction only, so it does not wait
+// for its WAL to reach disk: the outcome's commit that follows it
+// (Complete, or Reconcile for a settlement) is synchronous and flushes the
+// WAL up to and including it first, since WAL is flushed in order, so the
+// two share one flush. Nothing is answered on the recorded result alone:
+// a client, an operator or a replay is told an outcome only once that
+// synchronous commit returned. If a crash loses the recorded result, the
+// attempt is unsettled again with its downstream key durable (BeginEffect
+// always commits synchronously, before the call), and it is settled on
+// evidence as after a crash between the call and this statement: a lookup
+// or a re-send with the same key.
 func (s *Store) RecordEffect(ctx context.Context, rec registry.Record, name, handle, result string, answer []byte) error {
 	if result != "" && result != registry.EffectSucceeded && result != registry.EffectFailed {
 		return fmt.Errorf("idempg: record effect: result %q: want %q, %q or empty",

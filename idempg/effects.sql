@@ -50,7 +50,11 @@ RETURNING e.operation_id, e.name, e.downstream_key, e.owner_gen, e.handle, e.res
 -- $3 (the trigger refuses a lower one). The fence CTE share-locks the
 -- record (so a concurrent takeover either commits first, and the fence
 -- then re-reads the new generation and fails, or waits for this one).
+-- set_config(..., true) turns synchronous_commit off for this statement's
+-- own (implicit) transaction only; see Store.RecordEffect for why that is
+-- safe.
 WITH clock AS (SELECT coalesce($7::timestamptz, statement_timestamp()) AS t),
+async AS (SELECT set_config('synchronous_commit', 'off', true) AS v),
 fence AS (
     SELECT 1 FROM idem_operations o
     WHERE o.scope = $1 AND o.operation_id = $2 AND o.owner_gen = $3
@@ -63,7 +67,7 @@ SET handle = coalesce(nullif($5::text, ''), e.handle),
     answer = coalesce($8::bytea, e.answer),
     answer_key = CASE WHEN $8::bytea IS NULL THEN e.answer_key ELSE $9::text END,
     owner_gen = $3::bigint, updated_at = clock.t
-FROM clock, fence
+FROM clock, fence, async
 WHERE e.operation_id = $2 AND e.name = $4;
 
 -- name: Effects

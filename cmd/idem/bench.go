@@ -6,6 +6,7 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/idemkit/idem/harness/bench"
 )
@@ -19,10 +20,19 @@ import (
 // with --json; progress goes to stderr. The exit code is 0 when the run
 // worked, whether or not the targets were met; with --check a missed
 // target exits 1 too.
+//
+// With --effects it runs the effect benchmark instead (bench.RunEffects):
+// POST /v1/transfers against the demo provider answering after each
+// --latencies delay, plain vs floor vs idem's transfers, at --clients
+// (default 16,64), printing req/s, p50/p99, commits and WAL bytes per
+// transfer and transfers ÷ floor; with --check a ratio below the target
+// at 16 clients on PostgreSQL exits 1.
 func runBench(ctx context.Context, args []string, std stdio) int {
-	fs := newFlags("bench", "--db DSN [--clients N,N,…] [--duration D] [--warmup D] [--rounds N] [--replay-keys N] [--json] [--check] [--keep] [--quiet]", std)
+	fs := newFlags("bench", "--db DSN [--effects [--latencies D,D,…]] [--clients N,N,…] [--duration D] [--warmup D] [--rounds N] [--replay-keys N] [--json] [--check] [--keep] [--quiet]", std)
 	dsn := fs.db("", "database `DSN`: postgres://… (a new schema is created and dropped), mysql://… (a new database is created and dropped) or sqlite:PATH (PATH must not exist); required")
-	clients := fs.String("clients", "1,16,64", "comma-separated client `counts`")
+	effects := fs.Bool("effects", false, "run the effect benchmark: POST /v1/transfers against the demo provider, plain vs floor vs idem's transfers")
+	latencies := fs.String("latencies", "1ms,20ms", "with --effects: comma-separated provider `latencies`")
+	clients := fs.String("clients", "", "comma-separated client `counts` (default 1,16,64; with --effects 16,64)")
 	duration := fs.Duration("duration", bench.DefaultDuration, "how long each cell is timed, per round")
 	warmup := fs.Duration("warmup", bench.DefaultWarmup, "untimed run before each timed cell (0: none)")
 	rounds := fs.Int("rounds", bench.DefaultRounds, "rounds; cells are interleaved and the medians reported")
@@ -38,9 +48,16 @@ func runBench(ctx context.Context, args []string, std stdio) int {
 	if len(words) != 0 {
 		return fs.usage(fmt.Sprintf("unexpected arguments %q", words))
 	}
+	if *clients == "" {
+		*clients = "1,16,64"
+		if *effects {
+			*clients = "16,64"
+		}
+	}
 	counts, err := parseCounts(*clients)
-	if *dsn == "" || err != nil || *duration <= 0 || *warmup < 0 || *rounds <= 0 || *replayKeys <= 0 {
-		fmt.Fprintln(std.err, "idem bench: need --db, positive --clients, --duration, --rounds and --replay-keys, and --warmup ≥ 0")
+	lats, lerr := parseLatencies(*latencies)
+	if *dsn == "" || err != nil || lerr != nil || *duration <= 0 || *warmup < 0 || *rounds <= 0 || *replayKeys <= 0 {
+		fmt.Fprintln(std.err, "idem bench: need --db, positive --clients, --duration, --rounds and --replay-keys, --latencies ≥ 0 and --warmup ≥ 0")
 		return exitUsage
 	}
 	cfg := bench.Config{DSN: *dsn, Clients: counts, Duration: *duration, Warmup: *warmup,
@@ -50,6 +67,23 @@ func runBench(ctx context.Context, args []string, std stdio) int {
 	}
 	if *quiet {
 		cfg.Progress = io.Discard
+	}
+	if *effects {
+		cfg.Latencies = lats
+		rep, err := bench.RunEffects(ctx, cfg)
+		if err != nil {
+			fmt.Fprintln(std.err, "idem bench:", err)
+			return exitRefused
+		}
+		if err = writeReport(std.out, rep, *asJSON); err != nil {
+			fmt.Fprintln(std.err, "idem bench:", err)
+			return exitRefused
+		}
+		if m := rep.Misses(); *check && len(m) > 0 {
+			fmt.Fprintln(std.err, "idem bench: targets missed:", strings.Join(m, "; "))
+			return exitRefused
+		}
+		return exitOK
 	}
 	rep, err := bench.Run(ctx, cfg)
 	if err != nil {
@@ -76,6 +110,19 @@ func parseCounts(s string) ([]int, error) {
 			return nil, fmt.Errorf("bad client count %q", f)
 		}
 		out = append(out, n)
+	}
+	return out, nil
+}
+
+// parseLatencies parses "1ms,20ms" into durations ≥ 0.
+func parseLatencies(s string) ([]time.Duration, error) {
+	var out []time.Duration
+	for f := range strings.SplitSeq(s, ",") {
+		d, err := time.ParseDuration(strings.TrimSpace(f))
+		if err != nil || d < 0 {
+			return nil, fmt.Errorf("bad latency %q", f)
+		}
+		out = append(out, d)
 	}
 	return out, nil
 }

@@ -138,6 +138,8 @@ func TestBenchUsage(t *testing.T) {
 		{[]string{"bench", "--db", "sqlite:y.db", "--clients", "0"}, exitUsage},
 		{[]string{"bench", "--db", "sqlite:y.db", "--duration", "0s"}, exitUsage},
 		{[]string{"bench", "--db", "sqlite:y.db", "extra"}, exitUsage},
+		{[]string{"bench", "--effects", "--db", "sqlite:y.db", "--latencies", "-1ms"}, exitUsage},
+		{[]string{"bench", "--effects", "--db", "sqlite:y.db", "--latencies", "1ms,x"}, exitUsage},
 		{[]string{"bench", "--db", "sqlite:" + existing}, exitRefused},
 		{[]string{"bench", "--db", "mysql://u:secret@h/db"}, exitRefused},
 	} {
@@ -145,5 +147,35 @@ func TestBenchUsage(t *testing.T) {
 		if code != c.want || strings.Contains(stderr, "secret") {
 			t.Errorf("%v: code %d, want %d; stderr %q", c.args, code, c.want, stderr)
 		}
+	}
+}
+
+// TestBenchEffectsSQLite: "idem bench --effects" prints the effect table
+// (the three variants at each latency and client count, transfers ÷
+// floor), and its JSON holds one result per latency and client count.
+func TestBenchEffectsSQLite(t *testing.T) {
+	t.Parallel()
+	args := []string{"bench", "--effects", "--quiet", "--latencies", "0s,1ms", "--clients", "2",
+		"--duration", "100ms", "--warmup", "20ms", "--rounds", "1"}
+	code, out, stderr := runCmd(t, "", append(args, "--db", "sqlite:"+filepath.Join(t.TempDir(), "e.db"))...)
+	if code != exitOK || stderr != "" {
+		t.Fatalf("code %d, stderr %q", code, stderr)
+	}
+	for _, want := range []string{"idem bench --effects: sqlite", "transfers ÷ floor", "  plain  ", "  floor  ", "  transfers  ", "  1ms  "} {
+		if !strings.Contains(out, want) {
+			t.Errorf("table lacks %q:\n%s", want, out)
+		}
+	}
+	code, out, stderr = runCmd(t, "", append(args, "--json", "--db", "sqlite:"+filepath.Join(t.TempDir(), "j.db"))...)
+	var rep struct {
+		DB      string
+		Results []struct {
+			LatencyMs float64 `json:"latency_ms"`
+			Clients   int
+		}
+	}
+	if code != exitOK || json.Unmarshal([]byte(out), &rep) != nil || rep.DB != "sqlite" || len(rep.Results) != 2 ||
+		rep.Results[0].LatencyMs != 0 || rep.Results[1].LatencyMs != 1 || rep.Results[1].Clients != 2 {
+		t.Errorf("--json: code %d, stderr %q, report %+v:\n%s", code, stderr, rep, out)
 	}
 }

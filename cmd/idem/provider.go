@@ -38,6 +38,9 @@ each answer: a provider restarted on the same file answers a key it executed wit
 the same bytes and never executes it again. Without --state the state is in
 memory only, a warning is logged, and a restart forgets every key.
 
+--latency D delays every POST /transfers answer by D before it is decided, as the
+round trip to a remote provider would ("idem bench --effects" uses 1ms and 20ms).
+
 --events-url URL sends a Standard Webhooks event (transfer.succeeded or
 transfer.declined, signed with --events-secret-file) for each key that executed
 or was declined; a delivery that fails is sent again with backoff until the
@@ -65,11 +68,12 @@ after a restart. "idem serve --provider-events-secret-file" receives them
 // then exits 0. Logs go to stderr as slog text. An unreadable state file,
 // or one that is not a provider's, exits 1 before listening.
 func runProvider(ctx context.Context, args []string, std stdio) int {
-	fs := newFlags("provider", "[--addr ADDR] [--state FILE] [--events-url URL --events-secret-file FILE]", std)
+	fs := newFlags("provider", "[--addr ADDR] [--state FILE] [--latency D] [--events-url URL --events-secret-file FILE]", std)
 	fs.notes = providerNotes
 	addr := fs.String("addr", "127.0.0.1:8090", "listen `ADDR` (host:port; port 0 picks a free one)")
 	state := fs.String("state", "", "state `FILE`: what became of every key, kept across restarts (default: in memory only)")
 	eventsURL := fs.String("events-url", "", "`URL` to send signed transfer events to (default: none)")
+	latency := fs.Duration("latency", 0, "delay every POST /transfers answer by `D`, as a remote provider's round trip (a PSP's is typically 20ms; default: none)")
 	eventsSecret := fs.String("events-secret-file", "", "`FILE` holding the events' signing secret: whsec_<base64> or raw bytes; required with --events-url")
 	words, code, ok := fs.parse(args)
 	if !ok {
@@ -78,11 +82,14 @@ func runProvider(ctx context.Context, args []string, std stdio) int {
 	if len(words) != 0 {
 		return fs.usage(fmt.Sprintf("unexpected arguments %q", words))
 	}
+	if *latency < 0 {
+		return fs.usage("--latency must not be negative")
+	}
 	if (*eventsURL == "") != (*eventsSecret == "") {
 		return fs.usage("--events-url and --events-secret-file go together: events are signed")
 	}
 	log := slog.New(slog.NewTextHandler(std.err, nil))
-	opts := provider.Options{State: *state, Events: provider.Events{URL: *eventsURL, Logger: log}}
+	opts := provider.Options{State: *state, Latency: *latency, Events: provider.Events{URL: *eventsURL, Logger: log}}
 	if *eventsSecret != "" {
 		secret, err := outbox.LoadSecret(*eventsSecret)
 		if err != nil {

@@ -80,6 +80,17 @@ func (s *Server) postTransfer(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, codeInvalidJSON, err.Error())
 		return
 	}
+	if s.latency > 0 {
+		// The round trip of a remote provider (Options.Latency): nothing
+		// is decided before it has passed.
+		t := time.NewTimer(s.latency)
+		select {
+		case <-t.C:
+		case <-r.Context().Done():
+			t.Stop()
+			panic(http.ErrAbortHandler)
+		}
+	}
 
 	s.mu.Lock()
 	out, err := s.postLocked(r.Context(), key, req, fields)

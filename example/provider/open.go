@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 )
 
 // Options configures a Server made by Open.
@@ -15,6 +16,12 @@ type Options struct {
 	// Events, when its URL is set, sends a signed event for each key
 	// that executes or is declined (events.go).
 	Events Events
+	// Latency delays the answer to every POST /transfers by this long
+	// before the request is decided, as the round trip to a remote
+	// provider would (a PSP's is typically 20 ms); a request whose
+	// context ends meanwhile is aborted with nothing decided. 0, the
+	// default, answers at once; a negative value is refused.
+	Latency time.Duration
 }
 
 // Open returns a provider in ModeOK with the keys of opts.State, if any,
@@ -25,7 +32,11 @@ func Open(opts Options) (*Server, error) {
 	if opts.Events.URL != "" && len(opts.Events.Secret) == 0 {
 		return nil, errors.New("provider: events need a signing secret")
 	}
+	if opts.Latency < 0 {
+		return nil, errors.New("provider: negative latency")
+	}
 	s := New()
+	s.latency = opts.Latency
 	s.events = opts.Events.URL != ""
 	if opts.State != "" {
 		j, entries, err := openJournal(opts.State)

@@ -151,6 +151,9 @@ func ParseMode(s string) (Mode, error) {
 // Server is an in-memory provider. The zero value is not usable; call New.
 type Server struct {
 	now func() time.Time
+	// latency delays every POST /transfers (Options.Latency); set before
+	// serving, read-only afterwards.
+	latency time.Duration
 
 	mu       sync.Mutex
 	changed  chan struct{} // closed and replaced on every state change

@@ -47,6 +47,9 @@ type Config struct {
 	// ReplayKeys is how many operations are executed before timing starts
 	// for the replay variant to repeat; 0 means DefaultReplayKeys.
 	ReplayKeys int
+	// Latencies are the provider latencies RunEffects measures at, each
+	// ≥ 0; empty means DefaultLatencies. Run does not use them.
+	Latencies []time.Duration
 	// Keep leaves the run's schema or file in place instead of dropping it.
 	Keep bool
 	// Progress, if set, receives one line per timed cell as the run goes.
@@ -63,6 +66,7 @@ func (c Config) withDefaults() (Config, error) {
 		c.Clients = DefaultClients
 	}
 	c.Clients = slices.Clone(c.Clients)
+	c.Latencies = slices.Clone(c.Latencies)
 	for _, n := range c.Clients {
 		if n <= 0 {
 			return c, fmt.Errorf("bench: client count %d is not positive", n)

@@ -51,3 +51,42 @@ func (m *walMeter) close(ctx context.Context) {
 		m.conn.Close(ctx)
 	}
 }
+
+// walSnapshot is the WAL insert position and the next transaction ID at
+// one moment.
+type walSnapshot struct {
+	lsn string
+	xid int64
+}
+
+// snapshot returns the WAL insert position and the next transaction ID
+// (next_xid: reading it assigns none); the zero snapshot on a nil meter.
+// ctx governs the queries.
+func (m *walMeter) snapshot(ctx context.Context) (walSnapshot, error) {
+	if m == nil {
+		return walSnapshot{}, nil
+	}
+	var s walSnapshot
+	var err error
+	if s.lsn, err = m.position(ctx); err != nil {
+		return s, err
+	}
+	err = m.conn.QueryRow(ctx, queries.Get("next_xid")).Scan(&s.xid)
+	return s, err
+}
+
+// sinceSnapshot returns the WAL bytes inserted and the transaction IDs
+// assigned — one per transaction that wrote, committed or not — since s,
+// and true; 0, 0 and false on a nil meter. Both are cluster-wide. ctx
+// governs the queries.
+func (m *walMeter) sinceSnapshot(ctx context.Context, s walSnapshot) (bytes, xids int64, ok bool, err error) {
+	if m == nil {
+		return 0, 0, false, nil
+	}
+	var next int64
+	if err = m.conn.QueryRow(ctx, queries.Get("next_xid")).Scan(&next); err != nil {
+		return 0, 0, false, err
+	}
+	bytes, _, err = m.since(ctx, s.lsn)
+	return bytes, next - s.xid, err == nil, err
+}
