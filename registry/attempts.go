@@ -39,12 +39,13 @@ type RecoveryAttempt struct {
 
 // RecordRecoveryAttempt records a failed attempt to settle operation id:
 // its error (cut to MaxAuditDetail bytes, invalid UTF-8 and NUL
-// replaced), when it failed and when the next attempt is due. The first
-// inserts the operation's row; each later one moves it forward with one
-// compare-and-set on the count read, read again when another worker's
-// write came first, so no attempt is lost. It returns the row as
-// written. ctx governs the statements; s must be a driver's Store (the
-// table is its migrations').
+// replaced), when it failed and when the next attempt is due. Each
+// attempt raises the operation's count in one atomic statement (the
+// database serialises concurrent workers on the row, so no attempt is
+// lost); the first inserts the row, and when two first attempts race,
+// the one whose insert fails on the primary key is recorded again as
+// the next. It returns the row as written. ctx governs the statements; s
+// must be a driver's Store (the table is its migrations').
 func RecordRecoveryAttempt(ctx context.Context, s Store, id, lastErr string, at, next time.Time) (RecoveryAttempt, error) {
 	if id == "" {
 		return RecoveryAttempt{}, errors.New("registry: a recovery attempt needs an operation ID")
@@ -52,33 +53,29 @@ func RecordRecoveryAttempt(ctx context.Context, s Store, id, lastErr string, at,
 	a := RecoveryAttempt{OperationID: id, LastError: clipText(lastErr, MaxAuditDetail),
 		At: time.UnixMilli(at.UnixMilli()), NextAt: time.UnixMilli(next.UnixMilli())}
 	var err error
-	for range 5 {
-		var done bool
+	for range 3 { // a lost race to insert the first row costs one more round
 		err = s.InTx(ctx, func(ctx context.Context, tx Tx) error {
-			cur, err := readAttempt(ctx, tx, id)
+			n, err := tx.Exec(ctx, attemptQueries.Get("attempt_next"), id, a.LastError, a.At.UnixMilli(), a.NextAt.UnixMilli())
 			switch {
 			case err != nil:
 				return err
-			case cur.Attempts == 0:
+			case n == 0:
+				a.Attempts = 1
 				_, err = tx.Exec(ctx, attemptQueries.Get("attempt_insert"), id, a.LastError, a.At.UnixMilli(), a.NextAt.UnixMilli())
-				a.Attempts, done = 1, err == nil
 				return err
 			}
-			n, err := tx.Exec(ctx, attemptQueries.Get("attempt_next"), id, cur.Attempts, a.LastError, a.At.UnixMilli(), a.NextAt.UnixMilli())
-			a.Attempts, done = cur.Attempts+1, err == nil && n == 1
+			cur, err := readAttempt(ctx, tx, id) // this transaction's own write
+			a.Attempts = cur.Attempts
 			return err
 		})
-		if done && err == nil {
-			return a, nil
-		}
-		if ctx.Err() != nil {
+		if err == nil || ctx.Err() != nil {
 			break
 		}
 	}
-	if err == nil {
-		err = errors.New("other writers kept changing it")
+	if err != nil {
+		return RecoveryAttempt{}, fmt.Errorf("registry: record the recovery attempt of %s: %w", id, err)
 	}
-	return RecoveryAttempt{}, fmt.Errorf("registry: record the recovery attempt of %s: %w", id, err)
+	return a, nil
 }
 
 // LastRecoveryAttempt returns the recorded attempts of operation id;

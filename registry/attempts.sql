@@ -9,14 +9,16 @@ SELECT COUNT(*), COALESCE(MAX(attempts), 0), COALESCE(MAX(last_error), ''), COAL
 FROM idem_recovery_attempts WHERE operation_id = $1;
 
 -- name: attempt_insert
--- The first failed attempt. Two at once: one fails on the primary key
--- and RecordRecoveryAttempt reads again.
+-- The first failed attempt, when attempt_next found no row. Two at once:
+-- one fails on the primary key and RecordRecoveryAttempt tries again,
+-- then as the next attempt.
 INSERT INTO idem_recovery_attempts (operation_id, attempts, last_error, attempted_ms, next_ms) VALUES ($1, 1, $2, $3, $4);
 
 -- name: attempt_next
--- The compare-and-set: only over the attempts that were read.
-UPDATE idem_recovery_attempts SET attempts = attempts + 1, last_error = $3, attempted_ms = $4, next_ms = $5
-WHERE operation_id = $1 AND attempts = $2;
+-- One atomic step forward: the count is raised by the database under the
+-- row's lock, so concurrent workers never lose an attempt nor retry.
+UPDATE idem_recovery_attempts SET attempts = attempts + 1, last_error = $2, attempted_ms = $3, next_ms = $4
+WHERE operation_id = $1;
 
 -- name: attempt_forget
 DELETE FROM idem_recovery_attempts WHERE operation_id = $1;
