@@ -85,21 +85,32 @@ func checkConflict(ctx context.Context, r *runner, res *Result) {
 	}
 	changed := r.send(ctx, key, r.payload(unique, VariantChanged), r.cfg.Header, nil)
 	res.tally(first, changed)
+	if r.refusesOther(ctx, res, before, first, changed, "changed payload") {
+		res.pass("changed payload refused with %s", changed.statusText())
+	}
+}
+
+// refusesOther judges other, the answer to a request that differs from
+// first's (named what) under first's key: it must be refused — a 4xx
+// that created nothing (CountURL grew by first's one resource alone) —
+// never answered with first's outcome nor executed. It fails res with
+// the evidence otherwise.
+func (r *runner) refusesOther(ctx context.Context, res *Result, before int, first, other exchange, what string) bool {
 	switch {
-	case changed.accepted() && (bytes.Equal(changed.Body, first.Body) || r.resource(changed) == r.resource(first)):
-		res.fail("changed payload replayed the first outcome: %d with %s", changed.Status, r.resource(changed))
-	case changed.accepted():
-		res.fail("changed payload accepted: %d created %s besides the first's %s", changed.Status, r.resource(changed), r.resource(first))
-	case !changed.refused():
-		res.fail("changed payload answered %s; a refusal is a 4xx", changed.statusText())
+	case other.accepted() && (bytes.Equal(other.Body, first.Body) || r.resource(other) == r.resource(first)):
+		res.fail("%s replayed the first outcome: %d with %s", what, other.Status, r.resource(other))
+	case other.accepted():
+		res.fail("%s accepted: %d created %s besides the first's %s", what, other.Status, r.resource(other), r.resource(first))
+	case !other.refused():
+		res.fail("%s answered %s; a refusal is a 4xx", what, other.statusText())
 	default:
-		if msg := r.growth(ctx, before, 1); msg != "" {
-			res.fail("changed payload refused with %s, but %s", changed.statusText(), msg)
-		} else {
-			res.pass("changed payload refused with %s", changed.statusText())
-			return
+		msg := r.growth(ctx, before, 1)
+		if msg == "" {
+			return true
 		}
+		res.fail("%s refused with %s, but %s", what, other.statusText(), msg)
 	}
 	res.note("first answer: %s", first)
-	res.note("changed payload's answer: %s", changed)
+	res.note("%s's answer: %s", what, other)
+	return false
 }

@@ -41,23 +41,9 @@ func checkLexicalNumber(ctx context.Context, r *runner, res *Result) {
 	}
 	retry := r.send(ctx, key, []byte(renderLexical(r.cfg.Body, unique, VariantSame, LexicalRetry)), r.cfg.Header, nil)
 	res.tally(first, retry)
-	switch {
-	case retry.accepted() && r.resource(retry) == r.resource(first):
-		res.fail("%s and %s were taken for the same request: the retry replayed the first outcome (%s)", LexicalFirst, LexicalRetry, r.resource(retry))
-	case retry.accepted():
-		res.fail("the retry with %s was executed besides the first (%s and %s) under one key", LexicalRetry, r.resource(first), r.resource(retry))
-	case !retry.refused():
-		res.fail("the retry with %s answered %s; a refusal is a 4xx", LexicalRetry, retry.statusText())
-	default:
-		if msg := r.growth(ctx, before, 1); msg != "" {
-			res.fail("the retry was refused with %s, but %s", retry.statusText(), msg)
-			break
-		}
+	if r.refusesOther(ctx, res, before, first, retry, "the retry with "+LexicalRetry) {
 		res.pass("%s and %s are different requests: the retry was refused with %s", LexicalFirst, LexicalRetry, retry.statusText())
-		return
 	}
-	res.note("first answer: %s", first)
-	res.note("retry's answer: %s", retry)
 }
 
 // checkExpiry: with Config.Expiry (how long the API documents that it
