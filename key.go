@@ -131,6 +131,15 @@ func (k Key) String() string { return "Key(" + strconv.Itoa(len(k.v)) + " chars)
 // (%#v, %d, ...) prints the key.
 func (k Key) Format(f fmt.State, verb rune) { io.WriteString(f, k.String()) }
 
+// QuoteKey is id written as a structured-field string (RFC 8941), the
+// form in which ParseKey reads a key of any printable ASCII: for doors
+// whose key is an ID the transport chose (a webhook-id, a broker's
+// message ID) rather than an Idempotency-Key header. Other bytes are
+// kept, and ParseKey refuses them (KEY_INVALID).
+func QuoteKey(id string) string {
+	return `"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(id) + `"`
+}
+
 // ParseKey reads the Idempotency-Key field lines of a request (as returned
 // by http.Header.Values) under policy p. Exactly one field line is required.
 // Its value is either a structured-field string (RFC 8941 section 3.3.3,

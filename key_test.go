@@ -366,3 +366,23 @@ func TestZeroKeyString(t *testing.T) {
 		t.Errorf("zero Key String() = %q", got)
 	}
 }
+
+// TestQuoteKey: an ID of visible ASCII, quotes and backslashes
+// included, becomes a key ParseKey reads, the same key for the same ID
+// and another for another ID; other bytes are refused KEY_INVALID.
+func TestQuoteKey(t *testing.T) {
+	policy := idem.KeyPolicy{MinLength: 1}
+	a, err := idem.ParseKey([]string{idem.QuoteKey(`msg"7"\x`)}, policy)
+	if err != nil {
+		t.Fatalf("ParseKey(QuoteKey(…)): %v", err)
+	}
+	again, _ := idem.ParseKey([]string{idem.QuoteKey(`msg"7"\x`)}, policy)
+	other, _ := idem.ParseKey([]string{idem.QuoteKey(`msg"7"\y`)}, policy)
+	id := idem.Identity{Principal: "p"}
+	if idem.ScopeOf(id, "op", "v1", a) != idem.ScopeOf(id, "op", "v1", again) || idem.ScopeOf(id, "op", "v1", a) == idem.ScopeOf(id, "op", "v1", other) {
+		t.Error("QuoteKey does not give one key per ID")
+	}
+	if _, err := idem.ParseKey([]string{idem.QuoteKey("naïve")}, policy); idem.CodeOf(err) != idem.CodeKeyInvalid {
+		t.Errorf("a non-ASCII ID: %v, want KEY_INVALID", err)
+	}
+}

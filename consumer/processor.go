@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"sync"
 	"time"
 
@@ -168,7 +167,7 @@ func (p *Processor) process(ctx context.Context, m Message) Decision {
 	case len(m.Key) > MaxKeyLength:
 		return Decision{Action: DeadLetter, Reason: fmt.Sprintf("the message's key is longer than %d bytes", MaxKeyLength)}
 	}
-	key, err := idem.ParseKey([]string{quoted(m.Key)}, idem.KeyPolicy{MinLength: 1})
+	key, err := idem.ParseKey([]string{idem.QuoteKey(m.Key)}, idem.KeyPolicy{MinLength: 1})
 	if err != nil {
 		return Decision{Action: DeadLetter, Reason: "the message's key is not printable ASCII: " + err.Error()}
 	}
@@ -265,12 +264,6 @@ func (d *door) Execute(ctx context.Context, tx registry.Tx, _ registry.Record) (
 	}
 	return operation.Answer{State: idem.StateSucceeded, Outbox: r.Outbox, Status: 200,
 		Response: idem.Response{Status: 200, MediaType: "application/json", Body: r.Answer}}, nil
-}
-
-// quoted is key as a structured-field string (RFC 8941), the form
-// idem.ParseKey reads whatever printable ASCII the key holds.
-func quoted(key string) string {
-	return `"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(key) + `"`
 }
 
 // failed decides about a delivery whose handler failed: retried, until

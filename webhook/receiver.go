@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strings"
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/canon"
@@ -132,16 +131,9 @@ func (rc *Receiver) Handler(next http.Handler) http.Handler {
 			idemhttp.Problem{Status: http.StatusUnauthorized, Code: code, Detail: err.Error()}.Write(w)
 			return
 		}
-		r.Header.Set(idem.KeyHeader, quoted(id))
+		r.Header.Set(idem.KeyHeader, idem.QuoteKey(id))
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		r.ContentLength = int64(len(body))
 		inner.ServeHTTP(w, r)
 	})
-}
-
-// quoted is id as a structured-field string (RFC 8941): the key a
-// webhook-id of any printable ASCII becomes; other bytes stay and are
-// refused 400 KEY_INVALID by the key's parser.
-func quoted(id string) string {
-	return `"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(id) + `"`
 }
