@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/idemkit/idem/idemstore"
+	"github.com/idemkit/idem/registry"
 )
 
 // freshDB is the run's own database: the DSN every variant uses and how
@@ -28,6 +29,7 @@ type freshDB struct {
 	// meter's); nil on SQLite and MySQL.
 	conn *pgx.ConnConfig
 	drop func(ctx context.Context) error
+	keep bool // Config.Keep: release does not drop it
 }
 
 // newFreshDB creates the run's database from the user's DSN: a new schema
@@ -101,4 +103,37 @@ func newFile(dsn string) (*freshDB, error) {
 		}
 		return errors.Join(errs...)
 	}}, nil
+}
+
+// workIn makes the fresh database of a run (Config.DSN) and opens the
+// registry in it. The caller defers db.release with the run's error.
+func (cfg Config) workIn(ctx context.Context) (*freshDB, registry.Store, error) {
+	db, err := newFreshDB(ctx, cfg.DSN)
+	if err != nil {
+		return nil, nil, err
+	}
+	db.keep = cfg.Keep
+	if cfg.Keep {
+		fmt.Fprintf(cfg.Progress, "bench: working in %s (kept)\n", db.where)
+	}
+	store, err := idemstore.Open(ctx, db.dsn, idemstore.Options{})
+	if err != nil {
+		db.release(ctx, nil, &err)
+		return nil, nil, err
+	}
+	return db, store, nil
+}
+
+// release closes store (if any) and removes the database unless it is
+// kept, joining a failure to remove it to *err.
+func (d *freshDB) release(ctx context.Context, store registry.Store, err *error) {
+	if store != nil {
+		store.Close()
+	}
+	if d.keep {
+		return
+	}
+	if derr := d.drop(context.WithoutCancel(ctx)); derr != nil {
+		*err = errors.Join(*err, fmt.Errorf("bench: removing %s: %w", d.where, derr))
+	}
 }

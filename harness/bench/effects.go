@@ -18,7 +18,6 @@ import (
 
 	"github.com/idemkit/idem/example/payments"
 	"github.com/idemkit/idem/example/provider"
-	"github.com/idemkit/idem/idemstore"
 	"github.com/idemkit/idem/internal/keygen"
 	"github.com/idemkit/idem/internal/machine"
 	"github.com/idemkit/idem/registry"
@@ -94,24 +93,11 @@ func RunEffects(ctx context.Context, cfg Config) (_ *EffectsReport, err error) {
 			return nil, errors.New("bench: negative provider latency")
 		}
 	}
-	db, err := newFreshDB(ctx, cfg.DSN)
+	db, store, err := cfg.workIn(ctx)
 	if err != nil {
 		return nil, err
 	}
-	if cfg.Keep {
-		fmt.Fprintf(cfg.Progress, "bench: working in %s (kept)\n", db.where)
-	} else {
-		defer func() {
-			if derr := db.drop(context.WithoutCancel(ctx)); derr != nil {
-				err = errors.Join(err, fmt.Errorf("bench: removing %s: %w", db.where, derr))
-			}
-		}()
-	}
-	store, err := idemstore.Open(ctx, db.dsn, idemstore.Options{})
-	if err != nil {
-		return nil, err
-	}
-	defer store.Close()
+	defer db.release(ctx, store, &err)
 	if err := store.InTx(ctx, func(ctx context.Context, tx registry.Tx) error {
 		_, err := tx.Exec(ctx, queries.Get("create_effect_floor_"+db.kind))
 		return err

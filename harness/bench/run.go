@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -17,7 +16,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/idemkit/idem/example/payments"
-	"github.com/idemkit/idem/idemstore"
 	"github.com/idemkit/idem/internal/machine"
 )
 
@@ -32,24 +30,11 @@ func Run(ctx context.Context, cfg Config) (_ *Report, err error) {
 	if err != nil {
 		return nil, err
 	}
-	db, err := newFreshDB(ctx, cfg.DSN)
+	db, store, err := cfg.workIn(ctx)
 	if err != nil {
 		return nil, err
 	}
-	if cfg.Keep {
-		fmt.Fprintf(cfg.Progress, "bench: working in %s (kept)\n", db.where)
-	} else {
-		defer func() {
-			if derr := db.drop(context.WithoutCancel(ctx)); derr != nil {
-				err = errors.Join(err, fmt.Errorf("bench: removing %s: %w", db.where, derr))
-			}
-		}()
-	}
-	store, err := idemstore.Open(ctx, db.dsn, idemstore.Options{})
-	if err != nil {
-		return nil, err
-	}
-	defer store.Close()
+	defer db.release(ctx, store, &err)
 	timed := &timedStore{Store: store}
 	svc, err := payments.New(ctx, payments.Config{
 		Store:    timed,
