@@ -1,15 +1,10 @@
 package check
 
 import (
-	"context"
 	"fmt"
-	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/chromedp/chromedp"
 
 	"github.com/idemkit/idem/internal/browser"
 )
@@ -33,22 +28,5 @@ func TestReportChartsReadable(t *testing.T) {
 	if err := rep.WriteHTML(&page); err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "text/html; charset=utf-8")
-		w.Write([]byte(page.String()))
-	}))
-	t.Cleanup(srv.Close)
-	ctx := browser.New(t)
-	step, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	if err := chromedp.Do(step, chromedp.Navigate(srv.URL), chromedp.WaitVisible(chromedp.CSS("svg text.label")), browser.Capture("check-report")); err != nil {
-		t.Fatal(err)
-	}
-	charts, problems, err := browser.ChartProblems(step)
-	if err != nil || charts != 2 {
-		t.Fatalf("measuring the charts: %d charts, %v; want 2", charts, err)
-	}
-	for _, p := range problems {
-		t.Error(p)
-	}
+	browser.CheckCharts(t, page.String(), "check-report", 2)
 }

@@ -2,6 +2,11 @@ package browser
 
 import (
 	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
 
 	"github.com/chromedp/chromedp"
 )
@@ -37,4 +42,29 @@ func ChartProblems(ctx context.Context) (charts int, problems []string, err erro
 		Problems []string
 	}](chartMeasure))
 	return got.Charts, got.Problems, err
+}
+
+// CheckCharts serves page (a whole HTML document) on a throwaway HTTP
+// server, opens it in a fresh browser (New), captures it as name, and
+// fails t unless it holds want charts that ChartProblems finds nothing
+// wrong with, one error per problem.
+func CheckCharts(t testing.TB, page, name string, want int) {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		io.WriteString(w, page)
+	}))
+	t.Cleanup(srv.Close)
+	step, cancel := context.WithTimeout(New(t), 30*time.Second)
+	defer cancel()
+	if err := chromedp.Do(step, chromedp.Navigate(srv.URL), chromedp.WaitVisible(chromedp.CSS("svg text.label")), Capture(name)); err != nil {
+		t.Fatal(err)
+	}
+	charts, problems, err := ChartProblems(step)
+	if err != nil || charts != want {
+		t.Fatalf("measuring the charts: %d charts, %v; want %d", charts, err, want)
+	}
+	for _, p := range problems {
+		t.Error(p)
+	}
 }

@@ -1,15 +1,9 @@
 package chart_test
 
 import (
-	"context"
 	"fmt"
-	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
-	"time"
-
-	"github.com/chromedp/chromedp"
 
 	"github.com/idemkit/idem/internal/browser"
 	"github.com/idemkit/idem/internal/chart"
@@ -57,22 +51,5 @@ func TestBarsReadable(t *testing.T) {
 		page.WriteString(`<div>` + string(chart.Bars(c.title, ax, c.bars)) + `</div>`)
 	}
 	page.WriteString(`</body></html>`)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "text/html; charset=utf-8")
-		w.Write([]byte(page.String()))
-	}))
-	t.Cleanup(srv.Close)
-	ctx := browser.New(t)
-	step, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	if err := chromedp.Do(step, chromedp.Navigate(srv.URL), chromedp.WaitVisible(chromedp.CSS("svg text.label")), browser.Capture("charts")); err != nil {
-		t.Fatal(err)
-	}
-	charts, problems, err := browser.ChartProblems(step)
-	if err != nil || charts != 4 {
-		t.Fatalf("measuring the charts: %d charts, %v; want 4", charts, err)
-	}
-	for _, p := range problems {
-		t.Error(p)
-	}
+	browser.CheckCharts(t, page.String(), "charts", 4)
 }
