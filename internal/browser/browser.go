@@ -11,6 +11,7 @@ import (
 	"context"
 	"os"
 	"os/exec"
+	"strings"
 	"testing"
 	"time"
 
@@ -35,6 +36,10 @@ const (
 	windowWidth  = 1280
 	windowHeight = 900
 )
+
+// startAttempts is how many times New starts a browser that died before
+// it listened.
+const startAttempts = 2
 
 // startTimeout bounds starting the browser and opening its first tab.
 const startTimeout = time.Minute
@@ -84,8 +89,9 @@ func NoJavaScript() Option { return func(c *config) { c.noJS = true } }
 // failed (or IDEM_TEST_KEEP=1), the screenshots taken with Capture and
 // one of the current page are saved (see Capture for where).
 //
-// Without a browser (see Find) New skips t, or fails it when
-// IDEM_REQUIRE_BROWSER=1. The context has no deadline: bound each step
+// A browser that dies before it listens is started once more, afresh
+// (startAttempts); the attempt is logged. Without a browser (see Find)
+// New skips t, or fails it when IDEM_REQUIRE_BROWSER=1. The context has no deadline: bound each step
 // with a context derived from it (context.WithTimeout), never the first
 // use, which New has already made.
 func New(t testing.TB, opts ...Option) context.Context {
@@ -102,6 +108,31 @@ func New(t testing.TB, opts ...Option) context.Context {
 		}
 		t.Skip(msg)
 	}
+	// A browser that dies before it listens (it happens on a loaded
+	// machine: the process exits with nothing but its start-up noise) is
+	// started once more, afresh; any other failure, or a second death,
+	// fails t.
+	var ctx context.Context
+	var err error
+	for attempt := 1; attempt <= startAttempts; attempt++ {
+		ctx, err = start(t, path, c)
+		if err == nil || !strings.Contains(err.Error(), "chrome failed to start") {
+			break
+		}
+		t.Logf("starting %s, attempt %d of %d: %v", path, attempt, startAttempts, err)
+	}
+	if err != nil {
+		t.Fatalf("starting %s: %v", path, err)
+	}
+	rec := &recorder{t: t}
+	ctx = context.WithValue(ctx, recorderKey{}, rec)
+	t.Cleanup(func() { rec.save(ctx) }) // runs before the browser closes
+	return ctx
+}
+
+// start starts the browser at path with a fresh profile and opens its
+// first tab (with scripts off when c.noJS); the browser ends with t.
+func start(t testing.TB, path string, c config) (context.Context, error) {
 	alloc := []chromedp.ExecAllocatorOption{
 		chromedp.ExecPath(path),
 		chromedp.UserDataDir(t.TempDir()),
@@ -128,11 +159,5 @@ func New(t testing.TB, opts ...Option) context.Context {
 	if !watchdog.Stop() && err == nil {
 		err = context.DeadlineExceeded
 	}
-	if err != nil {
-		t.Fatalf("starting %s: %v", path, err)
-	}
-	rec := &recorder{t: t}
-	ctx = context.WithValue(ctx, recorderKey{}, rec)
-	t.Cleanup(func() { rec.save(ctx) }) // runs before the browser closes
-	return ctx
+	return ctx, err
 }
