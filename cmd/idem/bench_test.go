@@ -179,3 +179,40 @@ func TestBenchEffectsSQLite(t *testing.T) {
 		t.Errorf("--json: code %d, stderr %q, report %+v:\n%s", code, stderr, rep, out)
 	}
 }
+
+// TestBenchTail: "idem bench --tail --json" reports the closed-loop cells
+// of both styles and the open-loop cells at the rates asked, each with its
+// Little's-law account; --effects refuses --pin and --tail, and a bad
+// rate is a usage error.
+func TestBenchTail(t *testing.T) {
+	t.Parallel()
+	code, out, stderr := runCmd(t, "", "bench", "--db", pgtest.DSN(t), "--tail", "--json", "--quiet", "--clients", "2",
+		"--rates", "50%,40", "--outstanding", "8", "--duration", "150ms", "--warmup", "20ms", "--rounds", "1")
+	var rep struct {
+		Outstanding int `json:"outstanding"`
+		Cells       []struct {
+			Style, Loop string
+			Clients     int
+			RatePerS    float64 `json:"rate_per_s"`
+			Acceptances int
+			Queueing    struct {
+				Lambda float64 `json:"lambda_per_s"`
+				DBCPU  float64 `json:"db_cpu_ms"`
+			}
+		}
+	}
+	if err := json.Unmarshal([]byte(out), &rep); err != nil || code != exitOK || stderr != "" {
+		t.Fatalf("code %d, stderr %q, output (%v):\n%s", code, stderr, err, out)
+	}
+	if rep.Outstanding != 8 || len(rep.Cells) != 4 || rep.Cells[0].Style != "plain" || rep.Cells[1].Clients != 2 ||
+		rep.Cells[3].Loop != "open" || rep.Cells[3].RatePerS != 40 || rep.Cells[3].Acceptances == 0 ||
+		rep.Cells[1].Queueing.Lambda <= 0 || rep.Cells[1].Queueing.DBCPU <= 0 {
+		t.Fatalf("report:\n%s", out)
+	}
+	for _, args := range [][]string{{"--effects", "--pin", "auto"}, {"--effects", "--tail"}, {"--tail", "--rates", "0%"}, {"--tail", "--outstanding", "0"}} {
+		code, _, stderr := runCmd(t, "", append([]string{"bench", "--db", "sqlite:/nonexistent/x.db"}, args...)...)
+		if code != exitUsage || !strings.Contains(stderr, "idem bench:") {
+			t.Errorf("%q: code %d, stderr %q; want a usage error", args, code, stderr)
+		}
+	}
+}

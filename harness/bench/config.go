@@ -50,6 +50,17 @@ type Config struct {
 	// Latencies are the provider latencies RunEffects measures at, each
 	// ≥ 0; empty means DefaultLatencies. Run does not use them.
 	Latencies []time.Duration
+	// Rates are the open-loop rates RunTail measures the default style
+	// at; empty means DefaultRates. Run does not use them.
+	Rates []Rate
+	// Outstanding bounds the requests in flight of an open-loop cell
+	// (RunTail); 0 means DefaultOutstanding.
+	Outstanding int
+	// Pin, if not "", pins the bench process and PostgreSQL to separate
+	// CPUs for the run with taskset: "auto" or "bench=LIST,db=LIST" (see
+	// parsePin). PostgreSQL only, on this machine; Run and RunTail honour
+	// it.
+	Pin string
 	// Keep leaves the run's schema or file in place instead of dropping it.
 	Keep bool
 	// Progress, if set, receives one line per timed cell as the run goes.
@@ -67,6 +78,7 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	c.Clients = slices.Clone(c.Clients)
 	c.Latencies = slices.Clone(c.Latencies)
+	c.Rates = slices.Clone(c.Rates)
 	for _, n := range c.Clients {
 		if n <= 0 {
 			return c, fmt.Errorf("bench: client count %d is not positive", n)

@@ -42,4 +42,12 @@
 // before and after, on a connection of its own; the difference ÷ the
 // requests completed is Result.WALBytesPerOp. The position is the
 // cluster's: the run should have the cluster to itself.
+//
+// RunTail measures the tail instead: the default style and plain
+// closed-loop at 64 clients, then the default style open-loop at fixed
+// rates (driveOpen: latency from the scheduled send time, at most
+// Config.Outstanding in flight, late sends counted), with each cell's
+// Little's-law account (Queueing: CPU and run-queue time per request of
+// this process and of PostgreSQL's, from Linux's schedstat). Config.Pin
+// pins this process and PostgreSQL to separate CPUs with taskset (pin).
 package bench

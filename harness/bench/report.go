@@ -29,6 +29,9 @@ type Report struct {
 	CPUs int    `json:"cpus"`
 	// Load is the load average around the run; nil where unknown.
 	Load *Load `json:"load_average,omitempty"`
+	// Pinning is where the run's processes ran (Config.Pin); nil when
+	// they were not pinned.
+	Pinning *Pinning `json:"pinning,omitempty"`
 	// Rounds, DurationSeconds, WarmupSeconds and ReplayKeys are the
 	// run's settings (Config, defaults applied).
 	Rounds          int     `json:"rounds"`
@@ -230,6 +233,9 @@ func (rep *Report) WriteTable(w io.Writer) error {
 	fmt.Fprintf(w, "idem bench: %s, %s, %d CPUs", rep.DB, rep.Go, rep.CPUs)
 	if rep.Load != nil {
 		fmt.Fprintf(w, ", load average %.2f at the start and %.2f at the end", rep.Load.Start, rep.Load.End)
+	}
+	if rep.Pinning != nil {
+		fmt.Fprintf(w, "\npinned: %s", rep.Pinning)
 	}
 	fmt.Fprintf(w, "\nmedians of %d rounds of %s per cell (warm-up %s); replays repeat %d keys\n",
 		rep.Rounds, seconds(rep.DurationSeconds), seconds(rep.WarmupSeconds), rep.ReplayKeys)

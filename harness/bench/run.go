@@ -35,6 +35,11 @@ func Run(ctx context.Context, cfg Config) (_ *Report, err error) {
 		return nil, err
 	}
 	defer db.release(ctx, store, &err)
+	pinning, unpin, err := cfg.pinFor(ctx, db)
+	if err != nil {
+		return nil, err
+	}
+	defer unpin()
 	timed := &timedStore{Store: store}
 	svc, err := payments.New(ctx, payments.Config{
 		Store:    timed,
@@ -121,6 +126,7 @@ func Run(ctx context.Context, cfg Config) (_ *Report, err error) {
 	}
 	if err == nil {
 		rep.floorCreated = t.floorCreated.Load()
+		rep.Pinning = pinning
 	}
 	return rep, err
 }
