@@ -28,11 +28,11 @@ import (
 // transfer and transfers ÷ floor; with --check a ratio below the target
 // at 16 clients on PostgreSQL exits 1.
 //
-// With --tail it runs the tail benchmark instead (bench.RunTail): the
-// default style and plain closed-loop at --clients (default 64), then the
-// default style open-loop at each of --rates, printing latency from the
-// scheduled send time, the acceptance p50/p99 and the Little's-law
-// account; with --check an acceptance p99 above 10 ms exits 1. --pin pins
+// With --tail it runs the tail benchmark instead (bench.RunTail): plain,
+// the default style and the two-phase style closed-loop at --clients
+// (default 64), then the default style open-loop at each of --rates,
+// printing latency from the scheduled send time, the acceptance p50/p99
+// and the Little's-law account; with --check an acceptance p99 above 10 ms exits 1. --pin pins
 // the bench process and PostgreSQL to separate CPUs with taskset, for the
 // payments and the tail runs.
 func runBench(ctx context.Context, args []string, std stdio) int {
@@ -40,7 +40,7 @@ func runBench(ctx context.Context, args []string, std stdio) int {
 	dsn := fs.db("", "database `DSN`: postgres://… (a new schema is created and dropped), mysql://… (a new database is created and dropped) or sqlite:PATH (PATH must not exist); required")
 	effects := fs.Bool("effects", false, "run the effect benchmark: POST /v1/transfers against the demo provider, plain vs floor vs idem's transfers")
 	latencies := fs.String("latencies", "1ms,20ms", "with --effects: comma-separated provider `latencies`")
-	tail := fs.Bool("tail", false, "run the tail benchmark: the default style and plain closed-loop, then the default style open-loop at fixed rates, with Little's law")
+	tail := fs.Bool("tail", false, "run the tail benchmark: plain, the default style and two-phase closed-loop, then the default style open-loop at fixed rates, with Little's law")
 	rates := fs.String("rates", "50%,70%,90%", "with --tail: comma-separated open-loop `rates`, per second (700) or % of the default style's closed-loop maximum (70%)")
 	outstanding := fs.Int("outstanding", bench.DefaultOutstanding, "with --tail: most open-loop requests in flight; a request finding them all busy is counted late")
 	pinSpec := fs.String("pin", "", "pin with taskset (PostgreSQL on this machine; not with --effects): auto (2 CPUs: bench process on CPU 0, PostgreSQL on 1) or bench=`LIST`,db=LIST")

@@ -204,8 +204,8 @@ func TestBenchTail(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &rep); err != nil || code != exitOK || stderr != "" {
 		t.Fatalf("code %d, stderr %q, output (%v):\n%s", code, stderr, err, out)
 	}
-	if rep.Outstanding != 8 || len(rep.Cells) != 4 || rep.Cells[0].Style != "plain" || rep.Cells[1].Clients != 2 ||
-		rep.Cells[3].Loop != "open" || rep.Cells[3].RatePerS != 40 || rep.Cells[3].Acceptances == 0 ||
+	if rep.Outstanding != 8 || len(rep.Cells) != 5 || rep.Cells[0].Style != "plain" || rep.Cells[1].Clients != 2 ||
+		rep.Cells[2].Style != "two-phase" || rep.Cells[4].Loop != "open" || rep.Cells[4].RatePerS != 40 || rep.Cells[4].Acceptances == 0 ||
 		rep.Cells[1].Queueing.Lambda <= 0 || rep.Cells[1].Queueing.DBCPU <= 0 {
 		t.Fatalf("report:\n%s", out)
 	}

@@ -75,8 +75,9 @@ func (r Rate) String() string {
 
 // The styles of a tail run.
 const (
-	stylePlain   = "plain"
-	styleDefault = "default"
+	stylePlain    = "plain"
+	styleDefault  = "default"
+	styleTwoPhase = "two-phase"
 )
 
 // tailCell is one cell of a tail run while it is measured.
@@ -105,7 +106,8 @@ func poolStat(store any) (int64, time.Duration) {
 }
 
 // RunTail performs a tail run: POST /v1/payments in the default
-// (one-transaction) style and, for comparison, plain, closed-loop at each
+// (one-transaction) style and, for comparison, plain and the two-phase
+// style, closed-loop at each
 // of cfg.Clients (default DefaultTailClients), then the default style
 // open-loop at each of cfg.Rates (default DefaultRates) with at most
 // cfg.Outstanding requests in flight. Every cell reports the latency of
@@ -185,21 +187,34 @@ func RunTail(ctx context.Context, cfg Config) (_ *TailReport, err error) {
 		return nil, err
 	}
 	defer stopDef()
+	// The two-phase style, on the same store, untimed: its reservation is
+	// not the default style's acceptance.
+	twoPhase, err := payments.New(ctx, payments.Config{Store: store, Database: db.kind, Auth: benchTokens(),
+		Logger: slog.New(slog.DiscardHandler), Registry: prometheus.NewRegistry()})
+	if err != nil {
+		return nil, err
+	}
+	twoURL, stopTwo, err := serve(twoPhase.Handler())
+	if err != nil {
+		return nil, err
+	}
+	defer stopTwo()
 	conns := max(slices.Max(cfg.Clients), outstanding, 16)
 	transport := &http.Transport{MaxIdleConns: 2 * conns, MaxIdleConnsPerHost: conns,
 		IdleConnTimeout: time.Minute, DisableCompression: true}
 	defer transport.CloseIdleConnections()
 	var rnd [4]byte
 	rand.Read(rnd[:])
-	t := &target{plainURL: plainURL + "/v1/payments", oneTxURL: defURL + "/v1/payments",
+	t := &target{plainURL: plainURL + "/v1/payments", oneTxURL: defURL + "/v1/payments", idemURL: twoURL + "/v1/payments",
 		client: &http.Client{Transport: transport}, store: store, svc: svc, runID: hex.EncodeToString(rnd[:])}
-	styleOp := map[string]op{stylePlain: t.op(variantPlain), styleDefault: t.op(variantFirstOneTx)}
+	styleOp := map[string]op{stylePlain: t.op(variantPlain), styleDefault: t.op(variantFirstOneTx),
+		styleTwoPhase: t.op(variantFirst)}
 
 	startLoad, haveLoad := machine.LoadAverage()
 	var seq atomic.Int64
 	var closed []*tailCell
 	for _, n := range cfg.Clients {
-		for _, s := range []string{stylePlain, styleDefault} {
+		for _, s := range []string{stylePlain, styleDefault, styleTwoPhase} {
 			closed = append(closed, &tailCell{TailCell: TailCell{Style: s, Loop: "closed", Clients: n}})
 		}
 	}

@@ -24,8 +24,8 @@ type TailReport struct {
 	Outstanding int `json:"outstanding"`
 	// TargetP99Ms is the default style's acceptance p99 target.
 	TargetP99Ms float64 `json:"target_p99_ms"`
-	// Cells holds the closed-loop cells (by client count, plain then
-	// default), then the open-loop ones in rate order.
+	// Cells holds the closed-loop cells (by client count: plain, default,
+	// two-phase), then the open-loop ones in rate order.
 	Cells []TailCell `json:"cells"`
 }
 
@@ -34,7 +34,8 @@ type TailReport struct {
 // rank over every answered request of every timed round; the open loop
 // counts them from the scheduled send time.
 type TailCell struct {
-	// Style is "plain" or "default" (the one-transaction style).
+	// Style is "plain", "default" (the one-transaction style) or
+	// "two-phase" (closed loop only).
 	Style string `json:"style"`
 	// Loop is "closed" or "open".
 	Loop    string `json:"loop"`
@@ -58,7 +59,7 @@ type TailCell struct {
 	P999Ms    float64 `json:"p999_ms"`
 	// AcceptP50Ms and AcceptP99Ms are the default style's acceptance time
 	// (Result.OneTxAcceptanceP99Ms's measure) over Acceptances requests;
-	// zero for plain.
+	// zero for the other styles.
 	AcceptP50Ms float64 `json:"accept_p50_ms"`
 	AcceptP99Ms float64 `json:"accept_p99_ms"`
 	Acceptances int     `json:"acceptances"`

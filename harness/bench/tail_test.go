@@ -247,10 +247,11 @@ func TestRunTailPostgres(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v\n%s", err, progress.String())
 	}
-	if !rep.DBCPUMeasured || rep.Pinning != nil || len(rep.Cells) != 4 {
+	if !rep.DBCPUMeasured || rep.Pinning != nil || len(rep.Cells) != 5 {
 		t.Fatalf("report %+v", rep)
 	}
-	want := []struct{ style, loop string }{{"plain", "closed"}, {"default", "closed"}, {"default", "open"}, {"default", "open"}}
+	want := []struct{ style, loop string }{{"plain", "closed"}, {"default", "closed"}, {"two-phase", "closed"},
+		{"default", "open"}, {"default", "open"}}
 	for i, c := range rep.Cells {
 		q := c.Queueing
 		if c.Style != want[i].style || c.Loop != want[i].loop || c.Requests <= 0 || c.RPS <= 0 || c.P99Ms < c.P50Ms ||
@@ -264,17 +265,17 @@ func TestRunTailPostgres(t *testing.T) {
 			t.Errorf("cell %d: loop %s, clients %d, bound %.3f", i, c.Loop, c.Clients, q.BoundMs)
 		}
 	}
-	if c := rep.Cells[2]; math.Abs(c.RatePerS-0.5*rep.Cells[1].RPS) > 1e-6 || c.RateOfMax != 0.5 {
+	if c := rep.Cells[3]; math.Abs(c.RatePerS-0.5*rep.Cells[1].RPS) > 1e-6 || c.RateOfMax != 0.5 {
 		t.Errorf("50%% of the default style's closed loop (%.1f/s) scheduled at %.1f/s", rep.Cells[1].RPS, c.RatePerS)
 	}
-	if c := rep.Cells[3]; c.RatePerS != 50 || c.Scheduled != 10 {
+	if c := rep.Cells[4]; c.RatePerS != 50 || c.Scheduled != 10 {
 		t.Errorf("50/s for 200ms scheduled %d at %.1f/s, want 10", c.Scheduled, c.RatePerS)
 	}
 	var table bytes.Buffer
 	if err := rep.WriteTable(&table); err != nil {
 		t.Fatal(err)
 	}
-	for _, s := range []string{"not pinned", "default, 3 clients", "plain, 3 clients", "(50%)", "default, 50/s", "Little's law"} {
+	for _, s := range []string{"not pinned", "default, 3 clients", "plain, 3 clients", "two-phase, 3 clients", "(50%)", "default, 50/s", "Little's law"} {
 		if !strings.Contains(table.String(), s) {
 			t.Errorf("table lacks %q:\n%s", s, table.String())
 		}
