@@ -300,3 +300,47 @@ func TestParseRate(t *testing.T) {
 		}
 	}
 }
+
+// TestRunPinned: the main run honours Config.Pin — its report records
+// where the processes ran and its table says so — and leaves PostgreSQL
+// on the CPUs it had. Not parallel: it moves this test binary's threads.
+func TestRunPinned(t *testing.T) {
+	if runtime.NumCPU() < 2 {
+		t.Skip("one CPU: nothing to pin apart")
+	}
+	dsn := pgtest.DSN(t)
+	ctx := context.Background()
+	db, err := newFreshDB(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pm, err := postmasterPID(ctx, db.conn)
+	db.drop(ctx)
+	if err != nil {
+		t.Skipf("PostgreSQL is not a process this test can see: %v", err)
+	}
+	was := allowedCPUs(t, pm)
+	cfg := tinyConfig(dsn)
+	cfg.Clients, cfg.Rounds, cfg.Pin = []int{2}, 1, "auto"
+	rep, err := Run(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Pinning == nil || len(rep.Pinning.Bench) == 0 || len(rep.Pinning.DB) == 0 || rep.Pinning.DBProcesses < 2 {
+		t.Fatalf("pinning %+v", rep.Pinning)
+	}
+	var table bytes.Buffer
+	if err := rep.WriteTable(&table); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(table.String(), "\npinned: bench process (servers + load generator) on CPU ") {
+		t.Errorf("table does not say where the processes ran:\n%s", table.String())
+	}
+	if got := allowedCPUs(t, pm); got != was {
+		t.Errorf("after the run the postmaster is on CPUs %q, was %q", got, was)
+	}
+	cfg.Pin = "bench=0,db=0"
+	if _, err := Run(ctx, cfg); err == nil || !strings.Contains(err.Error(), "in both sets") {
+		t.Errorf("overlapping pin: %v", err)
+	}
+}
