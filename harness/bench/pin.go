@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -20,7 +21,8 @@ import (
 // postmaster with every process it started, present and future (a new
 // backend inherits the postmaster's CPUs).
 type Pinning struct {
-	// CPUs is the machine's CPU count.
+	// CPUs is how many CPUs the bench process could use before it was
+	// pinned (usableCPUs), which the two sets are taken from.
 	CPUs int `json:"cpus"`
 	// Bench and DB are the CPUs of the bench process and of PostgreSQL.
 	Bench []int `json:"bench_cpus"`
@@ -37,26 +39,23 @@ func (p *Pinning) String() string {
 		cpuList(p.Bench), cpuList(p.DB), p.CPUs)
 }
 
-// parsePin parses Config.Pin for a machine of ncpu CPUs: "auto" gives
-// PostgreSQL the upper half of the CPUs (rounded down, at least one) and
-// the bench process the rest — on 2 CPUs, bench 0 and PostgreSQL 1;
-// "bench=LIST,db=LIST" with LIST a CPU number or a range N-M (several
-// joined by +: "0+2") names them. The two sets must not overlap and every
-// CPU must exist; fewer than 2 CPUs leave nothing to separate.
-func parsePin(spec string, ncpu int) (*Pinning, error) {
-	if ncpu < 2 {
-		return nil, fmt.Errorf("bench: --pin needs at least 2 CPUs to separate the bench process from PostgreSQL; this machine has %d", ncpu)
+// parsePin parses Config.Pin for a process allowed to run on the CPUs
+// usable (at least one, ascending): "auto" gives PostgreSQL the upper half
+// of them (rounded down, at least one) and the bench process the rest —
+// on 2 CPUs, bench 0 and PostgreSQL 1; "bench=LIST,db=LIST" with LIST a
+// CPU number or a range N-M (several joined by +: "0+2") names them. The
+// two sets must not overlap and every CPU must be usable; fewer than 2
+// usable CPUs leave nothing to separate.
+func parsePin(spec string, usable []int) (*Pinning, error) {
+	if len(usable) < 2 {
+		return nil, fmt.Errorf("bench: --pin needs at least 2 CPUs to separate the bench process from PostgreSQL; this process may use %d (%s)",
+			len(usable), cpuList(usable))
 	}
-	p := &Pinning{CPUs: ncpu}
+	p := &Pinning{CPUs: len(usable)}
 	if spec == "auto" {
-		half := ncpu / 2
-		for c := range ncpu {
-			if c < ncpu-half {
-				p.Bench = append(p.Bench, c)
-			} else {
-				p.DB = append(p.DB, c)
-			}
-		}
+		half := len(usable) / 2
+		p.Bench = slices.Clone(usable[:len(usable)-half])
+		p.DB = slices.Clone(usable[len(usable)-half:])
 		return p, nil
 	}
 	for part := range strings.SplitSeq(spec, ",") {
@@ -64,7 +63,7 @@ func parsePin(spec string, ncpu int) (*Pinning, error) {
 		if !ok {
 			return nil, fmt.Errorf("bench: --pin %q: want auto or bench=LIST,db=LIST (LIST: N, N-M, joined by +): no = in %q", spec, part)
 		}
-		cpus, err := parseCPUs(list, ncpu)
+		cpus, err := parseCPUs(list, usable)
 		if err != nil {
 			return nil, fmt.Errorf("bench: --pin %q: %w", spec, err)
 		}
@@ -81,34 +80,81 @@ func parsePin(spec string, ncpu int) (*Pinning, error) {
 		return nil, fmt.Errorf("bench: --pin %q: name both bench= and db=", spec)
 	}
 	for _, c := range p.Bench {
-		for _, d := range p.DB {
-			if c == d {
-				return nil, fmt.Errorf("bench: --pin %q: CPU %d is in both sets", spec, c)
-			}
+		if slices.Contains(p.DB, c) {
+			return nil, fmt.Errorf("bench: --pin %q: CPU %d is in both sets", spec, c)
 		}
 	}
 	return p, nil
 }
 
-// parseCPUs parses "0", "2-3" or "0+2-3" into CPU numbers below ncpu.
-func parseCPUs(list string, ncpu int) ([]int, error) {
+// parseCPUs parses "0", "2-3" or "0+2-3" into CPU numbers, each of them
+// usable; a range's separator is "-" as in taskset's lists.
+func parseCPUs(list string, usable []int) ([]int, error) {
 	var out []int
 	for r := range strings.SplitSeq(list, "+") {
-		lo, hi, isRange := strings.Cut(r, "-")
-		a, err1 := strconv.Atoi(lo)
-		b := a
-		var err2 error
-		if isRange {
-			b, err2 = strconv.Atoi(hi)
+		cpus, err := parseRange(r)
+		if err != nil {
+			return nil, fmt.Errorf("CPU list %q: %q is not a CPU or a range N-M", list, r)
 		}
-		if err1 != nil || err2 != nil || a < 0 || b < a || b >= ncpu {
-			return nil, fmt.Errorf("CPU list %q: %q is not CPUs 0 to %d", list, r, ncpu-1)
+		for _, c := range cpus {
+			if !slices.Contains(usable, c) {
+				return nil, fmt.Errorf("CPU list %q: CPU %d is not one this process may use (%s)", list, c, cpuList(usable))
+			}
 		}
-		for c := a; c <= b; c++ {
-			out = append(out, c)
-		}
+		out = append(out, cpus...)
 	}
 	return out, nil
+}
+
+// parseRange parses "3" or "2-5" into the CPU numbers it names.
+func parseRange(r string) ([]int, error) {
+	lo, hi, isRange := strings.Cut(r, "-")
+	a, err := strconv.Atoi(lo)
+	if err != nil || a < 0 {
+		return nil, errors.New("bad CPU")
+	}
+	b := a
+	if isRange {
+		if b, err = strconv.Atoi(hi); err != nil || b < a {
+			return nil, errors.New("bad range")
+		}
+	}
+	var out []int
+	for c := a; c <= b; c++ {
+		out = append(out, c)
+	}
+	return out, nil
+}
+
+// usableCPUs returns the CPUs this process may run on, ascending: its
+// Cpus_allowed_list in /proc/self/status (taskset's list form, "0-3,6"),
+// or, where that cannot be read, 0 to runtime.NumCPU()-1.
+func usableCPUs() []int {
+	if b, err := os.ReadFile("/proc/self/status"); err == nil {
+		for l := range strings.SplitSeq(string(b), "\n") {
+			v, ok := strings.CutPrefix(l, "Cpus_allowed_list:")
+			if !ok {
+				continue
+			}
+			var out []int
+			for r := range strings.SplitSeq(strings.TrimSpace(v), ",") {
+				cpus, err := parseRange(r)
+				if err != nil {
+					out = nil
+					break
+				}
+				out = append(out, cpus...)
+			}
+			if len(out) > 0 {
+				return out
+			}
+		}
+	}
+	out := make([]int, runtime.NumCPU())
+	for i := range out {
+		out[i] = i
+	}
+	return out
 }
 
 // cpuList formats CPU numbers for taskset -c: "0,2,3".
@@ -206,7 +252,7 @@ func (cfg Config) pinFor(ctx context.Context, db *freshDB) (*Pinning, func(), er
 	if cfg.Pin == "" {
 		return nil, func() {}, nil
 	}
-	p, err := parsePin(cfg.Pin, runtime.NumCPU())
+	p, err := parsePin(cfg.Pin, usableCPUs())
 	if err != nil {
 		return nil, nil, err
 	}

@@ -117,41 +117,51 @@ func TestLittlesLaw(t *testing.T) {
 	}
 }
 
-// TestParsePin: auto splits the CPUs (PostgreSQL the upper half), lists
-// name them, and what cannot be pinned apart is refused.
+// TestParsePin: auto splits the usable CPUs (PostgreSQL the upper half),
+// lists name them, and what cannot be pinned apart is refused.
 func TestParsePin(t *testing.T) {
 	t.Parallel()
+	upTo := func(n int) []int {
+		out := make([]int, n)
+		for i := range out {
+			out[i] = i
+		}
+		return out
+	}
 	for _, tc := range []struct {
 		spec      string
-		ncpu      int
+		usable    []int
 		bench, db []int
 	}{
-		{"auto", 2, []int{0}, []int{1}},
-		{"auto", 3, []int{0, 1}, []int{2}},
-		{"auto", 8, []int{0, 1, 2, 3}, []int{4, 5, 6, 7}},
-		{"bench=0,db=1-2", 4, []int{0}, []int{1, 2}},
-		{"db=3,bench=0+2", 4, []int{0, 2}, []int{3}},
+		{"auto", upTo(2), []int{0}, []int{1}},
+		{"auto", upTo(3), []int{0, 1}, []int{2}},
+		{"auto", upTo(8), []int{0, 1, 2, 3}, []int{4, 5, 6, 7}},
+		{"auto", []int{4, 5}, []int{4}, []int{5}}, // started under taskset -c 4,5
+		{"bench=0,db=1-2", upTo(4), []int{0}, []int{1, 2}},
+		{"db=3,bench=0+2", upTo(4), []int{0, 2}, []int{3}},
 	} {
-		p, err := parsePin(tc.spec, tc.ncpu)
-		if err != nil || !slices.Equal(p.Bench, tc.bench) || !slices.Equal(p.DB, tc.db) || p.CPUs != tc.ncpu {
-			t.Errorf("parsePin(%q, %d) = %+v, %v; want bench %v, db %v", tc.spec, tc.ncpu, p, err, tc.bench, tc.db)
+		p, err := parsePin(tc.spec, tc.usable)
+		if err != nil || !slices.Equal(p.Bench, tc.bench) || !slices.Equal(p.DB, tc.db) || p.CPUs != len(tc.usable) {
+			t.Errorf("parsePin(%q, %v) = %+v, %v; want bench %v, db %v", tc.spec, tc.usable, p, err, tc.bench, tc.db)
 		}
 	}
 	for _, tc := range []struct {
-		spec string
-		ncpu int
-		want string
+		spec   string
+		usable []int
+		want   string
 	}{
-		{"auto", 1, "at least 2 CPUs"},
-		{"bench=0,db=0", 2, "CPU 0 is in both sets"},
-		{"bench=0,db=2", 2, "not CPUs 0 to 1"},
-		{"bench=0", 2, "name both"},
-		{"server=0,db=1", 2, `unknown part "server"`},
-		{"bench=1-0,db=1", 2, "not CPUs"},
-		{"bench", 2, "no = in"},
+		{"auto", upTo(1), "at least 2 CPUs"},
+		{"bench=0,db=0", upTo(2), "CPU 0 is in both sets"},
+		{"bench=0,db=2", upTo(2), "CPU 2 is not one this process may use"},
+		{"bench=0,db=1", []int{4, 5}, "CPU 0 is not one this process may use"},
+		{"bench=0", upTo(2), "name both"},
+		{"server=0,db=1", upTo(2), `unknown part "server"`},
+		{"bench=1-0,db=1", upTo(2), "not a CPU or a range"},
+		{"bench=x,db=1", upTo(2), "not a CPU or a range"},
+		{"bench", upTo(2), "no = in"},
 	} {
-		if _, err := parsePin(tc.spec, tc.ncpu); err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("parsePin(%q, %d): %v, want an error with %q", tc.spec, tc.ncpu, err, tc.want)
+		if _, err := parsePin(tc.spec, tc.usable); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("parsePin(%q, %v): %v, want an error with %q", tc.spec, tc.usable, err, tc.want)
 		}
 	}
 	if got := tasksetArgs(1234, cpuList([]int{0, 2})); !slices.Equal(got, []string{"-a", "-p", "-c", "0,2", "1234"}) {
