@@ -84,6 +84,7 @@ const (
 type tailCell struct {
 	TailCell
 	lat, accept samples
+	parts       acceptParts
 	sojourn     time.Duration // Σ latency over the timed rounds
 	elapsed     time.Duration // Σ timed elapsed
 	use         cpuUse        // Σ over the timed rounds
@@ -243,9 +244,10 @@ func RunTail(ctx context.Context, cfg Config) (_ *TailReport, err error) {
 			return err
 		}
 		acq0, wait0 := poolStat(store)
-		var stop func()
+		stop := func() {}
 		if c.Style == styleDefault {
-			stop = timed.record(&c.accept)
+			stopAll, stopParts := timed.record(&c.accept), timed.recordParts(&c.parts)
+			stop = func() { stopAll(); stopParts() }
 		}
 		var w openWindow
 		if c.Loop == "closed" {
@@ -255,9 +257,7 @@ func RunTail(ctx context.Context, cfg Config) (_ *TailReport, err error) {
 		} else {
 			w, err = driveOpen(ctx, rate, cfg.Duration, outstanding, &seq, do, &c.lat)
 		}
-		if stop != nil {
-			stop()
-		}
+		stop()
 		if err != nil {
 			return fmt.Errorf("bench: %s, round %d: %w", name, round+1, err)
 		}
@@ -329,6 +329,10 @@ func (c *tailCell) summarise(rep *TailReport, cfg Config) {
 	c.P999Ms, _ = c.lat.quantile(0.999)
 	c.AcceptP50Ms, _ = c.accept.quantile(0.50)
 	c.AcceptP99Ms, c.Acceptances = c.accept.quantile(0.99)
+	c.LookupP50Ms, _ = c.parts.lookup.quantile(0.50)
+	c.LookupP99Ms, _ = c.parts.lookup.quantile(0.99)
+	c.CommitP50Ms, _ = c.parts.rest.quantile(0.50)
+	c.CommitP99Ms, _ = c.parts.rest.quantile(0.99)
 	clients := 0
 	if c.Loop == "closed" {
 		clients = c.Clients

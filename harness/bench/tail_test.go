@@ -271,6 +271,13 @@ func TestRunTailPostgres(t *testing.T) {
 		if (c.Style == "default") != (c.Acceptances > 0 && c.AcceptP99Ms >= c.AcceptP50Ms && c.AcceptP50Ms > 0) {
 			t.Errorf("cell %d: acceptance %d, p50 %.2f, p99 %.2f", i, c.Acceptances, c.AcceptP50Ms, c.AcceptP99Ms)
 		}
+		// The two parts are each part of the whole: neither median can
+		// exceed the whole's largest, and both are measured.
+		if c.Style == "default" && (c.LookupP50Ms <= 0 || c.CommitP50Ms <= 0 || c.LookupP99Ms < c.LookupP50Ms ||
+			c.CommitP99Ms < c.CommitP50Ms || c.LookupP50Ms > c.AcceptP50Ms || c.CommitP50Ms > c.AcceptP50Ms) {
+			t.Errorf("cell %d: acceptance p50 %.3f, lookup %.3f/%.3f, commit %.3f/%.3f", i, c.AcceptP50Ms,
+				c.LookupP50Ms, c.LookupP99Ms, c.CommitP50Ms, c.CommitP99Ms)
+		}
 		if (c.Loop == "closed") != (q.BoundMs > 0) || (c.Loop == "closed") != (c.Clients == 3) {
 			t.Errorf("cell %d: loop %s, clients %d, bound %.3f", i, c.Loop, c.Clients, q.BoundMs)
 		}

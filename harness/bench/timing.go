@@ -25,8 +25,14 @@ import (
 // on 2 cores): well under 1 %, so the samples are not kept per client.
 type timedStore struct {
 	registry.Store
-	into atomic.Pointer[samples] // nil: not recording
+	into  atomic.Pointer[samples]     // nil: not recording
+	parts atomic.Pointer[acceptParts] // nil: acceptance not split
 }
+
+// acceptParts splits the one-transaction acceptance time: the scope
+// lookups (Get) and the rest (ExecuteOnce's own part: the record insert,
+// the durable COMMIT, a wait for a concurrent winner).
+type acceptParts struct{ lookup, rest samples }
 
 func (s *timedStore) Reserve(ctx context.Context, c registry.Claim) (registry.Record, bool, error) {
 	start := time.Now()
@@ -48,7 +54,7 @@ type acceptanceKey struct{}
 // statement, so waiting for it is handler time unless the handler ran
 // none). A request's calls run one after the
 // other on its goroutine, so it needs no lock.
-type acceptance struct{ d time.Duration }
+type acceptance struct{ d, lookup time.Duration }
 
 // timeAcceptance wraps the one-transaction server's handler: every
 // request gets an acceptance in its context, and when it has been
@@ -61,6 +67,10 @@ func (s *timedStore) timeAcceptance(h http.Handler) http.Handler {
 		if into := s.into.Load(); into != nil && a.d > 0 {
 			into.add(a.d)
 		}
+		if parts := s.parts.Load(); parts != nil && a.d > 0 {
+			parts.lookup.add(a.lookup)
+			parts.rest.add(a.d - a.lookup)
+		}
 	})
 }
 
@@ -68,7 +78,9 @@ func (s *timedStore) Get(ctx context.Context, scope idem.ScopeHash) (registry.Re
 	start := time.Now()
 	rec, err := s.Store.Get(ctx, scope)
 	if a, ok := ctx.Value(acceptanceKey{}).(*acceptance); ok {
-		a.d += time.Since(start)
+		d := time.Since(start)
+		a.d += d
+		a.lookup += d
 	}
 	return rec, err
 }
@@ -95,6 +107,13 @@ func (s *timedStore) ExecuteOnce(ctx context.Context, c registry.Claim, fn regis
 func (s *timedStore) record(into *samples) (stop func()) {
 	s.into.Store(into)
 	return func() { s.into.Store(nil) }
+}
+
+// recordParts makes the one-transaction acceptance times, split into
+// lookup and the rest, go to into until the returned function is called.
+func (s *timedStore) recordParts(into *acceptParts) (stop func()) {
+	s.parts.Store(into)
+	return func() { s.parts.Store(nil) }
 }
 
 // samples collects durations; safe for concurrent use.
