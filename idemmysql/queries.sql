@@ -82,7 +82,10 @@ SELECT scope, operation_id, operation, owner, fingerprint, contract, state,
        owner_gen, writer_epoch, lease_until, expires_at, created_at, updated_at,
        resp_status, resp_media_type, resp_location, resp_etag, resp_body, resp_digest, resp_key,
        retired_at, tombstone_until, tombstone_ttl, tenant_hash
-FROM idem_operations WHERE operation_id = $1;
+FROM idem_operations
+-- byte for byte: a parameter compares under the connection's collation,
+-- which folds case
+WHERE operation_id = $1 AND CAST(operation_id AS BINARY) = CAST($1 AS BINARY);
 
 -- name: CompleteOperation
 -- The fenced compare-and-set to a terminal state; no row matched means
