@@ -59,8 +59,10 @@ func TestOperationIDUnguessable(t *testing.T) {
 }
 
 // TestOperationIDLeadsToScope: the scope range an ID names holds its own
-// scope and no scope of another prefix; IDs sort by time, and after every
-// ID of the legacy layout; legacy and malformed IDs name no range.
+// scope and no scope of another prefix (the ID carries 40 bits of the
+// scope hash, nothing of the key); IDs sort by time, and after every ID
+// of the legacy layout; legacy and malformed IDs name no range.
+// Proves threat:scope-prefix-in-id (docs/threat-model.md).
 func TestOperationIDLeadsToScope(t *testing.T) {
 	t.Parallel()
 	now := time.UnixMilli(1_900_000_000_000)
@@ -71,16 +73,16 @@ func TestOperationIDLeadsToScope(t *testing.T) {
 	id := idem.NewOperationID(now, scope)
 	lo, hi, ok := idem.OperationIDScopeRange(id)
 	if !ok || bytes.Compare(lo[:], scope[:]) > 0 || bytes.Compare(scope[:], hi[:]) > 0 {
-		t.Fatalf("ID %q names the range %x…%x (ok %v), which misses its scope %x", id, lo, hi, ok, scope)
+		t.Fatalf("ID %q names the range %x…%x (ok %v), which misses its scope %x", id, lo[:], hi[:], ok, scope[:])
 	}
 	other := scope
 	other[idem.ScopePrefixLen-1]++
 	if bytes.Compare(other[:], hi[:]) <= 0 {
-		t.Errorf("the range of %q holds %x, a scope of another prefix", id, other)
+		t.Errorf("the range of %q holds %x, a scope of another prefix", id, other[:])
 	}
 	var zero idem.ScopeHash
 	if lo, hi, _ := idem.OperationIDScopeRange(idem.NewOperationID(now, zero)); lo != zero || hi[idem.ScopePrefixLen-1] != 0 || hi[idem.ScopePrefixLen] != 0xFF {
-		t.Errorf("the zero scope's range is %x…%x", lo, hi)
+		t.Errorf("the zero scope's range is %x…%x", lo[:], hi[:])
 	}
 
 	legacy := "op_01KBX3Q0ZJ5Y4Z3W2V1T0S9R8Q"

@@ -31,15 +31,16 @@ const insertCopy = `INSERT INTO idem_operations (scope, operation_id, operation,
 // idempg's migration 026, idemsqlite's 021 and idemmysql's 012), and stay
 // unique: a second record with a legacy ID already held is refused.
 //
-// Proves threat:guessed-operation-ids (docs/threat-model.md): the scope
-// prefix never stands in for the random part.
+// Proves threat:guessed-operation-ids and threat:scope-prefix-in-id
+// (docs/threat-model.md): the scope prefix never stands in for the random
+// part, and a record is found by its whole ID only.
 func testGetByIDScopeLed(t *testing.T, nh NewHarness) {
 	e := setup(t, nh)
 	c := e.claim("conformance.opid")
 	rec := e.reserve(c)
 	lo, hi, ok := idem.OperationIDScopeRange(rec.OperationID)
 	if !ok || bytes.Compare(lo[:], c.Scope[:]) > 0 || bytes.Compare(c.Scope[:], hi[:]) > 0 {
-		t.Fatalf("operation ID %q does not lead to its scope %x", rec.OperationID, c.Scope)
+		t.Fatalf("operation ID %q does not lead to its scope %x", rec.OperationID, c.Scope[:])
 	}
 
 	// A second record whose scope shares the first one's prefix.
@@ -52,7 +53,7 @@ func testGetByIDScopeLed(t *testing.T, nh NewHarness) {
 	for _, want := range []registry.Record{rec, rec2} {
 		got, err := e.h.Store.GetByID(e.ctx, want.OperationID)
 		if err != nil || got.Scope != want.Scope || got.OperationID != want.OperationID {
-			t.Errorf("GetByID(%q) = scope %x, ID %q, %v; want scope %x", want.OperationID, got.Scope, got.OperationID, err, want.Scope)
+			t.Errorf("GetByID(%q) = scope %x, ID %q, %v; want scope %x", want.OperationID, got.Scope[:], got.OperationID, err, want.Scope[:])
 		}
 	}
 
@@ -79,7 +80,7 @@ func testGetByIDScopeLed(t *testing.T, nh NewHarness) {
 		}
 		got, err := e.h.Store.GetByID(e.ctx, id)
 		if err != nil || got.Scope != scope || got.OperationID != id {
-			t.Errorf("GetByID(%q) = scope %x, %v; want the record of scope %x", id, got.Scope, err, scope)
+			t.Errorf("GetByID(%q) = scope %x, %v; want the record of scope %x", id, got.Scope[:], err, scope[:])
 		}
 	}
 	if got, err := e.h.Store.GetByID(e.ctx, "op_01"+e.crockford(24)); !errors.Is(err, registry.ErrNotFound) {

@@ -129,7 +129,7 @@ func testGetByIDAndTimestamps(t *testing.T, nh NewHarness) {
 	}
 	checkReads(e, rec)
 	if lo, hi, ok := idem.OperationIDScopeRange(rec.OperationID); !ok || lo[0] != c.Scope[0] || hi[0] != c.Scope[0] {
-		t.Errorf("operation ID %q is not an idem operation ID leading to its scope %x", rec.OperationID, c.Scope)
+		t.Errorf("operation ID %q is not an idem operation ID leading to its scope %x", rec.OperationID, c.Scope[:])
 	}
 
 	e.setNow(base.Add(10 * time.Second))
