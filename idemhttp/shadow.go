@@ -72,7 +72,7 @@ func (m *Middleware) plain(w http.ResponseWriter, r *http.Request, next http.Han
 	err := m.Store.InTx(r.Context(), func(ctx context.Context, tx registry.Tx) error {
 		// A fresh operation ID that no record holds, so that a handler
 		// deriving resource IDs from it works as it does under enforce.
-		e := &execution{tx: tx, payload: payload, caller: caller, plain: true, rec: registry.Record{OperationID: idem.NewOperationID(time.Now())}}
+		e := &execution{tx: tx, payload: payload, caller: caller, plain: true, rec: registry.Record{OperationID: idem.NewOperationID(time.Now(), idem.ScopeHash{})}}
 		r2 := r.WithContext(withExecution(ctx, e))
 		if perr := callHandler(next, rw, r2); perr != nil {
 			m.log().Error("handler panicked", "operation", m.Operation.Name, "panic", perr)

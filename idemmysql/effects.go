@@ -155,7 +155,7 @@ func (s *Store) Reconcile(ctx context.Context, operationID string, r registry.Re
 			return err
 		}
 		n, err := exec(ctx, tx, effectQueries.Get("ReconcileOperation"), now, operationID, string(r.Outcome),
-			resp.Status, resp.MediaType, resp.Location, resp.ETag, body, digest[:], key)
+			resp.Status, resp.MediaType, resp.Location, resp.ETag, body, digest[:], key, scope)
 		if err != nil {
 			return err
 		}

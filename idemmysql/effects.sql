@@ -53,23 +53,40 @@ WHERE scope = $2 AND operation_id = $3 AND owner_gen = $4 AND state = 'EXECUTING
 
 -- name: ReconcileOperation
 -- The compare-and-set from UNKNOWN to the outcome, with the response;
--- retention counts from settlement.
+-- retention counts from settlement. $11 is the scope OperationScope read
+-- (migration 012: the primary key finds the record).
 UPDATE idem_operations
 SET state = $3, resp_status = $4, resp_media_type = $5, resp_location = $6, resp_etag = $7,
     resp_body = coalesce($8, x''), resp_digest = $9, resp_key = $10,
     expires_at = coalesce($1, CAST(UNIX_TIMESTAMP(NOW(6)) * 1000000 AS SIGNED)) + (expires_at - created_at),
     updated_at = coalesce($1, CAST(UNIX_TIMESTAMP(NOW(6)) * 1000000 AS SIGNED))
-WHERE operation_id = $2 AND state = 'UNKNOWN';
+WHERE scope = $11 AND operation_id = $2 AND state = 'UNKNOWN';
 
 -- name: ReconcileLog
 INSERT INTO idem_reconciliations (operation_id, outcome, method, actor, evidence, created_at)
 VALUES ($2, $3, $4, $5, $6, $1);
 
 -- name: OperationExists
-SELECT count(*) FROM idem_operations WHERE operation_id = $1;
+-- Through the primary key or the legacy table, as queries.sql's GetByID.
+SELECT count(*) FROM (
+SELECT scope FROM idem_operations
+WHERE scope BETWEEN IF(CHAR_LENGTH($1) = 40 AND LEFT($1, 4) = 'op_1', RPAD(UNHEX(SUBSTRING($1, 15, 10)), 32, X'00'), NULL)
+                AND IF(CHAR_LENGTH($1) = 40 AND LEFT($1, 4) = 'op_1', RPAD(UNHEX(SUBSTRING($1, 15, 10)), 32, X'FF'), NULL)
+  AND CAST(operation_id AS BINARY) = CAST($1 AS BINARY)
+UNION ALL
+SELECT o.scope FROM idem_legacy_operation_ids l JOIN idem_operations o ON o.scope = l.scope
+WHERE l.operation_id = $1 AND CAST(o.operation_id AS BINARY) = CAST($1 AS BINARY)
+) AS found;
 
 -- name: OperationScope
-SELECT scope FROM idem_operations WHERE operation_id = $1;
+-- Through the primary key or the legacy table, as queries.sql's GetByID.
+SELECT scope FROM idem_operations
+WHERE scope BETWEEN IF(CHAR_LENGTH($1) = 40 AND LEFT($1, 4) = 'op_1', RPAD(UNHEX(SUBSTRING($1, 15, 10)), 32, X'00'), NULL)
+                AND IF(CHAR_LENGTH($1) = 40 AND LEFT($1, 4) = 'op_1', RPAD(UNHEX(SUBSTRING($1, 15, 10)), 32, X'FF'), NULL)
+  AND CAST(operation_id AS BINARY) = CAST($1 AS BINARY)
+UNION ALL
+SELECT o.scope FROM idem_legacy_operation_ids l JOIN idem_operations o ON o.scope = l.scope
+WHERE l.operation_id = $1 AND CAST(o.operation_id AS BINARY) = CAST($1 AS BINARY);
 
 -- name: Reconciliations
 SELECT id, operation_id, outcome, method, actor, evidence, created_at

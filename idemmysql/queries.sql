@@ -78,11 +78,26 @@ SELECT scope, operation_id, operation, owner, fingerprint, contract, state,
 FROM idem_operations WHERE scope = $1;
 
 -- name: GetByID
+-- Through the primary key (migration 012): the scopes of the ID's
+-- prefix, then the whole ID byte for byte (a parameter compares under the
+-- connection's collation, which folds case); or, for an ID that does not
+-- lead to its scope, the scope idem_legacy_operation_ids holds. A
+-- malformed ID names no scope and finds nothing.
 SELECT scope, operation_id, operation, owner, fingerprint, contract, state,
        owner_gen, writer_epoch, lease_until, expires_at, created_at, updated_at,
        resp_status, resp_media_type, resp_location, resp_etag, resp_body, resp_digest, resp_key,
        retired_at, tombstone_until, tombstone_ttl, tenant_hash
-FROM idem_operations WHERE operation_id = $1;
+FROM idem_operations
+WHERE scope BETWEEN IF(CHAR_LENGTH($1) = 40 AND LEFT($1, 4) = 'op_1', RPAD(UNHEX(SUBSTRING($1, 15, 10)), 32, X'00'), NULL)
+                AND IF(CHAR_LENGTH($1) = 40 AND LEFT($1, 4) = 'op_1', RPAD(UNHEX(SUBSTRING($1, 15, 10)), 32, X'FF'), NULL)
+  AND CAST(operation_id AS BINARY) = CAST($1 AS BINARY)
+UNION ALL
+SELECT o.scope, o.operation_id, o.operation, o.owner, o.fingerprint, o.contract, o.state,
+       o.owner_gen, o.writer_epoch, o.lease_until, o.expires_at, o.created_at, o.updated_at,
+       o.resp_status, o.resp_media_type, o.resp_location, o.resp_etag, o.resp_body, o.resp_digest, o.resp_key,
+       o.retired_at, o.tombstone_until, o.tombstone_ttl, o.tenant_hash
+FROM idem_legacy_operation_ids l JOIN idem_operations o ON o.scope = l.scope
+WHERE l.operation_id = $1 AND CAST(o.operation_id AS BINARY) = CAST($1 AS BINARY);
 
 -- name: CompleteOperation
 -- The fenced compare-and-set to a terminal state; no row matched means
@@ -132,7 +147,12 @@ WHERE published_at IS NULL AND dead_at IS NULL
   AND (claimed_until IS NULL OR claimed_until <= coalesce($1, CAST(UNIX_TIMESTAMP(NOW(6)) * 1000000 AS SIGNED)))
   AND (NOT EXISTS (SELECT 1 FROM idem_tenant_fences)
        OR NOT EXISTS (SELECT 1 FROM idem_tenant_fences f JOIN idem_operations o ON o.tenant_hash = f.tenant_hash
-                      WHERE o.operation_id = idem_outbox.operation_id))
+                      WHERE o.scope BETWEEN RPAD(UNHEX(SUBSTRING(idem_outbox.operation_id, 15, 10)), 32, X'00')
+                                        AND RPAD(UNHEX(SUBSTRING(idem_outbox.operation_id, 15, 10)), 32, X'FF')
+                        AND o.operation_id = idem_outbox.operation_id)
+       AND NOT EXISTS (SELECT 1 FROM idem_tenant_fences f JOIN idem_operations o ON o.tenant_hash = f.tenant_hash
+                      JOIN idem_legacy_operation_ids l ON l.scope = o.scope
+                      WHERE l.operation_id = idem_outbox.operation_id AND o.operation_id = idem_outbox.operation_id))
 ORDER BY seq LIMIT $2
 FOR UPDATE SKIP LOCKED;
 

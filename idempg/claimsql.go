@@ -26,7 +26,7 @@ import (
 // Round trips: the claim and the outcome one each, as ClaimAndExecute's.
 func (s *Store) ClaimAndExecuteSQL(ctx context.Context, tx *sql.Tx, c registry.Claim, fn registry.BusinessFunc) (registry.Result, error) {
 	now, goNow := s.clock()
-	query, args := "Claim", claimArgs(c, idem.NewOperationID(goNow), now)
+	query, args := "Claim", claimArgs(c, idem.NewOperationID(goNow, c.Scope), now)
 	if c.MaxActive > 0 {
 		query, args = "ClaimLimited", append(args, c.MaxActive)
 	}

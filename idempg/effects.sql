@@ -114,7 +114,7 @@ upd AS (
         resp_digest = $8::bytea, resp_key = $16::text, updated_at = clock.t,
         expires_at = clock.t + (o.expires_at - o.created_at) -- retention from settlement (migration 015)
     FROM clock
-    WHERE o.operation_id = $1 AND o.state = 'UNKNOWN'
+    WHERE o.scope BETWEEN idem_id_scope_lo($1) AND idem_id_scope_hi($1) AND o.operation_id = $1 AND o.state = 'UNKNOWN'
     RETURNING o.operation_id
 ),
 outbox AS (
@@ -130,7 +130,8 @@ FROM upd, clock
 RETURNING id;
 
 -- name: OperationExists
-SELECT EXISTS (SELECT 1 FROM idem_operations WHERE operation_id = $1);
+SELECT EXISTS (SELECT 1 FROM idem_operations
+               WHERE scope BETWEEN idem_id_scope_lo($1) AND idem_id_scope_hi($1) AND operation_id = $1);
 
 -- name: Reconciliations
 SELECT id, operation_id, outcome, method, actor, evidence, created_at
@@ -186,4 +187,5 @@ WHERE o.state = 'UNKNOWN' AND $1::text = 'UNKNOWN'
 -- name: OperationScope
 -- $1 operation_id: the record's scope, which the associated data of its
 -- sealed response body names (registry.ResponseAAD).
-SELECT scope FROM idem_operations WHERE operation_id = $1;
+SELECT scope FROM idem_operations
+WHERE scope BETWEEN idem_id_scope_lo($1) AND idem_id_scope_hi($1) AND operation_id = $1;

@@ -193,7 +193,9 @@ SELECT scope, operation_id, operation, owner, fingerprint, contract, state, owne
        resp_media_type, resp_location, resp_etag, resp_body, resp_digest, resp_key,
        retired_at, tombstone_until, tombstone_ttl, tenant_hash
 FROM idem_operations
-WHERE operation_id = $1;
+-- Through the primary key (migration 026): the scopes the ID leads to,
+-- then the full ID; a malformed ID names no scope and finds nothing.
+WHERE scope BETWEEN idem_id_scope_lo($1) AND idem_id_scope_hi($1) AND operation_id = $1;
 
 -- name: Finish
 -- The fenced compare-and-set that records an outcome, plus its outbox rows,
@@ -374,7 +376,8 @@ claimed AS (
           AND (claimed_until IS NULL OR claimed_until <= clock.t)
           AND (NOT EXISTS (SELECT 1 FROM idem_tenant_fences)
                OR NOT EXISTS (SELECT 1 FROM idem_tenant_fences f JOIN idem_operations o ON o.tenant_hash = f.tenant_hash
-                              WHERE o.operation_id = idem_outbox.operation_id))
+                              WHERE o.scope BETWEEN idem_id_scope_lo(idem_outbox.operation_id) AND idem_id_scope_hi(idem_outbox.operation_id)
+                                AND o.operation_id = idem_outbox.operation_id))
         ORDER BY seq
         LIMIT $1
         FOR UPDATE OF idem_outbox SKIP LOCKED

@@ -167,7 +167,7 @@ func (s *Store) Reconcile(ctx context.Context, operationID string, r registry.Re
 			return err
 		}
 		err = tx.QueryRowContext(ctx, effectQueries.Get("ReconcileOperation"), now, operationID, string(r.Outcome),
-			resp.Status, resp.MediaType, resp.Location, resp.ETag, body, digest[:], key).Scan(&id)
+			resp.Status, resp.MediaType, resp.Location, resp.ETag, body, digest[:], key, scope).Scan(&id)
 		if errors.Is(err, sql.ErrNoRows) {
 			var n int64
 			if err := tx.QueryRowContext(ctx, effectQueries.Get("OperationExists"), operationID).Scan(&n); err != nil {

@@ -71,15 +71,16 @@ RETURNING operation_id;
 -- name: ReconcileOperation
 -- $2 operation_id, $3 outcome, $4 status, $5 media type, $6 location,
 -- $7 etag, $8 body, $9 digest, $10 the body's key ID (NULL: plaintext;
--- migration 009). The compare-and-set UNKNOWN → outcome; no
--- row: not UNKNOWN, or no such record.
+-- migration 009), $11 the scope OperationScope read (migration 021: the
+-- primary key finds the record). The compare-and-set UNKNOWN → outcome;
+-- no row: not UNKNOWN, or no such record.
 WITH clock(now) AS (SELECT coalesce($1, CAST(round(unixepoch('subsec') * 1000000) AS INTEGER)))
 UPDATE idem_operations
 SET state = $3, resp_status = $4, resp_media_type = $5, resp_location = $6, resp_etag = $7,
     resp_body = coalesce($8, x''), resp_digest = $9, resp_key = $10, updated_at = clock.now,
     expires_at = clock.now + (expires_at - created_at) -- retention from settlement (migration 011)
 FROM clock
-WHERE operation_id = $2 AND state = 'UNKNOWN'
+WHERE scope = $11 AND operation_id = $2 AND state = 'UNKNOWN'
 RETURNING operation_id;
 
 -- name: ReconcileLog
@@ -90,7 +91,12 @@ SELECT $2, $3, $4, $5, $6, now FROM clock
 RETURNING id;
 
 -- name: OperationExists
-SELECT count(*) FROM idem_operations WHERE operation_id = $1;
+-- Through the primary key or the legacy table, as queries.sql's GetByID.
+SELECT count(*) FROM idem_operations
+WHERE (scope BETWEEN unhex(CASE WHEN length($1) = 40 AND substr($1, 1, 4) = 'op_1' THEN substr($1, 15, 10) || '000000000000000000000000000000000000000000000000000000' END)
+                AND unhex(CASE WHEN length($1) = 40 AND substr($1, 1, 4) = 'op_1' THEN substr($1, 15, 10) || 'FFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFF' END)
+       OR scope = (SELECT l.scope FROM idem_legacy_operation_ids l WHERE l.operation_id = $1))
+  AND operation_id = $1;
 
 -- name: Reconciliations
 SELECT id, operation_id, outcome, method, actor, evidence, created_at
@@ -142,4 +148,9 @@ WHERE o.state = 'UNKNOWN' AND ($2 IS NULL OR $2 = 'UNKNOWN')
 -- name: OperationScope
 -- $1 operation_id: the record's scope, which the associated data of its
 -- sealed response body names (registry.ResponseAAD).
-SELECT scope FROM idem_operations WHERE operation_id = $1;
+-- Through the primary key or the legacy table, as queries.sql's GetByID.
+SELECT scope FROM idem_operations
+WHERE (scope BETWEEN unhex(CASE WHEN length($1) = 40 AND substr($1, 1, 4) = 'op_1' THEN substr($1, 15, 10) || '000000000000000000000000000000000000000000000000000000' END)
+                AND unhex(CASE WHEN length($1) = 40 AND substr($1, 1, 4) = 'op_1' THEN substr($1, 15, 10) || 'FFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFF' END)
+       OR scope = (SELECT l.scope FROM idem_legacy_operation_ids l WHERE l.operation_id = $1))
+  AND operation_id = $1;

@@ -119,7 +119,14 @@ SELECT scope, operation_id, operation, owner, fingerprint, contract, state,
        owner_gen, writer_epoch, lease_until, expires_at, created_at, updated_at,
        resp_status, resp_media_type, resp_location, resp_etag, resp_body, resp_digest, resp_key,
        retired_at, tombstone_until, tombstone_ttl, tenant_hash
-FROM idem_operations WHERE operation_id = $1;
+FROM idem_operations
+-- Through the primary key (migration 021): the scopes of the ID's prefix,
+-- then the whole ID; or, for an ID that does not lead to its scope, the
+-- scope idem_legacy_operation_ids holds. A malformed ID names no scope.
+WHERE (scope BETWEEN unhex(CASE WHEN length($1) = 40 AND substr($1, 1, 4) = 'op_1' THEN substr($1, 15, 10) || '000000000000000000000000000000000000000000000000000000' END)
+                AND unhex(CASE WHEN length($1) = 40 AND substr($1, 1, 4) = 'op_1' THEN substr($1, 15, 10) || 'FFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFF' END)
+       OR scope = (SELECT l.scope FROM idem_legacy_operation_ids l WHERE l.operation_id = $1))
+  AND operation_id = $1;
 
 -- name: CompleteOperation
 -- The fenced compare-and-set to a terminal state; no row back means the
@@ -187,7 +194,9 @@ WHERE seq IN (SELECT o.seq FROM idem_outbox AS o, clock AS c
                 AND (o.claimed_until IS NULL OR o.claimed_until <= c.now)
                 AND (NOT EXISTS (SELECT 1 FROM idem_tenant_fences)
                      OR NOT EXISTS (SELECT 1 FROM idem_tenant_fences f JOIN idem_operations r ON r.tenant_hash = f.tenant_hash
-                                    WHERE r.operation_id = o.operation_id))
+                                    WHERE (r.scope BETWEEN unhex(substr(o.operation_id, 15, 10) || '000000000000000000000000000000000000000000000000000000') AND unhex(substr(o.operation_id, 15, 10) || 'FFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFF')
+                                           OR r.scope = (SELECT l.scope FROM idem_legacy_operation_ids l WHERE l.operation_id = o.operation_id))
+                                      AND r.operation_id = o.operation_id))
               ORDER BY o.seq LIMIT $2)
 RETURNING seq, message_id, operation_id, topic, payload, created_at,
           attempts, last_error, last_attempt_at, dead_at, published_at, payload_key, trace_parent;

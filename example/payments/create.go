@@ -156,7 +156,7 @@ func (s *Service) execution(w http.ResponseWriter, r *http.Request, what string,
 		e.payload = res.Payload
 	}
 	if e.opID == "" {
-		e.opID = idem.NewOperationID(time.Now())
+		e.opID = idem.NewOperationID(time.Now(), idem.ScopeHash{})
 	}
 	return e, true
 }

@@ -94,7 +94,7 @@ func (s *Service) plainCreate(w http.ResponseWriter, r *http.Request, opts canon
 		writeProblem(w, http.StatusUnprocessableEntity, CodeAmountLimit, "amount above "+AmountLimit)
 		return
 	}
-	requestID := idem.NewOperationID(time.Now())
+	requestID := idem.NewOperationID(time.Now(), idem.ScopeHash{})
 	p := newPayment(requestID, req)
 	out, err := marshal(p)
 	if err != nil {

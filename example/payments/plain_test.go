@@ -64,7 +64,7 @@ func testPlainCreate(t *testing.T, dsn string) {
 	if err := json.Unmarshal(r.body, &p); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.HasPrefix(p.ID, "pay_") || len(p.ID) != len("pay_")+26 || r.header.Get("Location") != "/v1/payments/"+p.ID {
+	if !strings.HasPrefix(p.ID, "pay_") || len(p.ID) != len("pay_")+idem.OperationIDLen-len("op_") || r.header.Get("Location") != "/v1/payments/"+p.ID {
 		t.Errorf("id %q, Location %q", p.ID, r.header.Get("Location"))
 	}
 	if p.Amount != "12.50" || p.Currency != "EUR" || p.Payee != "acct_1" || p.Memo == nil || *p.Memo != "rent <&>" ||

@@ -154,7 +154,7 @@ func (t *target) post(ctx context.Context, url string, p int, key string, wantRe
 func (t *target) insert(ctx context.Context, n int64) error {
 	req := parsedBody
 	id := idem.Identity{Tenant: "bench", Principal: "p" + strconv.Itoa(int(n%principals))}
-	requestID := idem.NewOperationID(time.Now())
+	requestID := idem.NewOperationID(time.Now(), idem.ScopeHash{})
 	p := payments.Payment{
 		ID: payments.PaymentID(requestID), Amount: req.Amount, Currency: req.Currency,
 		Payee: req.Payee, Memo: req.Memo, CreatedAt: time.Now().UTC().Format(time.RFC3339Nano),

@@ -128,8 +128,8 @@ func testGetByIDAndTimestamps(t *testing.T, nh NewHarness) {
 		t.Errorf("lease until %v expires %v, want %v and %v", rec.LeaseUntil, rec.ExpiresAt, base.Add(c.Lease), base.Add(c.Retention))
 	}
 	checkReads(e, rec)
-	if !strings.HasPrefix(rec.OperationID, "op_") || len(rec.OperationID) != 29 {
-		t.Errorf("operation ID %q is not an idem operation ID", rec.OperationID)
+	if lo, hi, ok := idem.OperationIDScopeRange(rec.OperationID); !ok || lo[0] != c.Scope[0] || hi[0] != c.Scope[0] {
+		t.Errorf("operation ID %q is not an idem operation ID leading to its scope %x", rec.OperationID, c.Scope[:])
 	}
 
 	e.setNow(base.Add(10 * time.Second))
@@ -176,7 +176,10 @@ func testGetByIDAndTimestamps(t *testing.T, nh NewHarness) {
 
 	for _, f := range []func() error{
 		func() error { _, err := e.h.Store.Get(e.ctx, idem.ScopeHash(e.bytes32())); return err },
-		func() error { _, err := e.h.Store.GetByID(e.ctx, idem.NewOperationID(base)); return err },
+		func() error {
+			_, err := e.h.Store.GetByID(e.ctx, idem.NewOperationID(base, idem.ScopeHash(e.bytes32())))
+			return err
+		},
 	} {
 		if err := f(); !errors.Is(err, registry.ErrNotFound) {
 			t.Errorf("read of a missing record: %v, want ErrNotFound", err)

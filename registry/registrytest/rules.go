@@ -224,7 +224,8 @@ func testResponseRulesInDatabase(t *testing.T, nh NewHarness) {
 
 		// The same response in a record inserted whole (its times copied
 		// from a reservation, so the statement is portable).
-		scope, id := e.bytes32(), idem.NewOperationID(base)
+		scope := e.bytes32()
+		id := idem.NewOperationID(base, idem.ScopeHash(scope))
 		err = e.h.Exec(e.ctx, `INSERT INTO idem_operations (scope, operation_id, operation, owner, fingerprint, contract,
 			state, owner_gen, writer_epoch, lease_until, expires_at, created_at, updated_at,
 			resp_status, resp_media_type, resp_location, resp_etag, resp_body, resp_digest, resp_key)

@@ -108,7 +108,7 @@ func testTransitionsEnforced(t *testing.T, nh NewHarness) {
 		what, sql string
 		arg       any
 	}{
-		{"operation_id", `UPDATE idem_operations SET operation_id = $1 WHERE scope = $2`, idem.NewOperationID(base)},
+		{"operation_id", `UPDATE idem_operations SET operation_id = $1 WHERE scope = $2`, idem.NewOperationID(base, c.Scope)},
 		{"fingerprint", `UPDATE idem_operations SET fingerprint = $1 WHERE scope = $2`, other[:]},
 	} {
 		if err := e.h.Exec(e.ctx, u.sql, u.arg, c.Scope[:]); err == nil {

@@ -51,7 +51,7 @@ func sqlTxStyles(e *env) []sqlTxStyle {
 			}},
 		{name: "Plain",
 			run: func(e *env, c registry.Claim, fn registry.BusinessFunc) (registry.Result, error) {
-				rec := registry.Record{OperationID: idem.NewOperationID(time.Now())}
+				rec := registry.Record{OperationID: idem.NewOperationID(time.Now(), idem.ScopeHash{})}
 				var out registry.Outcome
 				err := e.h.Store.InTx(e.ctx, func(ctx context.Context, tx registry.Tx) error {
 					var err error

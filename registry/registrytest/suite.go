@@ -60,6 +60,7 @@ var cases = []struct {
 	{"ResponseSnapshotReplayed", testResponseSnapshotReplayed},
 	{"CompleteValidatesOutcome", testCompleteValidatesOutcome},
 	{"GetByIDAndTimestamps", testGetByIDAndTimestamps},
+	{"GetByIDScopeLed", testGetByIDScopeLed},
 	{"ClosedStoreErrors", testClosedStoreErrors},
 	{"InTxCommitsOrRollsBack", testInTx},
 	{"QueryRows", testQueryRows},

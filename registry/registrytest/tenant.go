@@ -98,7 +98,7 @@ func testTenantAttribution(t *testing.T, nh NewHarness) {
 		SELECT $1, $2, operation, owner, fingerprint, contract, state, 1, writer_epoch,
 		       lease_until, expires_at, created_at, updated_at, $3
 		FROM idem_operations WHERE operation_id = $4`,
-		scope[:], idem.NewOperationID(base), other[:31], rec.OperationID)
+		scope[:], idem.NewOperationID(base, idem.ScopeHash(scope)), other[:31], rec.OperationID)
 	if err == nil {
 		t.Errorf("the database stored a tenant_hash of 31 bytes")
 	}
@@ -298,7 +298,7 @@ func testTenantInFlight(t *testing.T, nh NewHarness) {
 		SELECT $1, $2, operation, owner, fingerprint, contract, state, 1, writer_epoch,
 		       lease_until, expires_at, created_at, updated_at
 		FROM idem_operations WHERE operation_id = $3`,
-		bytes.Repeat([]byte{7}, 32), idem.NewOperationID(base), live.OperationID)
+		bytes.Repeat([]byte{7}, 32), idem.NewOperationID(base, idem.ScopeHash(bytes.Repeat([]byte{7}, 32))), live.OperationID)
 	if err != nil {
 		t.Fatalf("inserting an unattributed record: %v", err)
 	}

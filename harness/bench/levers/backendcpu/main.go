@@ -29,6 +29,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/internal/sqlfile"
 )
 
@@ -113,7 +114,8 @@ func run(ctx context.Context, dsn string, qs sqlfile.Queries, v variant, n int) 
 			b.Queue(qs.Get("floor"), random(32))
 		}
 		if v.table != "" {
-			b.Queue(record, random(32), "op_"+string(hexRandom()[:26]), random(32), random(32))
+			scope := idem.ScopeHash(random(32))
+			b.Queue(record, scope[:], idem.NewOperationID(time.Now(), scope), random(32), random(32))
 		}
 		b.Queue("commit")
 		return conn.SendBatch(ctx, b).Close()
