@@ -82,6 +82,14 @@ func (c ReplayCache) margin() time.Duration {
 	return orDefault(c.Margin, DefaultReplayCacheMargin)
 }
 
+// ReplayCacheObserver is an Observer that counts the requests answered
+// from the replay cache: ReplayCacheHit is called once for each (a
+// replay, or a conflict decided on a cached record). Safe for concurrent
+// use, as every Observer method.
+type ReplayCacheObserver interface {
+	ReplayCacheHit(operation string)
+}
+
 // ReplayCacheStats counts what a Core's replay cache did.
 type ReplayCacheStats struct {
 	// Hits counts requests answered from the cache (replays and
