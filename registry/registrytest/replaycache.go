@@ -210,3 +210,50 @@ func testReplayCacheKeyRing(t *testing.T, nh NewHarness) {
 		t.Fatalf("the restarted instance: %d hits, %d executions; want none", restarted.hits(), restarted.calls.Load())
 	}
 }
+
+// shadowDoor is a door in shadow that executes plainly every request
+// enforce would answer from a record, and counts the verdicts.
+type shadowDoor struct {
+	operation.ExecuteFunc
+	verdicts []string
+}
+
+func (d *shadowDoor) AnswerPlainly(context.Context) (bool, error) { return true, nil }
+func (d *shadowDoor) CountVerdict(v string)                       { d.verdicts = append(d.verdicts, v) }
+
+// testReplayCacheRules: a cached record goes through the rules the
+// registry's record goes through. In shadow, a request enforce would
+// answer from the cached record is executed plainly (Result Plain) with
+// the verdict replay counted, as it is when the record is read from the
+// registry; a core whose writer epoch the registry has fenced
+// (Controller.BumpEpoch) still replays — reading is never fenced — from
+// the cache as from the registry.
+func testReplayCacheRules(t *testing.T, nh NewHarness) {
+	e := setup(t, nh)
+	a := e.instance(e.h.Store, "cache.rules", false)
+	id := idem.Identity{Tenant: "t1", Principal: "alice"}
+	req := a.request(id, "k-rules", e.fingerprint())
+	first := a.run(req)
+	a.wantReplay("replay read from the registry", a.run(req), first)
+	hits := a.hits()
+	d := &shadowDoor{ExecuteFunc: func(context.Context, registry.Tx, registry.Record) (operation.Answer, error) {
+		t.Fatal("the shadow door's Execute ran")
+		return operation.Answer{}, nil
+	}}
+	res := a.core.Run(e.ctx, req, d)
+	if res.Kind != operation.Plain || len(d.verdicts) != 1 || d.verdicts[0] != registry.VerdictReplay || a.hits() != hits+1 {
+		t.Fatalf("shadow over a cached record: %+v, verdicts %v, hits %d (was %d); want Plain, [replay], one hit", res, d.verdicts, a.hits(), hits)
+	}
+	e.bump()
+	old := operation.NewCore(operation.Core{Store: e.h.Store, Config: a.core.Config, WriterEpoch: 0, ResolveWait: -1})
+	if res := old.Run(e.ctx, req, operation.ExecuteFunc(func(context.Context, registry.Tx, registry.Record) (operation.Answer, error) {
+		t.Fatal("a fenced writer executed")
+		return operation.Answer{}, nil
+	})); res.Kind != operation.Replayed {
+		t.Fatalf("a fenced writer's replay read from the registry: %+v", res)
+	}
+	a.wantReplay("a fenced writer's replay from the cache", a.run(req), first)
+	if a.hits() != hits+2 {
+		t.Fatalf("hits %d, want %d", a.hits(), hits+2)
+	}
+}

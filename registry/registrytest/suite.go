@@ -61,6 +61,7 @@ var cases = []struct {
 	{"ReplayCacheRetirementWins", testReplayCacheRetirementWins},
 	{"ReplayCacheScopes", testReplayCacheScopes},
 	{"ReplayCacheKeyRing", testReplayCacheKeyRing},
+	{"ReplayCacheRules", testReplayCacheRules},
 	{"CompleteValidatesOutcome", testCompleteValidatesOutcome},
 	{"GetByIDAndTimestamps", testGetByIDAndTimestamps},
 	{"ClosedStoreErrors", testClosedStoreErrors},
