@@ -2,6 +2,7 @@ package operation
 
 import (
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -92,4 +93,33 @@ func TestReplayCacheDigest(t *testing.T) {
 	if s := rc.stats(); s.Entries != 0 {
 		t.Errorf("the changed entry was kept: %+v", s)
 	}
+}
+
+// TestReplayCacheConcurrent: goroutines putting and getting over more
+// scopes than the cache holds (run with -race) never get another scope's
+// record, and the bounds hold throughout.
+func TestReplayCacheConcurrent(t *testing.T) {
+	rc := newReplayCache(ReplayCache{Entries: 8, Bytes: 8 * (replayEntryOverhead + 200)})
+	exp := time.Now().Add(time.Hour)
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for n := range 2000 {
+				i := (g*7 + n) % 32
+				cl := claimFor("op", i)
+				if rec, ok := rc.get(cl); ok && rec.Scope != cl.Scope {
+					t.Errorf("scope %d got scope %x's record", i, rec.Scope[:2])
+					return
+				}
+				rc.put(settledFor(cl, 100, exp), cl)
+				if s := rc.stats(); s.Entries > 8 || s.Bytes > 8*(replayEntryOverhead+200) {
+					t.Errorf("bounds broken: %+v", s)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
 }
