@@ -26,6 +26,10 @@ const (
 	allocBudgetFirst  = 520
 )
 
+// allocBudgetReplayCached is the budget of a replay answered from the
+// replay cache (Operation.ReplayCache): no registry read.
+const allocBudgetReplayCached = 35
+
 // allocBody is a request body that can be read again: the benchmark
 // reuses one request so that allocs/op counts the middleware's
 // allocations, not the benchmark's.
@@ -57,12 +61,16 @@ func (w *allocWriter) Write(p []byte) (int, error) {
 //
 //   - replay: every request repeats one key whose operation succeeded;
 //   - first: a new key per request; the payments-like handler inserts its
-//     row and queues an outbox message in the request's transaction.
+//     row and queues an outbox message in the request's transaction;
+//   - replay_cached: replay with the replay cache on (Operation.ReplayCache):
+//     after the first replay the record is answered from memory
+//     (allocBudgetReplayCached).
 //
 // It reports allocs/op and B/op, and allocs-budget, the budget above
-// which it fails (allocBudgetReplay, allocBudgetFirst).
+// which it fails (allocBudgetReplay, allocBudgetReplayCached,
+// allocBudgetFirst).
 func BenchmarkMiddlewareAllocs(b *testing.B) {
-	for _, variant := range []string{"replay", "first"} {
+	for _, variant := range []string{"replay", "replay_cached", "first"} {
 		b.Run(variant, func(b *testing.B) { benchAllocRun(b, variant) })
 	}
 }
@@ -85,6 +93,10 @@ func benchAllocRun(b *testing.B, variant string) {
 		},
 		Metrics: idemhttp.NewMetrics(prometheus.NewRegistry()),
 		Logger:  slog.New(slog.DiscardHandler),
+	}
+	replay := variant != "first"
+	if variant == "replay_cached" {
+		mw.Operation.ReplayCache = idemhttp.ReplayCache{Entries: 16}
 	}
 	h := mw.Handler(&benchMWHandler{store: store})
 
@@ -120,16 +132,13 @@ func benchAllocRun(b *testing.B, variant string) {
 			next++
 		}
 	}
-	if variant == "replay" {
+	if replay {
 		serve(false) // executes once
 	} else {
 		refill()
 	}
-	budget := allocBudgetReplay
-	if variant == "first" {
-		budget = allocBudgetFirst
-	}
-	serve(variant == "replay") // warm-up: pools and caches fill here
+	budget := map[string]int{"replay": allocBudgetReplay, "replay_cached": allocBudgetReplayCached, "first": allocBudgetFirst}[variant]
+	serve(replay) // warm-up: pools and caches fill here
 	b.ReportAllocs()
 	i := 0
 	for b.Loop() {
@@ -143,7 +152,7 @@ func benchAllocRun(b *testing.B, variant string) {
 			keyHeader[0] = keys[i]
 			i++
 		}
-		serve(variant == "replay")
+		serve(replay)
 	}
 	b.ReportMetric(float64(budget), "allocs-budget")
 	if n := testing.AllocsPerRun(50, func() {
@@ -155,7 +164,7 @@ func benchAllocRun(b *testing.B, variant string) {
 			keyHeader[0] = keys[i]
 			i++
 		}
-		serve(variant == "replay")
+		serve(replay)
 	}); n > float64(budget) {
 		b.Errorf("%s: %.0f allocations per request, budget %d", variant, n, budget)
 	} else {

@@ -21,6 +21,7 @@ type Metrics struct {
 	inFlight    *prometheus.GaugeVec
 	joined      *prometheus.CounterVec
 	tampered    *prometheus.CounterVec
+	cacheHits   *prometheus.CounterVec
 }
 
 // NewMetrics creates the metrics and registers them with reg:
@@ -31,6 +32,7 @@ type Metrics struct {
 //	idem_in_flight{operation}                      executions running in this process
 //	idem_joined_total{operation}                   requests that waited for an execution of their key in this process
 //	idem_tampered_total{operation}                 stored bodies refused because they fail authentication (registry.ErrTampered)
+//	idem_replay_cache_hits_total{operation}        requests answered from the replay cache (Operation.ReplayCache) without reading the registry
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -59,7 +61,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Name: "idem_tampered_total",
 		Help: "Stored bodies refused (503 RESPONSE_UNREADABLE) because they are not sealed for their record under the key ring: plaintext, edited or moved — a sign that someone wrote to the database.",
 	}, []string{"operation"})
-	reg.MustRegister(m.requests, m.verdicts, m.reservation, m.inFlight, m.joined, m.tampered)
+	m.cacheHits = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "idem_replay_cache_hits_total",
+		Help: "Requests answered from the replay cache (a replay, or a conflict) without reading the registry; 0 while the cache is off.",
+	}, []string{"operation"})
+	reg.MustRegister(m.requests, m.verdicts, m.reservation, m.inFlight, m.joined, m.tampered, m.cacheHits)
 	return m
 }
 
@@ -90,6 +96,12 @@ func (m *Metrics) tamper(op string) {
 func (m *Metrics) join(op string) {
 	if m != nil {
 		m.joined.WithLabelValues(op).Inc()
+	}
+}
+
+func (m *Metrics) cacheHit(op string) {
+	if m != nil {
+		m.cacheHits.WithLabelValues(op).Inc()
 	}
 }
 
@@ -131,3 +143,7 @@ func (o observer) ObserveReservationContext(ctx context.Context, op string, d ti
 	}
 }
 func (o observer) Inflight(op string, delta float64) { o.m.inflight(op, delta) }
+
+// ReplayCacheHit counts a request answered from the replay cache
+// (operation.ReplayCacheObserver).
+func (o observer) ReplayCacheHit(op string) { o.m.cacheHit(op) }

@@ -12,6 +12,12 @@ import (
 // what this door reads from the HTTP request; the rest is the core's.
 type Operation = operation.Config
 
+// ReplayCache configures the in-process cache of settled records that
+// answers replays from memory (Operation.ReplayCache; an alias of
+// operation.ReplayCache, which says what a cached answer promises). The
+// zero value, the default, is off.
+type ReplayCache = operation.ReplayCache
+
 // Mode says how the middleware treats an operation (operation.Mode).
 // With Middleware.Rollouts the registry's rollout row, when an operator
 // set a mode, overrides it per request (docs/contract.md, "Rollout").

@@ -17,16 +17,24 @@ import (
 // alike — while a replay of one of its old keys still answers the stored
 // response and another tenant is served. The middleware stores the
 // caller's tenant with every claim (Claim.Tenant), which is what the
-// fence matches.
+// fence matches. With the replay cache on (its entry warmed by a replay
+// before the fence) the fenced tenant's replay is the same stored 201 and
+// its new key the same 503 TENANT_MOVED: the cache holds settled records
+// only, and the fence changes none.
 // threat:tenant-split-brain threat:tenant-bytes-5xx
 func TestTenantMoved(t *testing.T) {
 	const hostile = "acme\x00moved\xff"
 
 	stores(t, func(t *testing.T, store registry.Store) {
-		for _, once := range []bool{false, true} {
+		for i := range 4 {
+			once, cached := i%2 == 1, i >= 2
 			f := newFixtureWith(t, store, idemhttp.Enforce, func(mw *idemhttp.Middleware) {
 				mw.Operation.OneTransaction = once
 				mw.Operation.Name = map[bool]string{false: "things.two-phase", true: "things.once"}[once]
+				if cached {
+					mw.Operation.Name += ".cached"
+					mw.Operation.ReplayCache = idemhttp.ReplayCache{Entries: 10}
+				}
 				mw.Identity = func(r *http.Request) (idem.Identity, error) {
 					p := r.Header.Get("X-Principal")
 					if p == "" {
@@ -43,6 +51,11 @@ func TestTenantMoved(t *testing.T) {
 			old := f.post("old", `{"n":1}`, acme...)
 			if old.status != 201 {
 				t.Fatalf("once=%v: first request: %+v", once, old)
+			}
+			if cached { // the replay that caches the record
+				if warm := f.post("old", `{"n":1}`, acme...); warm.status != 201 || warm.header.Get("Idempotent-Replayed") != "true" {
+					t.Fatalf("cached, once=%v: replay before the fence: %+v", once, warm)
+				}
 			}
 			if err := store.(registry.TenantFencer).FenceTenant(t.Context(), hostile, "b"); err != nil {
 				t.Fatal(err)

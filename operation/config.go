@@ -161,6 +161,12 @@ type Config struct {
 	// registry); the execution is bounded by MaxDuration, or by Lease
 	// when that is longer. Not with Effects.
 	OneTransaction bool
+	// ReplayCache, when on (Entries > 0), answers replays of settled
+	// operations this Core has replayed before from memory
+	// (replaycache.go: what a cached answer promises, and why a
+	// retirement, a tombstone or a key ring change still wins). The zero
+	// value is off: every replay reads the registry.
+	ReplayCache ReplayCache
 }
 
 // DefaultMaxActiveKeys is the default per-principal bound on in-flight
@@ -198,6 +204,9 @@ func (op *Config) Validate() error {
 	}
 	if op.MaxResponseBody > idem.MaxStoredBody {
 		return fmt.Errorf("operation %s: MaxResponseBody %d exceeds idem.MaxStoredBody (%d), what a registry stores", op.Name, op.MaxResponseBody, idem.MaxStoredBody)
+	}
+	if op.ReplayCache.Entries < 0 || op.ReplayCache.Bytes < 0 {
+		return fmt.Errorf("operation %s: negative ReplayCache bound", op.Name)
 	}
 	if op.TombstoneTTL < 0 {
 		return fmt.Errorf("operation %s: negative TombstoneTTL %v", op.Name, op.TombstoneTTL)

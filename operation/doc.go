@@ -31,8 +31,10 @@
 //
 // and beside them: decide.go (the pure decision, Decide, and its rollout
 // verdict), wait.go (waiting for an operation in flight), flights.go (a
-// duplicate waiting for an execution of its key in this Core), config.go
-// (Config: one operation's configuration), trace.go (the run's spans,
+// duplicate waiting for an execution of its key in this Core),
+// replaycache.go (settled records kept in memory for replays, when
+// Config.ReplayCache is on; docs/contract.md §8), config.go (Config: one
+// operation's configuration), trace.go (the run's spans,
 // Core.TracerProvider; docs/tracing.md).
 //
 // Concurrency: a Core is safe for concurrent use once built; its fields

@@ -186,12 +186,14 @@ type Core struct {
 	TracerProvider trace.TracerProvider
 
 	flights *flightSet
+	cache   *replayCache // nil: off (Config.ReplayCache)
 }
 
 // NewCore returns c ready to run: its set of executions in flight is
 // made (a duplicate of a key executing in this Core waits for it).
 func NewCore(c Core) *Core {
 	c.flights = newFlightSet()
+	c.cache = newReplayCache(c.Config.ReplayCache)
 	return &c
 }
 
@@ -251,14 +253,25 @@ func (c *Core) run(ctx context.Context, req Request, d Door) Result {
 		var rec registry.Record
 		var created bool
 		var err error
-		if c.Config.OneTransaction {
+		cached := false
+		if attempt == 0 {
+			// A settled record cached by an earlier replay is decided
+			// below exactly as the registry's own would be (replaycache.go).
+			rec, cached = c.cache.get(claim)
+			if co, ok := c.Observer.(ReplayCacheObserver); ok && cached {
+				co.ReplayCacheHit(c.name())
+			}
+		}
+		switch {
+		case cached:
+		case c.Config.OneTransaction:
 			var res Result
 			var answered bool
 			rec, res, answered, err = c.executeOnce(ctx, claim, d) // onetx.go
 			if answered {
 				return res
 			}
-		} else {
+		default:
 			rec, created, err = c.reserve(ctx, claim) // twophase.go
 		}
 		if err != nil {
@@ -301,6 +314,9 @@ func (c *Core) run(ctx context.Context, req Request, d Door) Result {
 		case dec.Verdict == registry.Execute:
 			return c.executeTracked(ctx, claim.Scope, rec, d) // below: two-phase or effects
 		case dec.Verdict == registry.Replay:
+			if !cached {
+				c.cache.put(rec, claim)
+			}
 			return Result{Kind: Replayed, Record: rec}
 		case dec.Verdict == registry.Unknown && c.Config.Effects != nil:
 			return c.settleUnknown(ctx, rec) // settle.go

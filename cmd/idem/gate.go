@@ -51,6 +51,14 @@ import (
 // process — then checks that no key executed again once the operation
 // was enforced and that no answered key's answer changed, and reports
 // shadow's predicted verdicts against enforce's answered ones.
+//
+// --replay-prune runs the replay-prune phase instead (gate.RunReplayPrune,
+// docs/gate.md "Replays while pruning"): --instances instances with the
+// replay cache on, a 3 s retention and a prune every 200 ms are sent
+// only replays of settled keys until every key is retired, and no replay
+// may be served to a request sent after the key's retirement was seen
+// (a KEY_RETIRED answer, or the gate's own read of the registry). It
+// prints one line (or --json the report) and exits 0 when it passed.
 func runGate(ctx context.Context, args []string, std stdio) int {
 	fs := newFlags("gate", "--db DSN [--workload payments|transfers] [--instances N] [--requests N] [--retries R] [--concurrency C] [--crash] [--rollout] [--json] [--html FILE] …", std)
 	var cfg gate.Config
@@ -82,6 +90,7 @@ func runGate(ctx context.Context, args []string, std stdio) int {
 	fs.StringVar(&cfg.EncryptionKeys, "encryption-keys", "", "key ring `FILE` passed to every instance (--encryption-keys: bodies sealed at rest) and used to read the registry when verifying")
 	fs.BoolVar(&cfg.TwoPhase, "two-phase", false, "start every instance with --two-phase (POST /v1/payments reserves its key, then executes; default: payment, outbox message and record in one database transaction, nothing reserved first)")
 	fs.Int64Var(&cfg.Seed, "seed", 0, "seed of amounts, conflicts and refusals (0: from the clock)")
+	replayPrune := fs.Bool("replay-prune", false, "the replay-prune phase instead of the replay storm: instances with --replay-cache and a short retention, pruning, get only replays of settled keys until every key is retired; no replay may be served after its key's retirement was seen (docs/gate.md)")
 	shards := addGateShardFlags(fs.FlagSet, &cfg)
 	asJSON := fs.Bool("json", false, "print the report as one JSON object")
 	html := fs.String("html", "", "also write a self-contained HTML report to `FILE`")
@@ -109,6 +118,9 @@ func runGate(ctx context.Context, args []string, std stdio) int {
 		cfg.Bin = exe
 	}
 	cfg.Progress = std.err
+	if *replayPrune {
+		return runReplayPruneGate(ctx, cfg, *asJSON, std)
+	}
 	rep, err := gate.Run(ctx, cfg)
 	if err != nil {
 		fmt.Fprintln(std.err, "idem", err) // Run's errors start with "gate: "
@@ -129,6 +141,34 @@ func runGate(ctx context.Context, args []string, std stdio) int {
 		rep.WriteText(std.out)
 	}
 	if !rep.Passed {
+		return exitRefused
+	}
+	return exitOK
+}
+
+// runReplayPruneGate runs the replay-prune phase with cfg's database,
+// binary, instances and seed and prints its report.
+func runReplayPruneGate(ctx context.Context, cfg gate.Config, asJSON bool, std stdio) int {
+	rep, err := gate.RunReplayPrune(ctx, gate.ReplayPruneConfig{
+		DSN: cfg.DSN, Bin: cfg.Bin, Instances: cfg.Instances, Seed: cfg.Seed, Progress: std.err,
+	})
+	if err != nil {
+		fmt.Fprintln(std.err, "idem", err)
+		return exitRefused
+	}
+	if asJSON {
+		if err := printJSON(std.out, rep); err != nil {
+			fmt.Fprintln(std.err, "idem gate:", err)
+			return exitRefused
+		}
+	} else {
+		fmt.Fprintf(std.out, "replay-prune: %d keys, %d requests, %d replays (%d from the cache), %d KEY_RETIRED: passed %v\n",
+			rep.Keys, rep.Requests, rep.Replays, rep.CacheHits, rep.Retired, rep.Pass)
+		for _, p := range rep.Problems {
+			fmt.Fprintf(std.out, "  %s\n", p)
+		}
+	}
+	if !rep.Pass {
 		return exitRefused
 	}
 	return exitOK

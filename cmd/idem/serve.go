@@ -16,6 +16,7 @@ import (
 	"github.com/idemkit/idem/example/payments"
 	"github.com/idemkit/idem/idemstore"
 	"github.com/idemkit/idem/maintenance"
+	"github.com/idemkit/idem/operation"
 	"github.com/idemkit/idem/registry"
 )
 
@@ -118,6 +119,13 @@ import (
 // it at once and "idem drain on" stops its new operations within about a
 // second (docs/operations.md).
 //
+// With --replay-cache N each operation answers replays of settled
+// operations it has replayed before from an in-process cache of up to N
+// records (--replay-cache-bytes bounds its memory), never within
+// --replay-cache-margin (default 1m) of a record's expiry, after which
+// pruning may retire it (docs/contract.md §8, "Replays from memory"). It
+// is off by default: every replay then reads the registry.
+//
 // With --shard NAME=DSN (repeatable, instead of --db) it serves tenants
 // spread over several registries, each beside its tenants' business
 // tables (package shard; docs/operations.md, "Tenant-sharded
@@ -151,6 +159,9 @@ func runServe(ctx context.Context, args []string, std stdio) int {
 	keyRefresh := fs.Duration("key-refresh", defaultKeyRefresh, "with --encryption-keys: how often this instance announces the keys it holds in the registry and re-checks that every live instance holds the active key before sealing with it")
 	storeTimeout := fs.Duration("store-timeout", registry.DefaultCallTimeout, "bound on each registry call made for a request; a call that takes longer fails the request with 503 STORE_UNAVAILABLE (0: unbounded)")
 	twoPhase := fs.Bool("two-phase", false, "run POST /v1/payments in the two-phase style: reserve the key (committed), then run the payment and record its outcome; a duplicate sent meanwhile gets 409 IN_PROGRESS or waits (Prefer: wait). Default: one database transaction — payment, outbox message and operation record commit together, and a duplicate sent meanwhile waits for it and replays")
+	replayCache := fs.Int("replay-cache", 0, "answer replays of settled operations from an in-process cache of up to `N` records per operation (0: off, every replay reads the registry); a cached answer is never served within --replay-cache-margin of its record's retirement (docs/contract.md §8)")
+	replayCacheBytes := fs.Int64("replay-cache-bytes", operation.DefaultReplayCacheBytes, "with --replay-cache: the memory bound of each operation's cache in `BYTES` (response bodies and headers, plus 512 bytes a record)")
+	replayCacheMargin := fs.Duration("replay-cache-margin", operation.DefaultReplayCacheMargin, "with --replay-cache: how long before a record's expiry the cache stops serving it; must exceed the clock skew between this server and the database")
 	webhook := addWebhookFlags(fs.FlagSet)
 	eventSecrets := addEventSecretFlag(fs.FlagSet)
 	keys := addKeysFlag(fs.FlagSet)
@@ -164,6 +175,10 @@ func runServe(ctx context.Context, args []string, std stdio) int {
 	}
 	if len(words) != 0 {
 		return fs.usage(fmt.Sprintf("unexpected arguments %q", words))
+	}
+	if *replayCache < 0 || *replayCacheBytes <= 0 || *replayCacheMargin <= 0 {
+		fmt.Fprintln(std.err, "idem serve: --replay-cache must not be negative, --replay-cache-bytes and --replay-cache-margin must be positive")
+		return exitUsage
 	}
 	if *lease <= 0 || *recoverEvery <= 0 || *retention <= 0 || *pruneEvery < 0 || *storeTimeout < 0 {
 		fmt.Fprintln(std.err, "idem serve: --lease, --recover-interval and --retention must be positive, --prune-interval and --store-timeout not negative")
@@ -244,6 +259,7 @@ func runServe(ctx context.Context, args []string, std stdio) int {
 			Revisions:            revisions,
 
 			OneTransaction: !*twoPhase,
+			ReplayCache:    operation.ReplayCache{Entries: *replayCache, Bytes: *replayCacheBytes, Margin: *replayCacheMargin},
 		},
 		runner: maintenance.Runner{RecoverEvery: *recoverEvery, Lease: *lease, PruneEvery: *pruneEvery},
 	}

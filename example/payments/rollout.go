@@ -82,6 +82,7 @@ func configure(op *idemhttp.Operation, cfg Config) {
 	r := cfg.Revisions[op.Name]
 	op.APIRevision = cmp.Or(r.API, cfg.APIRevision, APIRevision)
 	op.AcceptsRecordsOf = r.AcceptsRecordsOf
+	op.ReplayCache = cfg.ReplayCache
 }
 
 // Rollouts returns the rollout rows every operation of the service

@@ -180,6 +180,10 @@ type Config struct {
 	// runs gets 409 IN_PROGRESS. Transfers and refunds are always
 	// two-phase.
 	OneTransaction bool
+	// ReplayCache is the replay cache of every operation of the service
+	// (idemhttp.Operation.ReplayCache): each operation keeps its own,
+	// bounded by it. The zero value, the default, is off.
+	ReplayCache idemhttp.ReplayCache
 	// AdmitRefresh is how often the service reads the registry's control
 	// row to follow drain and epoch changes, and its rollout rows when it
 	// builds Rollouts itself; 0 means idemhttp.DefaultAdmitRefresh.

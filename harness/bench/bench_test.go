@@ -170,8 +170,8 @@ func runAndCheck(t *testing.T, cfg Config, kind string) *Report {
 		if c := num("clients"); c != float64(cfg.Clients[i]) {
 			t.Errorf("result %d: clients %v, want %d", i, c, cfg.Clients[i])
 		}
-		for _, f := range []string{"plain_rps", "floor_rps", "idem_first_rps", "idem_first_one_tx_rps", "idem_replay_rps", "db_insert_rps",
-			"first_ratio", "first_one_tx_ratio", "replay_ratio", "floor_ratio", "first_floor_ratio", "first_one_tx_floor_ratio",
+		for _, f := range []string{"plain_rps", "floor_rps", "idem_first_rps", "idem_first_one_tx_rps", "idem_replay_rps", "idem_replay_cached_rps", "db_insert_rps",
+			"first_ratio", "replay_cached_ratio", "first_one_tx_ratio", "replay_ratio", "floor_ratio", "first_floor_ratio", "first_one_tx_floor_ratio",
 			"reservation_p99_ms", "reservation_p50_ms", "replay_reservation_p99_ms",
 			"reservations", "one_tx_acceptance_p99_ms", "one_tx_acceptance_p50_ms", "one_tx_acceptances"} {
 			if v := num(f); !(v > 0) || math.IsInf(v, 0) {
@@ -182,6 +182,7 @@ func runAndCheck(t *testing.T, cfg Config, kind string) *Report {
 		if !near(num("first_ratio"), num("idem_first_rps")/num("plain_rps")) ||
 			!near(num("first_one_tx_ratio"), num("idem_first_one_tx_rps")/num("plain_rps")) ||
 			!near(num("replay_ratio"), num("idem_replay_rps")/num("plain_rps")) ||
+			!near(num("replay_cached_ratio"), num("idem_replay_cached_rps")/num("idem_replay_rps")) ||
 			!near(num("floor_ratio"), num("floor_rps")/num("plain_rps")) {
 			t.Errorf("result %d: ratios are not ÷ plain: %s", i, b)
 		}
@@ -197,7 +198,7 @@ func runAndCheck(t *testing.T, cfg Config, kind string) *Report {
 			t.Fatal(err)
 		}
 		for v, med := range map[string]string{"plain": "plain_rps", "floor": "floor_rps", "idem_first": "idem_first_rps",
-			"idem_first_one_tx": "idem_first_one_tx_rps", "idem_replay": "idem_replay_rps", "db_insert": "db_insert_rps"} {
+			"idem_first_one_tx": "idem_first_one_tx_rps", "idem_replay": "idem_replay_rps", "idem_replay_cached": "idem_replay_cached_rps", "db_insert": "db_insert_rps"} {
 			if len(rounds[v]) != cfg.Rounds || !near(median(rounds[v]), num(med)) {
 				t.Errorf("result %d: %s rounds %v, median %v", i, v, rounds[v], num(med))
 			}
@@ -240,11 +241,12 @@ func checkTable(t *testing.T, rep *Report) string {
 	if !strings.HasSuffix(table, "\n") || !strings.HasPrefix(table, "idem bench: "+rep.DB+", ") {
 		t.Errorf("table does not start with the run or end with a newline:\n%s", table)
 	}
-	// Throughput, ratios, times, and the WAL table on PostgreSQL.
-	tables := 3
+	// Throughput, ratios, the replay cache, times, and the WAL table on
+	// PostgreSQL.
+	tables := 4
 	const noWAL = "\nWAL bytes per operation: measured on PostgreSQL only, not on "
 	if rep.DB == "postgres" {
-		tables = 4
+		tables = 5
 		if !strings.Contains(table, "\nWAL bytes per operation: PostgreSQL's WAL insert position") {
 			t.Errorf("postgres table without the WAL table:\n%s", table)
 		}
@@ -291,10 +293,10 @@ func TestWriteTable(t *testing.T) {
 		r := Result{Clients: clients, ReservationP50Ms: p50, ReservationP99Ms: p99, OneTxAcceptanceP50Ms: acc50,
 			OneTxAcceptanceP99Ms: acc99, ReplayReservationP99Ms: replayP99, RoundsRPS: PerRound{Plain: []float64{plain},
 				Floor: []float64{plain * 0.9}, IdemFirst: []float64{first}, IdemFirstOneTx: []float64{oneTx},
-				IdemReplay: []float64{replay}, DBInsert: []float64{insert}},
+				IdemReplay: []float64{replay}, IdemReplayCached: []float64{2 * replay}, DBInsert: []float64{insert}},
 			// WAL figures as wide as the throughputs; dropped for SQLite below.
 			RoundsWALBytesPerOp: &PerRound{Plain: []float64{plain}, Floor: []float64{plain}, IdemFirst: []float64{first},
-				IdemFirstOneTx: []float64{oneTx}, IdemReplay: []float64{replay}, DBInsert: []float64{insert}}}
+				IdemFirstOneTx: []float64{oneTx}, IdemReplay: []float64{replay}, IdemReplayCached: []float64{2 * replay}, DBInsert: []float64{insert}}}
 		r.summarise(DefaultTargets)
 		return r
 	}
@@ -403,7 +405,7 @@ func checkWAL(t *testing.T, kind string, rounds int, raw map[string]json.RawMess
 	}
 	for _, v := range variants {
 		b, ok := med[v]
-		if !ok || !(b > 0 || v == variantReplay && b == 0) || math.IsInf(b, 0) || len(all[v]) != rounds || median(all[v]) != b {
+		if !ok || !(b > 0 || (v == variantReplay || v == variantReplayCached) && b == 0) || math.IsInf(b, 0) || len(all[v]) != rounds || median(all[v]) != b {
 			t.Errorf("%s: %v WAL bytes per op (rounds %v), want a positive median of %d rounds", v, b, all[v], rounds)
 		}
 	}

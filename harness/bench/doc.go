@@ -1,6 +1,6 @@
 // Package bench measures what idem costs: in one run, on one machine and
 // one database, it drives the reference payments service's create
-// endpoint six ways and reports their throughput side by side.
+// endpoint seven ways and reports their throughput side by side.
 //
 //   - plain: payments.Service.PlainCreate, the handler a careful service
 //     would write without idem (same validation, its own transaction
@@ -18,6 +18,10 @@
 //   - idem replay: the same route, every request repeating one of
 //     Config.ReplayKeys keys whose operations succeeded before timing
 //     began, spread over all of them;
+//   - idem replay, cached: the same replays sent to a third instance of
+//     the service with the replay cache on (operation.ReplayCache, as
+//     many entries as replayed keys), side by side with the replays
+//     without it;
 //   - db insert: the plain handler's transaction (payments.Service.InsertPlain)
 //     run directly on the store's pool, without HTTP — the database's own
 //     limit for these rows.

@@ -61,9 +61,13 @@ type Result struct {
 	FloorRatio    float64 `json:"floor_ratio"`
 	IdemFirstRPS  float64 `json:"idem_first_rps"`
 	IdemReplayRPS float64 `json:"idem_replay_rps"`
-	DBInsertRPS   float64 `json:"db_insert_rps"`
-	FirstRatio    float64 `json:"first_ratio"`
-	ReplayRatio   float64 `json:"replay_ratio"`
+	// IdemReplayCachedRPS is the same replays served with the replay
+	// cache on; ReplayCachedRatio is it ÷ IdemReplayRPS (no target).
+	IdemReplayCachedRPS float64 `json:"idem_replay_cached_rps"`
+	ReplayCachedRatio   float64 `json:"replay_cached_ratio"`
+	DBInsertRPS         float64 `json:"db_insert_rps"`
+	FirstRatio          float64 `json:"first_ratio"`
+	ReplayRatio         float64 `json:"replay_ratio"`
 	// ReservationP99Ms is the p99 (nearest rank) of Store.Reserve over
 	// every timed first execution of all rounds, Reservations of them.
 	ReservationP99Ms float64 `json:"reservation_p99_ms"`
@@ -131,20 +135,22 @@ type PerRound struct {
 	IdemFirst      []float64 `json:"idem_first"`
 	IdemFirstOneTx []float64 `json:"idem_first_one_tx"`
 	IdemReplay     []float64 `json:"idem_replay"`
-	DBInsert       []float64 `json:"db_insert"`
+	// IdemReplayCached is the replay with the replay cache on.
+	IdemReplayCached []float64 `json:"idem_replay_cached"`
+	DBInsert         []float64 `json:"db_insert"`
 }
 
 // add appends x to variant v's figures.
 func (p *PerRound) add(v string, x float64) {
 	dst := map[string]*[]float64{variantPlain: &p.Plain, variantFloor: &p.Floor, variantFirst: &p.IdemFirst,
-		variantFirstOneTx: &p.IdemFirstOneTx, variantReplay: &p.IdemReplay, variantDBInsert: &p.DBInsert}[v]
+		variantFirstOneTx: &p.IdemFirstOneTx, variantReplay: &p.IdemReplay, variantReplayCached: &p.IdemReplayCached, variantDBInsert: &p.DBInsert}[v]
 	*dst = append(*dst, x)
 }
 
 // medians returns each variant's median.
 func (p *PerRound) medians() *PerVariant {
 	return &PerVariant{Plain: median(p.Plain), Floor: median(p.Floor), IdemFirst: median(p.IdemFirst),
-		IdemFirstOneTx: median(p.IdemFirstOneTx), IdemReplay: median(p.IdemReplay), DBInsert: median(p.DBInsert)}
+		IdemFirstOneTx: median(p.IdemFirstOneTx), IdemReplay: median(p.IdemReplay), IdemReplayCached: median(p.IdemReplayCached), DBInsert: median(p.DBInsert)}
 }
 
 // PerVariant holds one figure for each variant.
@@ -154,7 +160,9 @@ type PerVariant struct {
 	IdemFirst      float64 `json:"idem_first"`
 	IdemFirstOneTx float64 `json:"idem_first_one_tx"`
 	IdemReplay     float64 `json:"idem_replay"`
-	DBInsert       float64 `json:"db_insert"`
+	// IdemReplayCached is the replay with the replay cache on.
+	IdemReplayCached float64 `json:"idem_replay_cached"`
+	DBInsert         float64 `json:"db_insert"`
 }
 
 // summarise fills the medians, ratios and pass flags from RoundsRPS and
@@ -166,6 +174,8 @@ func (r *Result) summarise(t Targets) {
 	r.FirstRatio = r.IdemFirstRPS / r.PlainRPS
 	r.FirstOneTxRatio = r.IdemFirstOneTxRPS / r.PlainRPS
 	r.ReplayRatio = r.IdemReplayRPS / r.PlainRPS
+	r.IdemReplayCachedRPS = rps.IdemReplayCached
+	r.ReplayCachedRatio = r.IdemReplayCachedRPS / r.IdemReplayRPS
 	r.FloorRatio = r.FloorRPS / r.PlainRPS
 	r.FirstFloorRatio = r.IdemFirstRPS / r.FloorRPS
 	r.FirstOneTxFloorRatio = r.IdemFirstOneTxRPS / r.FloorRPS
@@ -249,10 +259,10 @@ func (rep *Report) WriteTable(w io.Writer) error {
 
 	fmt.Fprint(w, "\nrequests per second (db insert: transactions per second)\n")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "clients\tplain\tfloor\ttwo-phase\tone-tx\treplay\tdb insert\t")
+	fmt.Fprintln(tw, "clients\tplain\tfloor\ttwo-phase\tone-tx\treplay\tcached\tdb insert\t")
 	for _, r := range rep.Results {
-		fmt.Fprintf(tw, "%d\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t\n", r.Clients, r.PlainRPS, r.FloorRPS,
-			r.IdemFirstRPS, r.IdemFirstOneTxRPS, r.IdemReplayRPS, r.DBInsertRPS)
+		fmt.Fprintf(tw, "%d\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t\n", r.Clients, r.PlainRPS, r.FloorRPS,
+			r.IdemFirstRPS, r.IdemFirstOneTxRPS, r.IdemReplayRPS, r.IdemReplayCachedRPS, r.DBInsertRPS)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -266,6 +276,16 @@ func (rep *Report) WriteTable(w io.Writer) error {
 			marked(r.FirstRatio, r.Pass.First), r.FirstFloorRatio,
 			marked(r.FirstOneTxRatio, r.Pass.FirstOneTx), r.FirstOneTxFloorRatio,
 			marked(r.ReplayRatio, r.Pass.Replay))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+
+	fmt.Fprint(w, "\nthe replay cache (operation.ReplayCache): replays with it on ÷ replays without\n")
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "clients\treplay\tcached\tcached ÷ replay\t")
+	for _, r := range rep.Results {
+		fmt.Fprintf(tw, "%d\t%.0f\t%.0f\t%.2f\t\n", r.Clients, r.IdemReplayRPS, r.IdemReplayCachedRPS, r.ReplayCachedRatio)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -325,14 +345,14 @@ func (rep *Report) writeWAL(w io.Writer) error {
 	fmt.Fprint(w, "\nWAL bytes per operation: PostgreSQL's WAL insert position around each timed cell\n"+
 		"÷ the requests it completed (db insert: transactions), median of the rounds\n")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "clients\tplain\tfloor\ttwo-phase\tone-tx\treplay\tdb insert\t")
+	fmt.Fprintln(tw, "clients\tplain\tfloor\ttwo-phase\tone-tx\treplay\tcached\tdb insert\t")
 	for _, r := range rep.Results {
 		b := r.WALBytesPerOp
 		if b == nil {
 			b = &PerVariant{}
 		}
-		fmt.Fprintf(tw, "%d\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t\n", r.Clients, b.Plain, b.Floor,
-			b.IdemFirst, b.IdemFirstOneTx, b.IdemReplay, b.DBInsert)
+		fmt.Fprintf(tw, "%d\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t\n", r.Clients, b.Plain, b.Floor,
+			b.IdemFirst, b.IdemFirstOneTx, b.IdemReplay, b.IdemReplayCached, b.DBInsert)
 	}
 	return tw.Flush()
 }

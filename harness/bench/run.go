@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/idemkit/idem/example/payments"
+	"github.com/idemkit/idem/idemhttp"
 	"github.com/idemkit/idem/internal/machine"
 )
 
@@ -64,6 +65,20 @@ func Run(ctx context.Context, cfg Config) (_ *Report, err error) {
 	if err != nil {
 		return nil, err
 	}
+	// The two-phase service again with the replay cache on, large enough
+	// for every replayed key (operation.ReplayCache): its replays are the
+	// same scopes' as the service's.
+	cachedSvc, err := payments.New(ctx, payments.Config{
+		Store:       timed,
+		Database:    db.kind,
+		Auth:        benchTokens(),
+		Logger:      slog.New(slog.DiscardHandler),
+		Registry:    prometheus.NewRegistry(),
+		ReplayCache: idemhttp.ReplayCache{Entries: cfg.ReplayKeys},
+	})
+	if err != nil {
+		return nil, err
+	}
 	plainMux := http.NewServeMux()
 	plainMux.Handle("POST /v1/payments", svc.PlainCreate())
 	plainURL, stopPlain, err := serve(plainMux)
@@ -93,6 +108,11 @@ func Run(ctx context.Context, cfg Config) (_ *Report, err error) {
 		return nil, err
 	}
 	defer stopOneTx()
+	cachedURL, stopCached, err := serve(cachedSvc.Handler())
+	if err != nil {
+		return nil, err
+	}
+	defer stopCached()
 	maxClients := slices.Max(cfg.Clients)
 	transport := &http.Transport{
 		MaxIdleConns:        2 * max(maxClients, 16),
@@ -106,7 +126,8 @@ func Run(ctx context.Context, cfg Config) (_ *Report, err error) {
 	t := &target{
 		plainURL: plainURL + "/v1/payments", idemURL: idemURL + "/v1/payments",
 		floorURL: floorURL + "/v1/payments", oneTxURL: oneTxURL + "/v1/payments",
-		client: &http.Client{Transport: transport}, store: store, svc: svc,
+		cachedURL: cachedURL + "/v1/payments",
+		client:    &http.Client{Transport: transport}, store: store, svc: svc,
 		runID: hex.EncodeToString(rnd[:]), replayKeys: cfg.ReplayKeys,
 	}
 	var wal *walMeter // nil on SQLite: no WAL figures

@@ -27,10 +27,13 @@ const (
 	variantFirst      = "idem_first"
 	variantFirstOneTx = "idem_first_one_tx"
 	variantReplay     = "idem_replay"
-	variantDBInsert   = "db_insert"
+	// variantReplayCached: the same replays sent to an instance of the
+	// service with the replay cache on (operation.ReplayCache).
+	variantReplayCached = "idem_replay_cached"
+	variantDBInsert     = "db_insert"
 )
 
-var variants = []string{variantPlain, variantFloor, variantFirst, variantFirstOneTx, variantReplay, variantDBInsert}
+var variants = []string{variantPlain, variantFloor, variantFirst, variantFirstOneTx, variantReplay, variantReplayCached, variantDBInsert}
 
 // requestBody is the payments.v1 body every HTTP request sends.
 const requestBody = `{"amount":"12.50","currency":"EUR","payee":"acct_1","memo":"invoice 2026-117"}`
@@ -63,6 +66,7 @@ type target struct {
 	plainURL, idemURL string // ".../v1/payments" on each server
 	floorURL          string // the same on the floor server
 	oneTxURL          string // the same on the one-transaction server
+	cachedURL         string // the same on the server with the replay cache on
 	client            *http.Client
 	store             registry.Store    // the run's store, untimed
 	svc               *payments.Service // the two-phase service, for its plain insert
@@ -98,6 +102,11 @@ func (t *target) op(variant string) op {
 		return func(ctx context.Context, n int64) error {
 			k := int(n % int64(t.replayKeys))
 			return t.post(ctx, t.idemURL, k%principals, t.replayKey(k), true)
+		}
+	case variantReplayCached:
+		return func(ctx context.Context, n int64) error {
+			k := int(n % int64(t.replayKeys))
+			return t.post(ctx, t.cachedURL, k%principals, t.replayKey(k), true)
 		}
 	case variantDBInsert:
 		return t.insert
