@@ -191,6 +191,8 @@ func thingRequest(opID string) []byte {
 //	declared-outbox  no effect, an outbox message, 422
 //	none500   no effect, 500
 //	block     reports its operation ID on started, waits for release, 201
+//	gated     reports its operation ID on started, waits for its gate
+//	          (X-Gate), then as send without the second call
 //
 // What each Effect call returned goes to results.
 type effBench struct {
@@ -202,6 +204,8 @@ type effBench struct {
 	results chan string
 	started chan string
 	release chan struct{}
+	gates   map[string]chan struct{} // of the "gated" mode; set before serving
+	mw      *idemhttp.Middleware     // as it serves
 }
 
 // shape, if given, is applied to the middleware before it serves.
@@ -234,6 +238,7 @@ func newEffBench(t *testing.T, dsn string, shape ...func(*idemhttp.Middleware)) 
 	for _, f := range shape {
 		f(mw)
 	}
+	b.mw = mw
 	b.srv = httptest.NewServer(mw.Handler(http.HandlerFunc(b.serve)))
 	t.Cleanup(b.srv.Close)
 	t.Cleanup(func() {
@@ -255,6 +260,8 @@ func outcomeOf(err error) string {
 		return "unknown"
 	case errors.Is(err, idemhttp.ErrEffectDeclined):
 		return "declined"
+	case errors.Is(err, idemhttp.ErrScopeTaken):
+		return "scope taken"
 	}
 	return "error: " + err.Error()
 }
@@ -304,6 +311,19 @@ func (b *effBench) serve(w http.ResponseWriter, r *http.Request) {
 		}
 		w.WriteHeader(http.StatusUnprocessableEntity)
 		io.WriteString(w, "declared")
+	case "gated":
+		// Reports its operation ID, waits for its gate (X-Gate, in
+		// gates), then sends as "send" does and reports what Effect
+		// returned.
+		b.started <- op
+		select {
+		case <-b.gates[r.Header.Get("X-Gate")]:
+		case <-ctx.Done():
+		}
+		_, err := idemhttp.Effect(ctx, "send", thingRequest(op))
+		b.results <- outcomeOf(err)
+		w.WriteHeader(http.StatusOK)
+		io.WriteString(w, "handler's own")
 	case "block":
 		b.started <- op
 		select {
