@@ -150,7 +150,7 @@ func runServe(ctx context.Context, args []string, std stdio) int {
 		"compatibility with --revision OP=REV:ACCEPTS; the routes stay the same")
 	keyRefresh := fs.Duration("key-refresh", defaultKeyRefresh, "with --encryption-keys: how often this instance announces the keys it holds in the registry and re-checks that every live instance holds the active key before sealing with it")
 	storeTimeout := fs.Duration("store-timeout", registry.DefaultCallTimeout, "bound on each registry call made for a request; a call that takes longer fails the request with 503 STORE_UNAVAILABLE (0: unbounded)")
-	twoPhase := fs.Bool("two-phase", false, "run POST /v1/payments in the two-phase style: reserve the key (committed), then run the payment and record its outcome; a duplicate sent meanwhile gets 409 IN_PROGRESS or waits (Prefer: wait). Default: one database transaction — payment, outbox message and operation record commit together, and a duplicate sent meanwhile waits for it and replays")
+	twoPhase := fs.Bool("two-phase", false, "run POST /v1/payments and POST /v1/transfers in the two-phase style: reserve the key (committed), then run the payment and record its outcome; a duplicate sent meanwhile gets 409 IN_PROGRESS or waits (Prefer: wait). Default: one database transaction — payment, outbox message and operation record commit together, and a duplicate sent meanwhile waits for it and replays; a transfer commits its record with the provider call's downstream key before the call and the answer with the outcome after it")
 	webhook := addWebhookFlags(fs.FlagSet)
 	eventSecrets := addEventSecretFlag(fs.FlagSet)
 	keys := addKeysFlag(fs.FlagSet)
