@@ -118,12 +118,19 @@ func withEffects(ctx context.Context, er *effectRun) context.Context {
 // attempt as settled by the first call (or ErrOutcomeUnknown). The
 // failpoint after-downstream is hit once the downstream answered.
 //
+// In the one-transaction style (Config.OneTransaction) the first call
+// stores the record with the attempt instead (Store.ReserveEffect), and a
+// definite answer is kept in memory and stored with the outcome
+// (onetxeffects.go): the attempt returned carries it all the same.
+//
 // Errors: one wrapping ErrEffectDeclined for a final refusal (the attempt
 // is returned, stored as failed); one wrapping ErrOutcomeUnknown when the
 // answer was no evidence or could not be stored (the operation is then
-// UNKNOWN); any other error means nothing was sent (no such downstream,
-// storage trouble or fencing before the call). Outside an effect-bearing
-// execution it returns an error and calls nothing. ctx bounds the calls.
+// UNKNOWN); ErrScopeTaken when another request's record for the key was
+// stored first (one-transaction style); any other error means nothing was
+// sent (no such downstream, storage trouble or fencing before the call).
+// Outside an effect-bearing execution it returns an error and calls
+// nothing. ctx bounds the calls.
 func Effect(ctx context.Context, name string, request []byte) (registry.Effect, error) {
 	er, _ := ctx.Value(effectKey{}).(*effectRun)
 	if er == nil {

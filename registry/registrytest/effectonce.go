@@ -121,6 +121,7 @@ func testEffectReserveAtomic(t *testing.T, nh NewHarness) {
 // with its own operation ID, accept exactly one; every other gets the
 // winner's record as in progress, and exactly one attempt exists in all —
 // a loser wrote nothing, so it has no key it could send.
+// threat:effect-lost-race-sends-nothing
 func testEffectReserveRace(t *testing.T, nh NewHarness) {
 	e := setup(t, nh)
 	c := e.claim("conformance.effect-race")
@@ -176,6 +177,7 @@ func testEffectReserveRace(t *testing.T, nh NewHarness) {
 // outcome with its outbox rows in one transaction; fenced by the owner
 // generation (a takeover), by the writer epoch, or naming no stored
 // attempt, or with an outcome that cannot be stored, it writes neither.
+// threat:effect-answer-async-loss
 func testCompleteEffectsAtomic(t *testing.T, nh NewHarness) {
 	e := setup(t, nh)
 	e.setNow(base)
