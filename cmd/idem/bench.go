@@ -23,14 +23,14 @@ import (
 //
 // With --effects it runs the effect benchmark instead (bench.RunEffects):
 // POST /v1/transfers against the demo provider answering after each
-// --latencies delay, plain vs floor vs idem's transfers, at --clients
+// --latencies delay, plain vs floor vs idem's transfers (one-transaction, and two-phase beside it), at --clients
 // (default 16,64), printing req/s, p50/p99, commits and WAL bytes per
 // transfer and transfers ÷ floor; with --check a ratio below the target
 // at 16 clients on PostgreSQL exits 1.
 func runBench(ctx context.Context, args []string, std stdio) int {
 	fs := newFlags("bench", "--db DSN [--effects [--latencies D,D,…]] [--clients N,N,…] [--duration D] [--warmup D] [--rounds N] [--replay-keys N] [--json] [--check] [--keep] [--quiet]", std)
 	dsn := fs.db("", "database `DSN`: postgres://… (a new schema is created and dropped), mysql://… (a new database is created and dropped) or sqlite:PATH (PATH must not exist); required")
-	effects := fs.Bool("effects", false, "run the effect benchmark: POST /v1/transfers against the demo provider, plain vs floor vs idem's transfers")
+	effects := fs.Bool("effects", false, "run the effect benchmark: POST /v1/transfers against the demo provider, plain vs floor vs idem's transfers, one-transaction and two-phase")
 	latencies := fs.String("latencies", "1ms,20ms", "with --effects: comma-separated provider `latencies`")
 	clients := fs.String("clients", "", "comma-separated client `counts` (default 1,16,64; with --effects 16,64)")
 	duration := fs.Duration("duration", bench.DefaultDuration, "how long each cell is timed, per round")
