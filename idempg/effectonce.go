@@ -5,9 +5,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/registry"
@@ -25,18 +27,17 @@ func newOperationID(c registry.Claim, now time.Time) string {
 // ReserveEffect inserts c's record in EXECUTING and the attempt of the
 // effect name in one durable transaction; see registry.EffectStore.
 //
-// Round trips: BEGIN, EffectDurable, the insert (effects.sql,
-// EffectReserve) and the attempt's upsert go to the server in one
-// pipelined batch, and COMMIT, once their answers showed that the record
-// was inserted, in a second — what BeginEffect alone costs, with the
-// reservation's own commit gone. The insert is a plain INSERT: when the
-// scope has a record (committed, or inserted by a concurrent transaction,
-// whose end it waits for) it fails with a unique violation, the batch is
-// aborted and rolled back, and the scope's record, read afresh, decides
-// (lostInsert). No row back from the insert (the writer fence, or the
-// active limit) is rolled back too, and decided the same way with that
-// error. ctx governs everything up to the COMMIT, which runs under
-// commitCtx.
+// Round trips: one. BEGIN, EffectDurable, the insert (effects.sql,
+// EffectReserve), the attempt's upsert and COMMIT go to the server in one
+// pipelined batch, as the outcome's batch does (runLazy): the insert
+// fails — a unique violation when the scope has a record (committed, or
+// inserted by a concurrent transaction, whose end it waits for), IDM01
+// when the writer fence or the active limit held — and so aborts the
+// transaction, and the COMMIT behind it rolls back. Then the scope's
+// record, read afresh, decides (lostInsert). The batch is waited for
+// whatever ctx does, as a COMMIT must be (commit.go); a wait for a lock
+// still ends with ctx's deadline (lock_timeout). ctx governs the
+// connection and the statements' preparation.
 //
 // Durability: synchronous whatever the session's or server's
 // synchronous_commit, as BeginEffect's: the downstream key must be on
@@ -55,6 +56,9 @@ func (s *Store) ReserveEffect(ctx context.Context, c registry.Claim, name string
 	switch {
 	case err != nil:
 		return registry.Result{}, registry.Effect{}, fmt.Errorf("idempg: reserve effect %s/%s: %w", id, name, err)
+	case isFenced(insertErr):
+		insertErr = cmp.Or(writerFenced(ctx, s.lane, c.WriterEpoch), registry.ErrActiveLimit)
+		fallthrough
 	case insertErr != nil:
 		res, err := s.lostInsert(ctx, "reserve effect", c, insertErr)
 		return res, registry.Effect{}, err
@@ -72,29 +76,50 @@ func (s *Store) reserveEffect(ctx context.Context, c registry.Claim, id, name st
 		return rec, eff, nil, translate(err)
 	}
 	defer conn.Release() // a connection left inside a transaction is closed, not reused
+	reserve, upsert := effectQueries.Get("EffectReserve"), effectQueries.Get("EffectUpsert")
+	if s.prepares {
+		// Prepared under ctx, as runLazy prepares its statement: parsing
+		// an INSERT takes its table's lock, a wait that must end with ctx.
+		for _, q := range []string{reserve, upsert} {
+			if _, err := conn.Conn().Prepare(ctx, q, q); err != nil {
+				return rec, eff, nil, fmt.Errorf("prepare: %w", translate(err))
+			}
+		}
+	}
 	batch := &pgx.Batch{}
 	batch.Queue("begin")
 	batch.Queue(effectQueries.Get("EffectDurable"))
-	batch.Queue(effectQueries.Get("EffectReserve"), append(claimArgs(c, id, now), max(c.MaxActive, 0))...)
-	batch.Queue(effectQueries.Get("EffectUpsert"), id, name, registry.DownstreamKey(id, name), int64(1), now, req, reqKey)
-	results := conn.SendBatch(ctx, batch)
+	lockBound := false
+	if deadline, ok := ctx.Deadline(); ok {
+		left := time.Until(deadline)
+		if left <= 0 {
+			return rec, eff, nil, translate(context.DeadlineExceeded)
+		}
+		batch.Queue("SELECT set_config('lock_timeout', $1, true)", strconv.FormatInt(max(left.Milliseconds(), 1), 10)+"ms")
+		lockBound = true
+	}
+	batch.Queue(reserve, append(claimArgs(c, id, now), max(c.MaxActive, 0))...)
+	batch.Queue(upsert, id, name, registry.DownstreamKey(id, name), int64(1), now, req, reqKey)
+	batch.Queue("commit")
+	results := conn.SendBatch(commitCtx(ctx), batch)
 	_, err = results.Exec() // begin
 	if err == nil {
 		_, err = results.Exec() // EffectDurable
 	}
-	var inserted error // the insert's own failure
+	if err == nil && lockBound {
+		_, err = results.Exec()
+	}
 	if err == nil {
-		rec, err = s.scanRecord(results.QueryRow())
-		if errors.Is(err, pgx.ErrNoRows) {
-			// The writer fence or the active limit held; the upsert
-			// behind it must not commit.
-			inserted = cmp.Or(writerFenced(ctx, s.lane, c.WriterEpoch), registry.ErrActiveLimit)
-		} else if err != nil {
-			inserted = err
+		if rec, err = s.scanRecord(results.QueryRow()); err != nil {
+			insertErr = err // the insert's own failure: the transaction is aborted
 		}
 	}
 	if err == nil {
 		eff, err = s.scanEffect(results.QueryRow())
+	}
+	var tag pgconn.CommandTag
+	if err == nil {
+		tag, err = results.Exec() // commit
 	}
 	if cerr := results.Close(); err == nil {
 		err = cerr
@@ -103,16 +128,16 @@ func (s *Store) reserveEffect(ctx context.Context, c registry.Claim, id, name st
 		if conn.Conn().PgConn().TxStatus() != 'I' {
 			_, _ = conn.Exec(context.WithoutCancel(ctx), "rollback")
 		}
-		if inserted != nil {
-			return rec, eff, inserted, nil
+		if staleStatement(err) {
+			_ = conn.Conn().Deallocate(context.WithoutCancel(ctx), reserve)
+			_ = conn.Conn().Deallocate(context.WithoutCancel(ctx), upsert)
+		}
+		if insertErr != nil {
+			return rec, eff, insertErr, nil
 		}
 		return rec, eff, nil, translate(err)
 	}
-	tag, err := conn.Exec(commitCtx(ctx), "commit")
-	switch {
-	case err != nil:
-		return rec, eff, nil, fmt.Errorf("commit: %w", translate(err))
-	case tag.String() != "COMMIT":
+	if tag.String() != "COMMIT" {
 		return rec, eff, nil, fmt.Errorf("commit: %w", pgx.ErrTxCommitRollback)
 	}
 	return rec, eff, nil, nil

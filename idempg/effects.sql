@@ -191,34 +191,40 @@ SELECT scope FROM idem_operations WHERE operation_id = $1;
 -- name: EffectReserve
 -- The acceptance point of an effect-bearing operation in the
 -- one-transaction style (Store.ReserveEffect), sent after BEGIN and
--- EffectDurable and before EffectUpsert in one pipelined batch: it
--- inserts the scope's record directly in EXECUTING (∅ → EXECUTING; no
--- RESERVED row is ever written) at owner generation 1 with its lease.
--- Parameters as queries.sql Reserve, and $13 MaxActive (0: no bound),
--- counted as ClaimLimited counts. A plain INSERT, as Claim: a
--- concurrent insert of the scope makes this one wait for its
--- transaction and then fail with a unique violation, which aborts the
--- batch — nothing of this call is written. No row back: the writer
--- fence or the active limit held.
-WITH clock AS (SELECT coalesce($10::timestamptz, statement_timestamp()) AS t)
-INSERT INTO idem_operations (scope, operation_id, operation, owner, fingerprint, contract,
-                             state, owner_gen, writer_epoch, lease_until, expires_at,
-                             created_at, updated_at, tombstone_ttl, tenant_hash)
-SELECT $1::bytea, $2::text, $3::text, $4::bytea, $5::bytea, $6::text, 'EXECUTING', 1, $7::bigint,
-       t + $8::bigint * interval '1 microsecond',
-       t + $9::bigint * interval '1 microsecond',
-       t, t, $11::bigint, $12::bytea
-FROM clock
-WHERE $7::bigint >= (SELECT writer_epoch FROM idem_control WHERE id = 1) -- the writer fence (migration 003)
-  AND ($13::bigint <= 0 OR (SELECT count(*) FROM (
-           SELECT 1 FROM idem_operations
-           WHERE owner = $4::bytea AND operation = $3::text AND state IN ('RESERVED', 'EXECUTING', 'UNKNOWN')
-                      AND (state = 'UNKNOWN' OR lease_until > clock.t)
-           LIMIT $13::bigint) AS active) < $13::bigint)
-RETURNING scope, operation_id, operation, owner, fingerprint, contract, state, owner_gen,
-          writer_epoch, lease_until, expires_at, created_at, updated_at, resp_status,
-          resp_media_type, resp_location, resp_etag, resp_body, resp_digest, resp_key,
-          retired_at, tombstone_until, tombstone_ttl, tenant_hash;
+-- EffectDurable and before EffectUpsert and COMMIT, all in one pipelined
+-- batch: it inserts the scope's record directly in EXECUTING (∅ →
+-- EXECUTING; no RESERVED row is ever written) at owner generation 1 with
+-- its lease. Parameters as queries.sql Reserve, and $13 MaxActive (0: no
+-- bound), counted as ClaimLimited counts. A plain INSERT, as Claim: a
+-- concurrent insert of the scope makes this one wait for its transaction
+-- and then fail with a unique violation. When nothing is inserted (the
+-- writer fence or the active limit held) the statement fails with
+-- SQLSTATE IDM01 (idem_fenced, migration 006). Either failure aborts the
+-- transaction, so the COMMIT behind it in the same batch rolls back:
+-- nothing of this call is written, and no attempt without its record.
+WITH clock AS (SELECT coalesce($10::timestamptz, statement_timestamp()) AS t),
+ins AS (
+    INSERT INTO idem_operations (scope, operation_id, operation, owner, fingerprint, contract,
+                                 state, owner_gen, writer_epoch, lease_until, expires_at,
+                                 created_at, updated_at, tombstone_ttl, tenant_hash)
+    SELECT $1::bytea, $2::text, $3::text, $4::bytea, $5::bytea, $6::text, 'EXECUTING', 1, $7::bigint,
+           t + $8::bigint * interval '1 microsecond',
+           t + $9::bigint * interval '1 microsecond',
+           t, t, $11::bigint, $12::bytea
+    FROM clock
+    WHERE $7::bigint >= (SELECT writer_epoch FROM idem_control WHERE id = 1) -- the writer fence (migration 003)
+      AND ($13::bigint <= 0 OR (SELECT count(*) FROM (
+               SELECT 1 FROM idem_operations
+               WHERE owner = $4::bytea AND operation = $3::text AND state IN ('RESERVED', 'EXECUTING', 'UNKNOWN')
+                          AND (state = 'UNKNOWN' OR lease_until > clock.t)
+               LIMIT $13::bigint) AS active) < $13::bigint)
+    RETURNING scope, operation_id, operation, owner, fingerprint, contract, state, owner_gen,
+              writer_epoch, lease_until, expires_at, created_at, updated_at, resp_status,
+              resp_media_type, resp_location, resp_etag, resp_body, resp_digest, resp_key,
+              retired_at, tombstone_until, tombstone_ttl, tenant_hash
+)
+SELECT * FROM ins
+WHERE (SELECT CASE WHEN EXISTS (SELECT 1 FROM ins) THEN true ELSE idem_fenced($2::text) END);
 
 -- name: FinishWithAnswers
 -- queries.sql Finish (parameters $1–$19; CompleteEffects sends $16 true) that
