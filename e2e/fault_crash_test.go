@@ -128,7 +128,9 @@ func crashPayment(t *testing.T, dsn, seam string) {
 // reconciliation).
 // In both styles: two-phase (reservation, BeginEffect, answer, outcome)
 // and one-transaction (the record with the downstream key in one commit,
-// the answer held in memory and lost with the process).
+// the answer held in memory and lost with the process) — there also at
+// the failpoint before-commit, once the answer is held and before the
+// transaction that would store it with the outcome.
 // Proves threat:lost-downstream-answer and threat:effect-answer-async-loss
 // (docs/threat-model.md): the answer that dies with the server is asked
 // for again with the durable key.
@@ -138,12 +140,14 @@ func TestFaultCrashTransfer(t *testing.T) {
 		"one-tx":    {oneTxFlag, "--lease", "1s", "--recover-interval", "200ms"},
 	}
 	for style, styleFlags := range styles {
-		t.Run(style, func(t *testing.T) { crashTransfer(t, styleFlags) })
+		t.Run(style, func(t *testing.T) { crashTransfer(t, "after-downstream", styleFlags) })
 	}
+	t.Run("one-tx/before-commit", func(t *testing.T) { crashTransfer(t, "before-commit", styles["one-tx"]) })
 }
 
-// crashTransfer is TestFaultCrashTransfer for the serve flags of a style.
-func crashTransfer(t *testing.T, styleFlags []string) {
+// crashTransfer is TestFaultCrashTransfer for a failpoint and the serve
+// flags of a style.
+func crashTransfer(t *testing.T, seam string, styleFlags []string) {
 	eachEngine(t, func(t *testing.T, dsn string) {
 		f := newFault(t, dsn)
 		key, body := f.key("crash-transfer"), `{"amount":"`+f.amount()+`","currency":"EUR","payee":"acct_1"}`
@@ -155,9 +159,9 @@ func crashTransfer(t *testing.T, styleFlags []string) {
 		flags := append([]string{"--provider", prov.url}, append(slices.Clone(styleFlags), "--lease", "3s")...)
 
 		began := time.Now()
-		a := f.serve("A", []string{"IDEM_FAILPOINTS=after-downstream=kill"}, false, flags...)
+		a := f.serve("A", []string{"IDEM_FAILPOINTS=" + seam + "=kill"}, false, flags...)
 		if r, err := f.post(a, "/v1/transfers", "demo", key, body); err == nil {
-			t.Fatalf("POST with after-downstream=kill answered %v; want the connection to break", r)
+			t.Fatalf("POST with %s=kill answered %v; want the connection to break", seam, r)
 		}
 		wantKilled(t, a)
 		killed := time.Now()
@@ -236,7 +240,7 @@ func crashTransfer(t *testing.T, styleFlags []string) {
 		if f.check(allow{Errors: true}); f.last.ProviderExecuted != 1 {
 			t.Errorf("provider executed %d transfers in all; want exactly 1", f.last.ProviderExecuted)
 		}
-		t.Logf("after-downstream: killed after %v, restarted in %v, settled %v after the restart",
+		t.Logf("%s: killed after %v, restarted in %v, settled %v after the restart", seam,
 			killed.Sub(began).Round(time.Millisecond), restarted.Sub(killed).Round(time.Millisecond),
 			settled.Sub(restarted).Round(time.Millisecond))
 	})
