@@ -15,6 +15,10 @@ package idem
 // record already SUCCEEDED or FAILED_FINAL, in the transaction of the
 // business writes: RESERVED → EXECUTING → terminal happens inside that
 // uncommitted transaction and nobody else ever sees the in-flight states.
+// With effects outside the database, that style inserts its record
+// directly EXECUTING, with its first effect attempt, in one commit before
+// the downstream call (registry.EffectStore.ReserveEffect): nobody ever
+// sees it RESERVED.
 //
 // RESERVED: accepted, nothing outside the database has happened yet.
 // EXECUTING: an effect outside the database may have been started.

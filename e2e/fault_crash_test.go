@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -125,10 +126,28 @@ func crashPayment(t *testing.T, dsn, seam string) {
 // executes anew; afterwards retries replay the settled outcome; the
 // provider executed exactly once (no UNKNOWN re-executed before
 // reconciliation).
+// In both styles: two-phase (reservation, BeginEffect, answer, outcome)
+// and one-transaction (the record with the downstream key in one commit,
+// the answer held in memory and lost with the process) — there also at
+// the failpoint before-commit, once the answer is held and before the
+// transaction that would store it with the outcome.
 // Proves threat:lost-downstream-answer and threat:effect-answer-async-loss
 // (docs/threat-model.md): the answer that dies with the server is asked
 // for again with the durable key.
 func TestFaultCrashTransfer(t *testing.T) {
+	styles := map[string][]string{
+		"two-phase": crashFlags,
+		"one-tx":    {oneTxFlag, "--lease", "1s", "--recover-interval", "200ms"},
+	}
+	for style, styleFlags := range styles {
+		t.Run(style, func(t *testing.T) { crashTransfer(t, "after-downstream", styleFlags) })
+	}
+	t.Run("one-tx/before-commit", func(t *testing.T) { crashTransfer(t, "before-commit", styles["one-tx"]) })
+}
+
+// crashTransfer is TestFaultCrashTransfer for a failpoint and the serve
+// flags of a style.
+func crashTransfer(t *testing.T, seam string, styleFlags []string) {
 	eachEngine(t, func(t *testing.T, dsn string) {
 		f := newFault(t, dsn)
 		key, body := f.key("crash-transfer"), `{"amount":"`+f.amount()+`","currency":"EUR","payee":"acct_1"}`
@@ -137,12 +156,12 @@ func TestFaultCrashTransfer(t *testing.T) {
 		// to it): the transfer's four registry and provider calls must
 		// reach the failpoint within it, which 1 s did not always allow
 		// on a loaded machine under -race (503 at BeginEffect).
-		flags := append([]string{"--provider", prov.url}, append(crashFlags, "--lease", "3s")...)
+		flags := append([]string{"--provider", prov.url}, append(slices.Clone(styleFlags), "--lease", "3s")...)
 
 		began := time.Now()
-		a := f.serve("A", []string{"IDEM_FAILPOINTS=after-downstream=kill"}, false, flags...)
+		a := f.serve("A", []string{"IDEM_FAILPOINTS=" + seam + "=kill"}, false, flags...)
 		if r, err := f.post(a, "/v1/transfers", "demo", key, body); err == nil {
-			t.Fatalf("POST with after-downstream=kill answered %v; want the connection to break", r)
+			t.Fatalf("POST with %s=kill answered %v; want the connection to break", seam, r)
 		}
 		wantKilled(t, a)
 		killed := time.Now()
@@ -221,7 +240,7 @@ func TestFaultCrashTransfer(t *testing.T) {
 		if f.check(allow{Errors: true}); f.last.ProviderExecuted != 1 {
 			t.Errorf("provider executed %d transfers in all; want exactly 1", f.last.ProviderExecuted)
 		}
-		t.Logf("after-downstream: killed after %v, restarted in %v, settled %v after the restart",
+		t.Logf("%s: killed after %v, restarted in %v, settled %v after the restart", seam,
 			killed.Sub(began).Round(time.Millisecond), restarted.Sub(killed).Round(time.Millisecond),
 			settled.Sub(restarted).Round(time.Millisecond))
 	})

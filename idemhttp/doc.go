@@ -20,7 +20,12 @@
 //     (registry.Store.ExecuteOnce); a duplicate racing it waits for it
 //     (in this process for the execution of its key; in another, on the
 //     claim the driver takes before the handler's first statement) and
-//     is answered from the record that won.
+//     is answered from the record that won. With Effects as well, the
+//     handler runs with nothing written and its first Effect stores the
+//     record, EXECUTING, with the effect's downstream key in one commit
+//     before the call; the answer commits with the outcome (two commits
+//     per execution); a racing request's Effect returns ErrScopeTaken and
+//     sends nothing.
 //     A handler written on database/sql (GORM, sqlx, sqlc) gets the same
 //     transaction as a *sql.Tx with SQLTx(r.Context()), on every engine
 //     and in every style; it must not commit or roll it back (README,

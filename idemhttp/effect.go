@@ -23,6 +23,13 @@ var ErrOutcomeUnknown = operation.ErrOutcomeUnknown
 // happen.
 var ErrEffectDeclined = operation.ErrEffectDeclined
 
+// ErrScopeTaken is wrapped in Effect's error, in the one-transaction
+// style (Operation.OneTransaction with Effects), when another request
+// with the same key was accepted first (operation.ErrScopeTaken): nothing
+// was written or sent, and the handler's answer is discarded — the
+// request is answered from the record that won.
+var ErrScopeTaken = operation.ErrScopeTaken
+
 // ActorClientRetry is the reconciliation actor of a settlement made while
 // answering a client's retry.
 const ActorClientRetry = operation.ActorClientRetry

@@ -191,6 +191,8 @@ func thingRequest(opID string) []byte {
 //	declared-outbox  no effect, an outbox message, 422
 //	none500   no effect, 500
 //	block     reports its operation ID on started, waits for release, 201
+//	gated     reports its operation ID on started, waits for its gate
+//	          (X-Gate), then as send without the second call
 //
 // What each Effect call returned goes to results.
 type effBench struct {
@@ -202,6 +204,8 @@ type effBench struct {
 	results chan string
 	started chan string
 	release chan struct{}
+	gates   map[string]chan struct{} // of the "gated" mode; set before serving
+	mw      *idemhttp.Middleware     // as it serves
 }
 
 // shape, if given, is applied to the middleware before it serves.
@@ -234,6 +238,7 @@ func newEffBench(t *testing.T, dsn string, shape ...func(*idemhttp.Middleware)) 
 	for _, f := range shape {
 		f(mw)
 	}
+	b.mw = mw
 	b.srv = httptest.NewServer(mw.Handler(http.HandlerFunc(b.serve)))
 	t.Cleanup(b.srv.Close)
 	t.Cleanup(func() {
@@ -255,6 +260,8 @@ func outcomeOf(err error) string {
 		return "unknown"
 	case errors.Is(err, idemhttp.ErrEffectDeclined):
 		return "declined"
+	case errors.Is(err, idemhttp.ErrScopeTaken):
+		return "scope taken"
 	}
 	return "error: " + err.Error()
 }
@@ -304,6 +311,19 @@ func (b *effBench) serve(w http.ResponseWriter, r *http.Request) {
 		}
 		w.WriteHeader(http.StatusUnprocessableEntity)
 		io.WriteString(w, "declared")
+	case "gated":
+		// Reports its operation ID, waits for its gate (X-Gate, in
+		// gates), then sends as "send" does and reports what Effect
+		// returned.
+		b.started <- op
+		select {
+		case <-b.gates[r.Header.Get("X-Gate")]:
+		case <-ctx.Done():
+		}
+		_, err := idemhttp.Effect(ctx, "send", thingRequest(op))
+		b.results <- outcomeOf(err)
+		w.WriteHeader(http.StatusOK)
+		io.WriteString(w, "handler's own")
 	case "block":
 		b.started <- op
 		select {
@@ -430,6 +450,21 @@ func effStores(t *testing.T, fn func(t *testing.T, b *effBench)) {
 	})
 }
 
+// effStyles runs fn on a fresh effBench per driver and style: two-phase,
+// and one-transaction (Operation.OneTransaction with Effects: the record
+// and the attempt in one commit, the answer with the outcome).
+func effStyles(t *testing.T, fn func(t *testing.T, b *effBench)) {
+	pgtest.EachDriver(t, "eff.db", func(t *testing.T, _, dsn string) {
+		t.Run("TwoPhase", func(t *testing.T) { fn(t, newEffBench(t, dsn)) })
+		t.Run("OneTransaction", func(t *testing.T) {
+			fn(t, newEffBench(t, dsn, func(mw *idemhttp.Middleware) {
+				mw.Operation.OneTransaction = true
+				mw.Operation.APIRevision = "v1-onetx" // scopes of their own on the same database
+			}))
+		})
+	})
+}
+
 func TestEffectOutsideExecution(t *testing.T) {
 	_, err := idemhttp.Effect(context.Background(), "x", []byte(`{}`))
 	if err == nil || errors.Is(err, idemhttp.ErrOutcomeUnknown) || errors.Is(err, idemhttp.ErrEffectDeclined) {
@@ -442,7 +477,7 @@ func TestEffectOutsideExecution(t *testing.T) {
 // its request and the downstream's answer, and replays it byte for byte
 // without calling the downstream again.
 func TestEffectExecuted(t *testing.T) {
-	effStores(t, func(t *testing.T, b *effBench) {
+	effStyles(t, func(t *testing.T, b *effBench) {
 		first := b.post(t, "k-ok", "send")
 		op := first.op()
 		if res := b.result(); res != "ok" {
@@ -503,7 +538,7 @@ func TestEffectExecuted(t *testing.T) {
 // TestEffectDeclined: a final refusal is stored as the rendered
 // FAILED_FINAL outcome and replayed.
 func TestEffectDeclined(t *testing.T) {
-	effStores(t, func(t *testing.T, b *effBench) {
+	effStyles(t, func(t *testing.T, b *effBench) {
 		b.bank.setMode("decline")
 		first := b.post(t, "k-declined", "send")
 		op := first.op()
@@ -540,7 +575,7 @@ func TestEffectDeclined(t *testing.T) {
 // finds nothing, the stored request is re-sent with the same key) and
 // gets the rendered outcome of the same operation, replayed from then on.
 func TestEffectUnknownThenSettled(t *testing.T) {
-	effStores(t, func(t *testing.T, b *effBench) {
+	effStyles(t, func(t *testing.T, b *effBench) {
 		b.bank.setMode("fail")
 		first := b.post(t, "k-unknown", "send")
 		op := first.op()
@@ -610,7 +645,7 @@ func TestEffectUnknownThenSettled(t *testing.T) {
 // was lost (503 after executing): UNKNOWN; the retry's lookup finds the
 // execution and settles it without sending again (method provider).
 func TestEffectSettleByLookup(t *testing.T) {
-	effStores(t, func(t *testing.T, b *effBench) {
+	effStyles(t, func(t *testing.T, b *effBench) {
 		b.bank.setMode("fail-after")
 		first := b.post(t, "k-lost", "send")
 		op := first.op()
@@ -636,7 +671,7 @@ func TestEffectSettleByLookup(t *testing.T) {
 // began no effect stores a 2xx as SUCCEEDED and a declared 4xx as
 // REJECTED, and releases anything else so that a retry runs afresh.
 func TestEffectWithoutEffects(t *testing.T) {
-	effStores(t, func(t *testing.T, b *effBench) {
+	effStyles(t, func(t *testing.T, b *effBench) {
 		plain := b.post(t, "k-plain", "plain")
 		if plain.status != http.StatusCreated || string(plain.body) != "plain" || b.record(t, plain.op()).State != idem.StateSucceeded {
 			t.Errorf("plain: %v", plain)

@@ -1,6 +1,7 @@
 package idemmysql
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -27,7 +28,7 @@ const (
 func (s *Store) claimArgs(c registry.Claim) (string, []any) {
 	now, idAt := s.stamp()
 	args := []any{
-		now, c.Scope[:], idem.NewOperationID(idAt, c.Scope), c.Operation, c.Owner[:], c.Fingerprint[:],
+		now, c.Scope[:], cmp.Or(c.OperationID, idem.NewOperationID(idAt, c.Scope)), c.Operation, c.Owner[:], c.Fingerprint[:],
 		idem.ContractVersion, c.WriterEpoch,
 		c.LeaseOrDefault().Microseconds(), c.RetentionOrDefault().Microseconds(),
 		tombstoneTTL(c), tenantHash(c),

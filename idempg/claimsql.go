@@ -8,7 +8,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/registry"
 )
 
@@ -26,7 +25,7 @@ import (
 // Round trips: the claim and the outcome one each, as ClaimAndExecute's.
 func (s *Store) ClaimAndExecuteSQL(ctx context.Context, tx *sql.Tx, c registry.Claim, fn registry.BusinessFunc) (registry.Result, error) {
 	now, goNow := s.clock()
-	query, args := "Claim", claimArgs(c, idem.NewOperationID(goNow, c.Scope), now)
+	query, args := "Claim", claimArgs(c, newOperationID(c, goNow), now)
 	if c.MaxActive > 0 {
 		query, args = "ClaimLimited", append(args, c.MaxActive)
 	}

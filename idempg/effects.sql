@@ -189,3 +189,98 @@ WHERE o.state = 'UNKNOWN' AND $1::text = 'UNKNOWN'
 -- sealed response body names (registry.ResponseAAD).
 SELECT scope FROM idem_operations
 WHERE scope BETWEEN idem_id_scope_lo($1) AND idem_id_scope_hi($1) AND operation_id = $1;
+
+-- name: EffectReserve
+-- The acceptance point of an effect-bearing operation in the
+-- one-transaction style (Store.ReserveEffect), sent after BEGIN and
+-- EffectDurable and before EffectUpsert and COMMIT, all in one pipelined
+-- batch: it inserts the scope's record directly in EXECUTING (∅ →
+-- EXECUTING; no RESERVED row is ever written) at owner generation 1 with
+-- its lease. Parameters as queries.sql Reserve, and $13 MaxActive (0: no
+-- bound), counted as ClaimLimited counts. A plain INSERT, as Claim: a
+-- concurrent insert of the scope makes this one wait for its transaction
+-- and then fail with a unique violation. When nothing is inserted (the
+-- writer fence or the active limit held) the statement fails with
+-- SQLSTATE IDM01 (idem_fenced, migration 006). Either failure aborts the
+-- transaction, so the COMMIT behind it in the same batch rolls back:
+-- nothing of this call is written, and no attempt without its record.
+WITH clock AS (SELECT coalesce($10::timestamptz, statement_timestamp()) AS t),
+ins AS (
+    INSERT INTO idem_operations (scope, operation_id, operation, owner, fingerprint, contract,
+                                 state, owner_gen, writer_epoch, lease_until, expires_at,
+                                 created_at, updated_at, tombstone_ttl, tenant_hash)
+    SELECT $1::bytea, $2::text, $3::text, $4::bytea, $5::bytea, $6::text, 'EXECUTING', 1, $7::bigint,
+           t + $8::bigint * interval '1 microsecond',
+           t + $9::bigint * interval '1 microsecond',
+           t, t, $11::bigint, $12::bytea
+    FROM clock
+    WHERE $7::bigint >= (SELECT writer_epoch FROM idem_control WHERE id = 1) -- the writer fence (migration 003)
+      AND ($13::bigint <= 0 OR (SELECT count(*) FROM (
+               SELECT 1 FROM idem_operations
+               WHERE owner = $4::bytea AND operation = $3::text AND state IN ('RESERVED', 'EXECUTING', 'UNKNOWN')
+                          AND (state = 'UNKNOWN' OR lease_until > clock.t)
+               LIMIT $13::bigint) AS active) < $13::bigint)
+    RETURNING scope, operation_id, operation, owner, fingerprint, contract, state, owner_gen,
+              writer_epoch, lease_until, expires_at, created_at, updated_at, resp_status,
+              resp_media_type, resp_location, resp_etag, resp_body, resp_digest, resp_key,
+              retired_at, tombstone_until, tombstone_ttl, tenant_hash
+)
+SELECT * FROM ins
+WHERE (SELECT CASE WHEN EXISTS (SELECT 1 FROM ins) THEN true ELSE idem_fenced($2::text) END);
+
+-- name: FinishWithAnswers
+-- queries.sql Finish (parameters $1–$19; CompleteEffects sends $16 true) that
+-- also stores the downstream's answers to the operation's begun effects
+-- (Store.CompleteEffects): $20 effect names, $21 handles, $22 results
+-- ('' keeps the stored value), $23 answers (NULL keeps it), $24 the
+-- answers' key IDs (NULL: plaintext). The answers are written only if the
+-- record's compare-and-set matched; when it did not, or when an answer
+-- names no stored attempt, the statement fails with SQLSTATE IDM01
+-- (idem_fenced), which aborts the transaction, so the COMMIT behind it
+-- commits neither the answers nor the outcome. The commit is synchronous
+-- (the session's setting; no set_config here, unlike EffectRecord).
+WITH clock AS (SELECT coalesce($10::timestamptz, statement_timestamp()) AS t),
+upd AS (
+    UPDATE idem_operations o
+    SET state = $3::text, resp_status = $4::integer, resp_media_type = $5::text,
+        resp_location = $6::text, resp_etag = $7::text, resp_body = $8::bytea,
+        resp_digest = $9::bytea, resp_key = $17::text, updated_at = clock.t,
+        expires_at = clock.t + (o.expires_at - o.created_at)
+    FROM clock
+    WHERE o.scope = $1 AND o.operation_id = $11 AND o.owner_gen = $2
+      AND o.state IN ('RESERVED', 'EXECUTING') AND o.retired_at IS NULL
+      AND $15::bigint >= (SELECT writer_epoch FROM idem_control WHERE id = 1)
+    RETURNING o.scope, o.operation_id, o.operation, o.owner, o.fingerprint, o.contract,
+              o.state, o.owner_gen, o.writer_epoch, o.lease_until, o.expires_at,
+              o.created_at, o.updated_at, o.resp_status, o.resp_media_type,
+              o.resp_location, o.resp_etag, o.resp_body, o.resp_digest, o.resp_key,
+              o.retired_at, o.tombstone_until, o.tombstone_ttl, o.tenant_hash
+),
+answered AS (
+    UPDATE idem_effects e
+    SET handle = coalesce(nullif(a.handle, ''), e.handle),
+        result = coalesce(nullif(a.result, ''), e.result),
+        answer = coalesce(a.answer, e.answer),
+        answer_key = CASE WHEN a.answer IS NULL THEN e.answer_key ELSE a.key END,
+        owner_gen = $2::bigint, updated_at = clock.t
+    FROM unnest($20::text[], $21::text[], $22::text[], $23::bytea[], $24::text[]) AS a(name, handle, result, answer, key), clock
+    WHERE e.operation_id = $11::text AND e.name = a.name AND EXISTS (SELECT 1 FROM upd)
+    RETURNING e.name
+),
+outbox AS (
+    INSERT INTO idem_outbox (message_id, operation_id, topic, payload, created_at, payload_key, trace_parent)
+    SELECT m.id, $11::text, m.topic, m.payload, clock.t, m.key, m.trace
+    FROM unnest($12::text[], $13::text[], $14::bytea[], $18::text[], $19::text[]) WITH ORDINALITY AS m(id, topic, payload, key, trace, n), clock
+    WHERE EXISTS (SELECT 1 FROM upd)
+    ORDER BY m.n
+),
+wake AS (
+    SELECT pg_notify('idem_changed', encode(upd.scope, 'hex')) FROM upd
+    WHERE EXISTS (SELECT 1 FROM idem_waiters w WHERE w.scope = upd.scope)
+)
+SELECT * FROM upd
+WHERE (SELECT CASE WHEN EXISTS (SELECT 1 FROM upd)
+                    AND (SELECT count(*) FROM answered) = coalesce(cardinality($20::text[]), 0)
+                   THEN (SELECT count(*) FROM wake) >= 0
+              WHEN $16::boolean THEN idem_fenced($11::text)
+              ELSE false END);

@@ -51,6 +51,13 @@ func TestEffectDurableRaisesOnlyWeakSettings(t *testing.T) {
 			if err := ts.Pool().QueryRow(ctx, `SHOW synchronous_commit`).Scan(&got); err != nil || got != c.session {
 				t.Errorf("pooled session after BeginEffect: synchronous_commit = %q (err %v), want %q", got, err, c.session)
 			}
+			// ReserveEffect sends the same statement in its one batch.
+			if res, _, err := ts.ReserveEffect(ctx, newClaim("durable-once"), "transfer", nil); err != nil || res.Verdict != registry.Execute {
+				t.Fatalf("ReserveEffect: %v %v", res.Verdict, err)
+			}
+			if err := ts.Pool().QueryRow(ctx, `SHOW synchronous_commit`).Scan(&got); err != nil || got != c.session {
+				t.Errorf("pooled session after ReserveEffect: synchronous_commit = %q (err %v), want %q", got, err, c.session)
+			}
 		})
 	}
 }

@@ -84,7 +84,7 @@ func (s *Store) Complete(ctx context.Context, rec registry.Record, fn registry.B
 // registry.ErrWriterFenced; see control.go.
 func (s *Store) ClaimAndExecute(ctx context.Context, tx pgx.Tx, c registry.Claim, fn registry.BusinessFunc) (registry.Result, error) {
 	now, goNow := s.clock()
-	query, args := "Claim", claimArgs(c, idem.NewOperationID(goNow, c.Scope), now)
+	query, args := "Claim", claimArgs(c, newOperationID(c, goNow), now)
 	if c.MaxActive > 0 {
 		query, args = "ClaimLimited", append(args, c.MaxActive)
 	}

@@ -52,7 +52,7 @@ import (
 func (s *Store) ExecuteOnce(ctx context.Context, c registry.Claim, fn registry.BusinessFunc) (registry.Result, error) {
 	now, goNow := s.clock()
 	rec := registry.Record{
-		Scope: c.Scope, OperationID: idem.NewOperationID(goNow, c.Scope), Operation: c.Operation,
+		Scope: c.Scope, OperationID: newOperationID(c, goNow), Operation: c.Operation,
 		Owner: c.Owner, Fingerprint: c.Fingerprint, Contract: idem.ContractVersion,
 		State: idem.StateExecuting, OwnerGen: 1, WriterEpoch: c.WriterEpoch,
 		TombstoneTTL: max(c.TombstoneTTL, 0), TenantHash: registry.TenantHash(c.Tenant),

@@ -62,7 +62,7 @@ func (s *Store) Reserve(ctx context.Context, c registry.Claim) (registry.Record,
 	}
 	// Only a new scope needs an operation ID and the insert's parameters.
 	now, goNow := s.clock()
-	query, args := "Reserve", claimArgs(c, idem.NewOperationID(goNow, c.Scope), now)
+	query, args := "Reserve", claimArgs(c, newOperationID(c, goNow), now)
 	if c.MaxActive > 0 {
 		query, args = "ReserveLimited", append(args, c.MaxActive)
 	}

@@ -1,6 +1,7 @@
 package idemsqlite
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -29,7 +30,7 @@ func (s *Store) stamp() (now any, idAt time.Time) {
 func (s *Store) claimArgs(c registry.Claim) []any {
 	now, idAt := s.stamp()
 	return []any{
-		now, c.Scope[:], idem.NewOperationID(idAt, c.Scope), c.Operation, c.Owner[:], c.Fingerprint[:],
+		now, c.Scope[:], cmp.Or(c.OperationID, idem.NewOperationID(idAt, c.Scope)), c.Operation, c.Owner[:], c.Fingerprint[:],
 		idem.ContractVersion, c.WriterEpoch,
 		c.LeaseOrDefault().Microseconds(), c.RetentionOrDefault().Microseconds(),
 		tombstoneTTL(c), tenantArg(c),

@@ -159,7 +159,17 @@ type Config struct {
 	//
 	// Lease and MaxActiveKeys do not apply (nothing is in flight in the
 	// registry); the execution is bounded by MaxDuration, or by Lease
-	// when that is longer. Not with Effects.
+	// when that is longer.
+	//
+	// With Effects, the handler runs with nothing written; its first
+	// Effect call stores the record, directly EXECUTING with its lease,
+	// together with the effect's attempt and downstream key, in one
+	// durable transaction (registry.EffectStore.ReserveEffect), and the
+	// answer commits with the outcome (CompleteEffects): two commits per
+	// execution where the two-phase style makes four. Lease and
+	// MaxActiveKeys then apply from that first Effect on; a duplicate in
+	// another process that arrives before it runs its handler too, and
+	// its Effect returns ErrScopeTaken, sending nothing (onetxeffects.go).
 	OneTransaction bool
 	// ReplayCache, when on (Entries > 0), answers replays of settled
 	// operations this Core has replayed before from memory
@@ -198,9 +208,6 @@ func (op *Config) Validate() error {
 	}
 	if op.AcceptsRecordsOf != "" && (op.AcceptsRecordsOf == op.APIRevision || strings.TrimSpace(op.AcceptsRecordsOf) == "") {
 		return fmt.Errorf("operation %s: AcceptsRecordsOf %q must name another, older API revision", op.Name, op.AcceptsRecordsOf)
-	}
-	if op.OneTransaction && op.Effects != nil {
-		return fmt.Errorf("operation %s: OneTransaction cannot run Effects (they need the two-phase reservation)", op.Name)
 	}
 	if op.MaxResponseBody > idem.MaxStoredBody {
 		return fmt.Errorf("operation %s: MaxResponseBody %d exceeds idem.MaxStoredBody (%d), what a registry stores", op.Name, op.MaxResponseBody, idem.MaxStoredBody)

@@ -24,6 +24,9 @@
 //	twophase.go   reserve, then execute in the fenced business transaction (Store.Complete)
 //	onetx.go      one transaction: look up, then execute and insert the record (Store.ExecuteOnce)
 //	effects.go    effects outside the database: BeginEffect, evidence, UNKNOWN (Effect)
+//	onetxeffects.go  effects in the one-transaction style: the record and the attempt in one
+//	              commit at the first Effect (Store.ReserveEffect), the answer with the
+//	              outcome (Store.CompleteEffects): two commits per execution
 //	settle.go     continue an operation: settle an UNKNOWN one, take over an expired lease
 //	outcome.go    what every style answers once its outcome committed or not: release,
 //	              resolve a lost commit reply, the execution's context and heartbeat

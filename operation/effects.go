@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/effect"
@@ -60,6 +61,13 @@ var ErrOutcomeUnknown = errors.New("operation: downstream outcome unknown")
 // the rendered outcome says what the client gets.
 var ErrEffectDeclined = errors.New("operation: downstream declined the effect")
 
+// ErrScopeTaken is wrapped in Effect's error, in the one-transaction
+// style (Config.OneTransaction), when another request's record for the
+// key was stored first: nothing was written and nothing sent, and the
+// execution's answer is discarded — the request is answered from the
+// record that won (replay, conflict or in progress).
+var ErrScopeTaken = errors.New("operation: another request with this key was accepted first; nothing was sent")
+
 // effectRun is the effect state of one effect-bearing execution.
 type effectRun struct {
 	store registry.Store
@@ -67,11 +75,31 @@ type effectRun struct {
 	op    *effect.Operation
 	mu    sync.Mutex
 	// effects holds the begun effects as stored, by name, with the result
-	// recorded so far ("" while unsettled).
+	// recorded so far ("" while unsettled) — in the one-transaction style
+	// also the answers not stored yet (held).
 	effects map[string]registry.Effect
 	order   []string
 	unknown bool // the record was marked UNKNOWN
 	fenced  bool // MarkUnknown failed: the record's state is not ours to tell
+
+	// The one-transaction style (onetxeffects.go). claim, until the first
+	// Effect: the record is not stored yet, and that Effect stores it
+	// with its attempt (Store.ReserveEffect).
+	claim *registry.Claim
+	// holds: a definite answer is kept in memory for the outcome's
+	// transaction (Store.CompleteEffects) instead of being stored at
+	// once; held lists, in order, the names whose answer is so kept.
+	holds bool
+	held  []string
+	// lost is the record that won the scope (ErrScopeTaken); refused is
+	// why the reservation failed, nothing written (storage, the writer
+	// fence, the active limit).
+	lost    *registry.Record
+	refused error
+	// reserved is called once the record is stored (the lease starts);
+	// reserving is the time ReserveEffect took.
+	reserved  func(registry.Record)
+	reserving time.Duration
 }
 
 type effectKey struct{}
@@ -90,12 +118,19 @@ func withEffects(ctx context.Context, er *effectRun) context.Context {
 // attempt as settled by the first call (or ErrOutcomeUnknown). The
 // failpoint after-downstream is hit once the downstream answered.
 //
+// In the one-transaction style (Config.OneTransaction) the first call
+// stores the record with the attempt instead (Store.ReserveEffect), and a
+// definite answer is kept in memory and stored with the outcome
+// (onetxeffects.go): the attempt returned carries it all the same.
+//
 // Errors: one wrapping ErrEffectDeclined for a final refusal (the attempt
 // is returned, stored as failed); one wrapping ErrOutcomeUnknown when the
 // answer was no evidence or could not be stored (the operation is then
-// UNKNOWN); any other error means nothing was sent (no such downstream,
-// storage trouble or fencing before the call). Outside an effect-bearing
-// execution it returns an error and calls nothing. ctx bounds the calls.
+// UNKNOWN); ErrScopeTaken when another request's record for the key was
+// stored first (one-transaction style); any other error means nothing was
+// sent (no such downstream, storage trouble or fencing before the call).
+// Outside an effect-bearing execution it returns an error and calls
+// nothing. ctx bounds the calls.
 func Effect(ctx context.Context, name string, request []byte) (registry.Effect, error) {
 	er, _ := ctx.Value(effectKey{}).(*effectRun)
 	if er == nil {
@@ -107,12 +142,20 @@ func Effect(ctx context.Context, name string, request []byte) (registry.Effect, 
 	}
 	er.mu.Lock()
 	defer er.mu.Unlock() // effects of one operation run one at a time
-	if er.unknown || er.fenced {
+	switch {
+	case er.unknown || er.fenced:
 		return registry.Effect{}, ErrOutcomeUnknown
+	case er.lost != nil:
+		return registry.Effect{}, ErrScopeTaken
+	case er.refused != nil:
+		return registry.Effect{}, fmt.Errorf("operation: accepting the operation: %w", er.refused)
+	}
+	if eff, ok := er.effects[name]; ok && eff.Result != "" && er.holds {
+		return eff, declined(eff) // settled in this execution: its answer may be held
 	}
 	bctx, span := tracing.Child(ctx, SpanEffectBegin, tracing.Effect.String(name))
-	eff, err := er.store.BeginEffect(bctx, er.rec, name, request)
-	endSpan(span, registry.Record{}, err) // trace.go
+	eff, err := er.begin(bctx, name, request) // onetxeffects.go
+	endSpan(span, registry.Record{}, err)     // trace.go
 	if err != nil {
 		// Nothing was written and nothing sent.
 		return registry.Effect{}, fmt.Errorf("operation: beginning effect %s: %w", name, err)
@@ -132,15 +175,18 @@ func Effect(ctx context.Context, name string, request []byte) (registry.Effect, 
 	if !ok {
 		return eff, er.markUnknown(ctx, fmt.Errorf("effect %s: %s", name, a.Detail))
 	}
-	if err := er.store.RecordEffect(context.WithoutCancel(ctx), er.rec, name, a.Handle, result, a.Body); err != nil {
-		// The downstream answered but the answer is not stored: unknown.
-		return eff, er.markUnknown(ctx, fmt.Errorf("recording effect %s: %w", name, err))
+	if !er.holds {
+		if err := er.store.RecordEffect(context.WithoutCancel(ctx), er.rec, name, a.Handle, result, a.Body); err != nil {
+			// The downstream answered but the answer is not stored: unknown.
+			return eff, er.markUnknown(ctx, fmt.Errorf("recording effect %s: %w", name, err))
+		}
 	}
 	eff.Result, eff.Answer = result, a.Body
 	if a.Handle != "" {
 		eff.Handle = a.Handle
 	}
 	er.effects[name] = eff
+	er.hold(name) // onetxeffects.go: the one-transaction style stores it with the outcome
 	return eff, declined(eff)
 }
 
@@ -156,6 +202,7 @@ func declined(eff registry.Effect) error {
 // markUnknown moves the record to UNKNOWN and returns cause wrapped with
 // ErrOutcomeUnknown. Called with er.mu held.
 func (er *effectRun) markUnknown(ctx context.Context, cause error) error {
+	er.storeHeld(ctx) // a definite answer held in memory is stored first
 	if _, err := er.store.MarkUnknown(context.WithoutCancel(ctx), er.rec); err != nil {
 		er.fenced = true
 		return fmt.Errorf("%w: %w (marking it unknown failed: %v)", ErrOutcomeUnknown, cause, err)
@@ -194,38 +241,66 @@ func (c *Core) executeEffects(ctx context.Context, rec registry.Record, d Door) 
 	xctx, span := c.span(xctx, SpanExecute, rec) // trace.go
 	defer span.End()
 	ans, err := d.Execute(withEffects(xctx, er), nil, rec)
-	effs, settled, unknown := er.state()
-	switch {
-	case unknown:
-		if now, ok := c.settled(xctx, rec); ok {
-			return Result{Kind: Replayed, Record: now} // fenced: a retry or the worker took over and settled it
-		}
-		return Result{Kind: Refused, Refusal: Refusal{Code: idem.CodeOutcomeUnknown, OperationID: rec.OperationID, Monitor: true}}
-	case len(effs) > 0 && !settled:
-		return c.markUnknown(xctx, rec, "an effect was begun but not settled")
-	case len(effs) > 0:
-		return c.completeRendered(xctx, rec, effs)
+	if res, ok := c.endEffects(xctx, er); ok {
+		return res
 	}
 	return c.completeWithoutEffects(xctx, rec, ans, err)
 }
 
+// endEffects ends an effect-bearing execution that began an effect (ok
+// true; false: none was begun): refused OUTCOME_UNKNOWN when the record
+// was marked UNKNOWN (or replayed, if a retry or the worker settled it
+// meanwhile), marked UNKNOWN when an effect is unsettled, and else the
+// rendered outcome is recorded.
+func (c *Core) endEffects(ctx context.Context, er *effectRun) (Result, bool) {
+	effs, settled, unknown := er.state()
+	rec := er.rec
+	switch {
+	case len(effs) == 0:
+		return Result{}, false
+	case unknown:
+		if now, ok := c.settled(ctx, rec); ok {
+			return Result{Kind: Replayed, Record: now}, true // fenced: a retry or the worker took over and settled it
+		}
+		return Result{Kind: Refused, Refusal: Refusal{Code: idem.CodeOutcomeUnknown, OperationID: rec.OperationID, Monitor: true}}, true
+	case !settled:
+		er.storeHeld(ctx)
+		return c.markUnknown(ctx, rec, "an effect was begun but not settled"), true
+	}
+	return c.completeRendered(ctx, er, effs), true
+}
+
 // completeRendered records the outcome that the operation renders from
-// its settled effects: Executed, Rendered.
-func (c *Core) completeRendered(ctx context.Context, rec registry.Record, effs []registry.Effect) Result {
+// its settled effects: Executed, Rendered. The answers er holds in
+// memory (the one-transaction style) commit with it
+// (Store.CompleteEffects); when the outcome cannot be rendered or
+// recorded they are stored on their own before the record is marked
+// UNKNOWN, so no definite answer that could be stored is lost.
+func (c *Core) completeRendered(ctx context.Context, er *effectRun, effs []registry.Effect) Result {
+	rec := er.rec
 	rec.State = idem.StateExecuting // as BeginEffect left it
 	out, err := c.Config.Effects.Outcome(rec, effs)
 	tracing.Stamp(ctx, out.Outbox)
 	if err != nil {
 		c.log().Error("rendering the outcome failed", "operation", c.name(), "operation_id", rec.OperationID, "err", err)
+		er.storeHeld(ctx)
 		return c.markUnknown(ctx, rec, "the outcome could not be rendered")
 	}
-	done, err := c.Store.Complete(ctx, rec, func(context.Context, registry.Tx, registry.Record) (registry.Outcome, error) {
-		if err := failpoint.Hit(failpoint.BeforeCommit); err != nil {
-			return registry.Outcome{}, err
+	var done registry.Record
+	if answers := er.heldAnswers(); len(answers) > 0 {
+		if err = failpoint.Hit(failpoint.BeforeCommit); err == nil {
+			done, err = c.Store.CompleteEffects(ctx, rec, answers, out)
 		}
-		return out, nil
-	})
+	} else {
+		done, err = c.Store.Complete(ctx, rec, func(context.Context, registry.Tx, registry.Record) (registry.Outcome, error) {
+			if err := failpoint.Hit(failpoint.BeforeCommit); err != nil {
+				return registry.Outcome{}, err
+			}
+			return out, nil
+		})
+	}
 	if err == nil {
+		er.stored()
 		err = failpoint.Hit(failpoint.AfterCommit) // the outcome is committed either way
 	}
 	if err != nil {
@@ -233,6 +308,7 @@ func (c *Core) completeRendered(ctx context.Context, rec registry.Record, effs [
 		if now, ok := c.resolve(ctx, rec, err); ok {
 			return Result{Kind: Replayed, Record: now}
 		}
+		er.storeHeld(ctx)
 		return c.markUnknown(ctx, rec, "the outcome could not be recorded after a downstream call")
 	}
 	c.obs().Outcome(c.name(), "executed")

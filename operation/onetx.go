@@ -31,44 +31,17 @@ import (
 // process, or lost the scope to a concurrent one in another, waited as a
 // duplicate waits for an operation in flight: only its lookups count.
 func (c *Core) executeOnce(ctx context.Context, cl registry.Claim, d Door) (rec registry.Record, res Result, answered bool, err error) {
-	var lookup time.Duration
-	var land func() // wakes this key's waiters; at once after the commit, at the latest on return
-	for {
-		start := time.Now()
-		sctx, span := c.span(ctx, SpanClaim, registry.Record{}) // trace.go
-		rec, err = c.Store.Get(sctx, cl.Scope)
-		endSpan(span, rec, err)
-		lookup += time.Since(start)
-		if !errors.Is(err, registry.ErrNotFound) {
-			c.observeReservation(ctx, lookup)
-			return rec, Result{}, false, err
-		}
-		done, leader := c.flights.lead(cl.Scope)
-		if leader {
-			land = sync.OnceFunc(func() { c.flights.land(cl.Scope, done) })
-			defer land()
-			break
-		}
-		// This key is executing in this Core: wait for it, then look
-		// again (found: replay or conflict; released: run) — for at most
-		// the wait cap, like a two-phase duplicate's wait; longer, or
-		// when the client goes away, it is refused as in progress.
-		c.obs().Join(c.name())
-		if !c.awaitFlight(ctx, done) {
-			if err := ctx.Err(); gone(ctx, err) {
-				return registry.Record{}, Result{Kind: Refused, err: err}, true, nil
-			}
-			countVerdict(d, registry.VerdictInFlight) // enforce's answer: the first request is in flight
-			res := Result{Kind: Refused, Refusal: Refusal{Code: idem.CodeInProgress, Detail: "the first request with this key is still executing"}}
-			res.Refusal.RetryAfter = "1"
-			return registry.Record{}, res, true, nil
-		}
+	st := c.startOnce(ctx, cl, d)
+	if st.land != nil {
+		defer st.land()
 	}
-	if c.Admit != nil {
-		if err := c.Admit(ctx); err != nil {
-			return registry.Record{}, Result{}, false, err
-		}
+	if st.land == nil || st.err != nil {
+		return st.rec, st.res, st.answered, st.err
 	}
+	if c.Config.Effects != nil {
+		return c.executeOnceEffects(ctx, cl, d, st.lookup, st.land) // onetxeffects.go
+	}
+	lookup, land := st.lookup, st.land
 	// Past this point the client going away no longer cancels the
 	// request (A8): it runs to its commit or its time limit.
 	xctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.Config.ExecutionLimit())
@@ -102,4 +75,57 @@ func (c *Core) executeOnce(ctx context.Context, cl registry.Claim, d Door) (rec 
 	}
 	c.observeReservation(ctx, lookup+time.Since(start)-handling)
 	return registry.Record{}, c.answer(xctx, ran, out.Record, err, ans, false), true, nil
+}
+
+// onceStart is how the acceptance point of the one-transaction style
+// began: with land set, this request leads the execution of its key in
+// this Core (err: Admit refused it); else rec, res, answered and err are
+// executeOnce's answer.
+type onceStart struct {
+	rec      registry.Record
+	res      Result
+	answered bool
+	err      error
+	lookup   time.Duration // the time of the lookups
+	land     func()        // wakes this key's waiters; at once after the commit, at the latest on return
+}
+
+// startOnce reads the scope's record and, with none, leads the key's
+// execution in this Core — waiting first for an execution of the key
+// already in flight here — and asks Admit (executeOnce).
+func (c *Core) startOnce(ctx context.Context, cl registry.Claim, d Door) onceStart {
+	var lookup time.Duration
+	for {
+		start := time.Now()
+		sctx, span := c.span(ctx, SpanClaim, registry.Record{}) // trace.go
+		rec, err := c.Store.Get(sctx, cl.Scope)
+		endSpan(span, rec, err)
+		lookup += time.Since(start)
+		if !errors.Is(err, registry.ErrNotFound) {
+			c.observeReservation(ctx, lookup)
+			return onceStart{rec: rec, err: err, lookup: lookup}
+		}
+		done, leader := c.flights.lead(cl.Scope)
+		if leader {
+			st := onceStart{lookup: lookup, land: sync.OnceFunc(func() { c.flights.land(cl.Scope, done) })}
+			if c.Admit != nil {
+				st.err = c.Admit(ctx)
+			}
+			return st
+		}
+		// This key is executing in this Core: wait for it, then look
+		// again (found: replay or conflict; released: run) — for at most
+		// the wait cap, like a two-phase duplicate's wait; longer, or
+		// when the client goes away, it is refused as in progress.
+		c.obs().Join(c.name())
+		if !c.awaitFlight(ctx, done) {
+			if err := ctx.Err(); gone(ctx, err) {
+				return onceStart{res: Result{Kind: Refused, err: err}, answered: true, lookup: lookup}
+			}
+			countVerdict(d, registry.VerdictInFlight) // enforce's answer: the first request is in flight
+			res := Result{Kind: Refused, Refusal: Refusal{Code: idem.CodeInProgress, Detail: "the first request with this key is still executing"}}
+			res.Refusal.RetryAfter = "1"
+			return onceStart{res: res, answered: true, lookup: lookup}
+		}
+	}
 }

@@ -183,18 +183,25 @@ func (c *Core) resolve(ctx context.Context, rec registry.Record, failed error) (
 
 // executionContext returns the context an accepted execution runs under:
 // not cancelled when the request's ctx ends (A8), and bounded by the
-// operation's MaxDuration (by default its lease). When MaxDuration exceeds
-// the lease, a heartbeat extends the lease every third of it until the
-// execution ends, so recovery never takes over a live execution; if the
-// heartbeat is fenced (the record moved on), it stops and the execution's
-// own commit will be fenced too. The returned stop function ends the
-// heartbeat and releases the context.
+// operation's MaxDuration (by default its lease), with rec's lease kept
+// by heartbeat. The returned stop function ends the heartbeat and
+// releases the context.
 func (c *Core) executionContext(ctx context.Context, rec registry.Record) (context.Context, func()) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.Config.ExecutionLimit())
+	stop := c.heartbeat(ctx, rec)
+	return ctx, func() { cancel(); stop() }
+}
+
+// heartbeat keeps rec's lease while ctx lasts: when MaxDuration exceeds
+// the lease, it extends the lease every third of it, so recovery never
+// takes over a live execution; if the heartbeat is fenced (the record
+// moved on), it stops and the execution's own commit will be fenced too.
+// The returned function waits for the heartbeat to end: call it only
+// once ctx is done.
+func (c *Core) heartbeat(ctx context.Context, rec registry.Record) (wait func()) {
 	lease := registry.LeaseOrDefault(c.Config.Lease)
-	limit := c.Config.ExecutionLimit()
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), limit)
-	if limit <= lease {
-		return ctx, cancel
+	if c.Config.ExecutionLimit() <= lease {
+		return func() {}
 	}
 	var wg sync.WaitGroup
 	wg.Go(func() {
@@ -216,5 +223,5 @@ func (c *Core) executionContext(ctx context.Context, rec registry.Record) (conte
 			}
 		}
 	})
-	return ctx, func() { cancel(); wg.Wait() }
+	return wg.Wait
 }

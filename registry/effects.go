@@ -23,6 +23,24 @@ import (
 //     the answer is evidence (package effect says what is); Complete
 //     records the operation's outcome.
 //
+// An operation in the one-transaction style (operation.Config.
+// OneTransaction with Effects) pays two durable commits per effect-bearing
+// execution, the least any design that survives a crash can pay:
+//
+//  1. ReserveEffect(claim, name, request) inserts the scope's record
+//     directly in EXECUTING — ∅ → EXECUTING, never seen RESERVED — with
+//     its lease and owner generation 1, AND the first attempt with its
+//     downstream key and request, in ONE durable transaction; the scope's
+//     acceptance and the intent to call are one commit. When the scope
+//     already has a record nothing is written and nothing may be sent;
+//  2. the downstream call, as above;
+//  3. CompleteEffects records the definite answers kept in memory since
+//     the call and the operation's outcome in ONE durable transaction.
+//
+// A crash between the answer and step 3 leaves the attempt unsettled
+// with its key durable: recovery settles it on evidence (a lookup by key,
+// or a re-send with the same key), as after a crash during the call.
+//
 // If the answer of step 2 is no evidence (timeout, lost connection, 5xx,
 // crash), MarkUnknown moves the record EXECUTING → UNKNOWN. An UNKNOWN
 // record is never re-executed, taken over or completed: it leaves that
@@ -99,6 +117,32 @@ type Effect struct {
 	Answer    []byte
 	CreatedAt time.Time
 	UpdatedAt time.Time
+}
+
+// EffectAnswer is a downstream's answer to one begun effect, as
+// CompleteEffects stores it with the outcome. Its fields mean what
+// RecordEffect's arguments mean: an empty Handle or Result, or a nil
+// Answer, keeps the stored one.
+type EffectAnswer struct {
+	// Name names the effect (Effect.Name).
+	Name string
+	// Handle is the provider's handle of the effect.
+	Handle string
+	// Result is EffectSucceeded or EffectFailed: only evidence sets one.
+	Result string
+	// Answer is the downstream's definite answer, as it returned it.
+	Answer []byte
+}
+
+// Validate reports whether a can be stored.
+func (a EffectAnswer) Validate() error {
+	switch {
+	case a.Name == "":
+		return fmt.Errorf("registry: effect answer without a name")
+	case a.Result != "" && a.Result != EffectSucceeded && a.Result != EffectFailed:
+		return fmt.Errorf("registry: effect answer %s: result %q: want %q, %q or empty", a.Name, a.Result, EffectSucceeded, EffectFailed)
+	}
+	return nil
 }
 
 // Reconciliation is how an UNKNOWN operation was resolved.
@@ -183,6 +227,41 @@ type EffectStore interface {
 	// downstream system only after it returned nil, and send the returned
 	// Effect.Request. Nothing is written on error.
 	BeginEffect(ctx context.Context, rec Record, name string, request []byte) (Effect, error)
+	// ReserveEffect is the acceptance point of an effect-bearing
+	// operation in the one-transaction style, made at its first effect:
+	// in one transaction that is durable when ReserveEffect returns, it
+	// inserts the record for c in EXECUTING (never RESERVED) at owner
+	// generation 1, with operation ID c.OperationID (a new one when ""),
+	// lease c.LeaseOrDefault() and retention c.RetentionOrDefault() from
+	// now, and the attempt for name with DownstreamKey(operation ID,
+	// name), request and an empty handle. It returns Result{Execute, the
+	// record} and the attempt as stored; call the downstream system only
+	// then, and send the returned Effect.Request.
+	//
+	// When the scope has a record — or a concurrent call inserts it first
+	// (the insert waits for that transaction) — NOTHING is written: the
+	// result is Decide's verdict on the existing record (Replay, Conflict,
+	// InProgress, Unknown or Retired) with a nil error and a zero Effect,
+	// and the caller must not call the downstream. A new scope gets
+	// ErrWriterFenced when c.WriterEpoch is older than the registry's
+	// (an existing one still gets its verdict), and, with c.MaxActive
+	// set, ErrActiveLimit when c.Owner holds that many active records of
+	// c.Operation, as Reserve counts them. A missing record after a failed
+	// insert returns the insert's error, never a verdict. Nothing is
+	// written on error.
+	ReserveEffect(ctx context.Context, c Claim, name string, request []byte) (Result, Effect, error)
+	// CompleteEffects records, in one transaction that is durable when it
+	// returns, the downstream's answers to rec's begun effects (for each:
+	// handle, result and answer, as RecordEffect stores them, the attempt
+	// passing to rec.OwnerGen) and rec's outcome out, as Complete records
+	// it with no business function: the record moves from RESERVED or
+	// EXECUTING to out.State with the response, its digest and the outbox
+	// rows. Only if the record is still at rec.OwnerGen, in flight, and
+	// rec.WriterEpoch is not older than the registry's; else ErrFenced or
+	// ErrWriterFenced. An answer for an attempt that does not exist is
+	// ErrFenced too. Nothing is written on error: the answers never commit
+	// without the outcome, nor the outcome without them.
+	CompleteEffects(ctx context.Context, rec Record, answers []EffectAnswer, out Outcome) (Record, error)
 	// RecordEffect stores the downstream's handle, result (EffectSucceeded,
 	// EffectFailed or "" for not yet known) and answer of the stored
 	// attempt name and sets its OwnerGen to rec.OwnerGen, if the record is

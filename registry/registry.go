@@ -39,6 +39,15 @@ var (
 type Claim struct {
 	Scope       idem.ScopeHash
 	Fingerprint idem.Fingerprint
+	// OperationID, when set, is the operation ID a record this claim
+	// inserts gets (made with idem.NewOperationID(now, Scope), so that it
+	// leads to the record through the primary key; any other ID is kept
+	// in the legacy-ID table and still found): a caller that showed
+	// the ID before anything was stored — an effect-bearing execution in
+	// the one-transaction style, whose handler runs before its record is
+	// inserted (EffectStore.ReserveEffect) — stores the ID it showed.
+	// "" (the default): the store makes a new one.
+	OperationID string
 	// Operation names the business operation, for listing and metrics.
 	Operation string
 	// Owner identifies the authenticated principal (OwnerOf); it lets the

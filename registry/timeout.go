@@ -119,6 +119,18 @@ func (b boundedStore) BeginEffect(ctx context.Context, rec Record, name string, 
 	return b.Store.BeginEffect(ctx, rec, name, request)
 }
 
+func (b boundedStore) ReserveEffect(ctx context.Context, c Claim, name string, request []byte) (Result, Effect, error) {
+	ctx, cancel := b.bound(ctx)
+	defer cancel()
+	return b.Store.ReserveEffect(ctx, c, name, request)
+}
+
+func (b boundedStore) CompleteEffects(ctx context.Context, rec Record, answers []EffectAnswer, out Outcome) (Record, error) {
+	ctx, cancel := b.bound(ctx)
+	defer cancel()
+	return b.Store.CompleteEffects(ctx, rec, answers, out)
+}
+
 func (b boundedStore) RecordEffect(ctx context.Context, rec Record, name, handle, result string, answer []byte) error {
 	ctx, cancel := b.bound(ctx)
 	defer cancel()

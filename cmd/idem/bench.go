@@ -23,7 +23,7 @@ import (
 //
 // With --effects it runs the effect benchmark instead (bench.RunEffects):
 // POST /v1/transfers against the demo provider answering after each
-// --latencies delay, plain vs floor vs idem's transfers, at --clients
+// --latencies delay, plain vs floor vs idem's transfers (one-transaction, and two-phase beside it), at --clients
 // (default 16,64), printing req/s, p50/p99, commits and WAL bytes per
 // transfer and transfers ÷ floor; with --check a ratio below the target
 // at 16 clients on PostgreSQL exits 1.
@@ -38,7 +38,7 @@ import (
 func runBench(ctx context.Context, args []string, std stdio) int {
 	fs := newFlags("bench", "--db DSN [--effects [--latencies D,D,…] | --tail [--rates R,R,…] [--outstanding N]] [--pin auto|bench=L,db=L] [--clients N,N,…] [--duration D] [--warmup D] [--rounds N] [--replay-keys N] [--json] [--check] [--keep] [--quiet]", std)
 	dsn := fs.db("", "database `DSN`: postgres://… (a new schema is created and dropped), mysql://… (a new database is created and dropped) or sqlite:PATH (PATH must not exist); required")
-	effects := fs.Bool("effects", false, "run the effect benchmark: POST /v1/transfers against the demo provider, plain vs floor vs idem's transfers")
+	effects := fs.Bool("effects", false, "run the effect benchmark: POST /v1/transfers against the demo provider, plain vs floor vs idem's transfers, one-transaction and two-phase")
 	latencies := fs.String("latencies", "1ms,20ms", "with --effects: comma-separated provider `latencies`")
 	tail := fs.Bool("tail", false, "run the tail benchmark: plain, the default style and two-phase closed-loop, then the default style open-loop at fixed rates, with Little's law")
 	rates := fs.String("rates", "50%,70%,90%", "with --tail: comma-separated open-loop `rates`, per second (700) or % of the default style's closed-loop maximum (70%)")

@@ -177,8 +177,11 @@ type Config struct {
 	// outbox message and the operation record commit together and
 	// nothing is reserved beforehand. false (the default) is the
 	// two-phase style, where a duplicate sent while the first request
-	// runs gets 409 IN_PROGRESS. Transfers and refunds are always
-	// two-phase.
+	// runs gets 409 IN_PROGRESS. POST /v1/transfers follows it: in one
+	// transaction a transfer commits twice — its record, directly
+	// EXECUTING, with the provider call's downstream key before the call,
+	// and the provider's answer with the outcome after it — where the
+	// two-phase style commits four times. Refunds are always two-phase.
 	OneTransaction bool
 	// ReplayCache is the replay cache of every operation of the service
 	// (idemhttp.Operation.ReplayCache): each operation keeps its own,
@@ -292,7 +295,7 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 		transfer := *create // same store, identity, admission, epoch and metrics
 		transfer.Operation.Name = OperationTransfer
 		transfer.Operation.Effects = TransferEffects(cfg.Provider, cfg.ProviderTimeout)
-		transfer.Operation.OneTransaction = false // effects need the reservation first
+		transfer.Operation.OneTransaction = cfg.OneTransaction // two commits per transfer, or four
 		configure(&transfer.Operation, cfg)
 		s.effects = effect.Set{OperationTransfer: transfer.Operation.Effects}
 		s.mux.Handle("POST /v1/transfers", transfer.Handler(http.HandlerFunc(s.createTransfer)))

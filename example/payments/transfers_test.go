@@ -43,7 +43,7 @@ func newTrBench(t *testing.T, dsn string, timeout time.Duration, withProvider bo
 	psrv := httptest.NewServer(prov.Handler())
 	t.Cleanup(psrv.Close)
 	t.Cleanup(func() { prov.SetMode(provider.ModeOK) }) // release held requests first
-	cfg := Config{ProviderTimeout: timeout}
+	cfg := Config{ProviderTimeout: timeout, OneTransaction: oneTxStyle(t)}
 	if withProvider {
 		cfg.Provider = psrv.URL + "/"
 	}
@@ -87,14 +87,21 @@ func TestTransfers(t *testing.T) {
 		"NoProvider":       testTransferNoProvider,
 	}
 	for db, dsn := range testDrivers {
-		for name, fn := range tests {
-			t.Run(db+"/"+name, func(t *testing.T) {
-				t.Parallel()
-				fn(t, dsn)
-			})
+		for _, style := range []string{"two-phase", "one-tx"} {
+			for name, fn := range tests {
+				t.Run(db+"/"+style+"/"+name, func(t *testing.T) {
+					t.Parallel()
+					fn(t, dsn)
+				})
+			}
 		}
 	}
 }
+
+// oneTxStyle reports whether t runs a transfer test in the
+// one-transaction style (Config.OneTransaction): TestTransfers names its
+// subtests DRIVER/STYLE/CASE.
+func oneTxStyle(t *testing.T) bool { return strings.Contains(t.Name(), "/one-tx/") }
 
 func testTransferReplay(t *testing.T, dsn func(*testing.T) string) {
 	b := newTrBench(t, dsn(t), 0, true)

@@ -35,9 +35,14 @@ import (
 //     answer written into it and committed after (effects.sql): the least
 //     any correct design must pay;
 //   - transfers: the reference service's POST /v1/transfers behind the
-//     real idemhttp middleware (payments.Service with Config.Provider).
+//     real idemhttp middleware (payments.Service with Config.Provider),
+//     in the one-transaction style (payments.Config.OneTransaction, the
+//     default of idem serve): two commits per transfer;
+//   - transfers_2p: the same route in the two-phase style (idem serve
+//     --two-phase): reservation, BeginEffect, RecordEffect and outcome,
+//     measured side by side with the one-transaction style.
 //
-// Each latency has its own provider and its own three servers. Cells — a
+// Each latency has its own provider and its own four servers. Cells — a
 // variant at a latency and a client count — are interleaved in rounds,
 // their order rotated, and the report gives medians, as Run does.
 
@@ -46,9 +51,10 @@ const (
 	variantEffectPlain = "effect_plain"
 	variantEffectFloor = "effect_floor"
 	variantTransfers   = "transfers"
+	variantTransfers2P = "transfers_2p"
 )
 
-var effectVariants = []string{variantEffectPlain, variantEffectFloor, variantTransfers}
+var effectVariants = []string{variantEffectPlain, variantEffectFloor, variantTransfers, variantTransfers2P}
 
 // DefaultLatencies are the provider latencies of RunEffects when
 // Config.Latencies is empty: a nearby service, and a typical payment
@@ -68,9 +74,9 @@ const (
 
 // effectSet is one latency's provider and servers.
 type effectSet struct {
-	latency                          time.Duration
-	prov                             *provider.Server
-	plainURL, floorURL, transfersURL string
+	latency                                          time.Duration
+	prov                                             *provider.Server
+	plainURL, floorURL, transfersURL, transfers2PURL string
 }
 
 // RunEffects performs one effect benchmark run (see above) with cfg
@@ -120,6 +126,13 @@ func RunEffects(ctx context.Context, cfg Config) (_ *EffectsReport, err error) {
 		}
 		defer stop()
 		svc, err := payments.New(ctx, payments.Config{
+			Store: store, Database: db.kind, Auth: benchTokens(), Provider: provURL, OneTransaction: true,
+			Logger: slog.New(slog.DiscardHandler), Registry: prometheus.NewRegistry(),
+		})
+		if err != nil {
+			return nil, err
+		}
+		svc2P, err := payments.New(ctx, payments.Config{
 			Store: store, Database: db.kind, Auth: benchTokens(), Provider: provURL,
 			Logger: slog.New(slog.DiscardHandler), Registry: prometheus.NewRegistry(),
 		})
@@ -133,6 +146,7 @@ func RunEffects(ctx context.Context, cfg Config) (_ *EffectsReport, err error) {
 			{&set.plainURL, newEffectHandler(provURL, nil, runID+"-"+strconv.Itoa(i))},
 			{&set.floorURL, newEffectHandler(provURL, store, runID)},
 			{&set.transfersURL, svc.Handler()},
+			{&set.transfers2PURL, svc2P.Handler()},
 		} {
 			base, stop, err := serve(s.h)
 			if err != nil {
@@ -207,13 +221,14 @@ func measureEffects(ctx context.Context, cfg Config, kind string, sets []*effect
 		}
 	}
 	var seq atomic.Int64
-	var answered [3]atomic.Int64 // per variant, warm-ups included
+	answered := make([]atomic.Int64, len(effectVariants)) // per variant, warm-ups included
 	for round := range cfg.Rounds {
 		for ci, c := range cells {
 			k := (round + ci) % len(effectVariants)
 			for _, vi := range append(seqInts(k, len(effectVariants)), seqInts(0, k)...) {
 				v := effectVariants[vi]
-				url := map[string]string{variantEffectPlain: c.set.plainURL, variantEffectFloor: c.set.floorURL, variantTransfers: c.set.transfersURL}[v]
+				url := map[string]string{variantEffectPlain: c.set.plainURL, variantEffectFloor: c.set.floorURL,
+					variantTransfers: c.set.transfersURL, variantTransfers2P: c.set.transfers2PURL}[v]
 				var into atomic.Pointer[samples]
 				do := func(ctx context.Context, n int64) error {
 					key := ""
@@ -266,7 +281,8 @@ func measureEffects(ctx context.Context, cfg Config, kind string, sets []*effect
 		rep.Requests[v] = answered[vi].Load()
 	}
 	for _, c := range cells {
-		figs := map[string]*EffectFigures{variantEffectPlain: &c.res.Plain, variantEffectFloor: &c.res.Floor, variantTransfers: &c.res.Transfers}
+		figs := map[string]*EffectFigures{variantEffectPlain: &c.res.Plain, variantEffectFloor: &c.res.Floor,
+			variantTransfers: &c.res.Transfers, variantTransfers2P: &c.res.TransfersTwoPhase}
 		for _, v := range effectVariants {
 			c.rounds[v].summarise(figs[v], c.lat[v])
 		}

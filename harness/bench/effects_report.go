@@ -27,7 +27,8 @@ type EffectsReport struct {
 	// within each.
 	Results []EffectResult `json:"results"`
 	// Requests counts the requests answered 201 per variant
-	// ("effect_plain", "effect_floor", "transfers"), warm-ups included;
+	// ("effect_plain", "effect_floor", "transfers", "transfers_2p"),
+	// warm-ups included;
 	// Executed is how many transfers the providers executed, and
 	// FloorRows how many floor rows hold an answer: in a run that worked
 	// Executed is the sum of Requests and FloorRows the floor's count —
@@ -45,9 +46,13 @@ type EffectResult struct {
 	Plain     EffectFigures `json:"plain"`
 	Floor     EffectFigures `json:"floor"`
 	Transfers EffectFigures `json:"transfers"`
-	// TransfersFloorRatio, TransfersPlainRatio and FloorPlainRatio are
-	// ratios of the median throughputs.
+	// TransfersTwoPhase is transfers in the two-phase style, the
+	// one-transaction style's "before".
+	TransfersTwoPhase EffectFigures `json:"transfers_2p"`
+	// TransfersFloorRatio, TransfersPlainRatio, FloorPlainRatio and
+	// TwoPhaseFloorRatio are ratios of the median throughputs.
 	TransfersFloorRatio float64 `json:"transfers_floor_ratio"`
+	TwoPhaseFloorRatio  float64 `json:"transfers_2p_floor_ratio"`
 	TransfersPlainRatio float64 `json:"transfers_plain_ratio"`
 	FloorPlainRatio     float64 `json:"floor_plain_ratio"`
 }
@@ -72,6 +77,7 @@ type EffectFigures struct {
 
 func (r *EffectResult) summarise() {
 	r.TransfersFloorRatio = r.Transfers.RPS / r.Floor.RPS
+	r.TwoPhaseFloorRatio = r.TransfersTwoPhase.RPS / r.Floor.RPS
 	r.TransfersPlainRatio = r.Transfers.RPS / r.Plain.RPS
 	r.FloorPlainRatio = r.Floor.RPS / r.Plain.RPS
 }
@@ -113,7 +119,7 @@ func (rep *EffectsReport) WriteTable(w io.Writer) error {
 		for _, v := range []struct {
 			name string
 			f    EffectFigures
-		}{{"plain", r.Plain}, {"floor", r.Floor}, {"transfers", r.Transfers}} {
+		}{{"plain", r.Plain}, {"floor", r.Floor}, {"transfers", r.Transfers}, {"transfers 2p", r.TransfersTwoPhase}} {
 			fmt.Fprintf(tw, "%s\t%d\t%s\t%.0f\t%.2f\t%.2f\t%s\t%s\t\n", ms(r.LatencyMs), r.Clients, v.name,
 				v.f.RPS, v.f.P50Ms, v.f.P99Ms, opt(v.f.CommitsPerOp, "%.2f"), opt(v.f.WALBytesPerOp, "%.0f"))
 		}
@@ -123,13 +129,13 @@ func (rep *EffectsReport) WriteTable(w io.Writer) error {
 	}
 	fmt.Fprint(w, "\nratios of the medians\n")
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "latency\tclients\ttransfers ÷ floor\ttransfers ÷ plain\tfloor ÷ plain\t")
+	fmt.Fprintln(tw, "latency\tclients\ttransfers ÷ floor\ttransfers 2p ÷ floor\ttransfers ÷ plain\tfloor ÷ plain\t")
 	for _, r := range rep.Results {
 		ratio := fmt.Sprintf("%.2f", r.TransfersFloorRatio)
 		if rep.DB == "postgres" && r.Clients == rep.TargetClients {
 			ratio += " " + mark(r.TransfersFloorRatio >= rep.Target)
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%.2f\t%.2f\t\n", ms(r.LatencyMs), r.Clients, ratio, r.TransfersPlainRatio, r.FloorPlainRatio)
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%.2f\t%.2f\t%.2f\t\n", ms(r.LatencyMs), r.Clients, ratio, r.TwoPhaseFloorRatio, r.TransfersPlainRatio, r.FloorPlainRatio)
 	}
 	if err := tw.Flush(); err != nil {
 		return err

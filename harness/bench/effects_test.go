@@ -23,8 +23,9 @@ func tinyEffects(dsn string) Config {
 // the providers executed exactly one transfer per request answered 201
 // (none paid twice), the floor table holds one settled row per floor
 // request, the floor writes exactly 2 transactions per transfer and plain
-// none, transfers at least the floor's 2, and every request took at least
-// the provider's latency. It is not parallel: the commit counts are the
+// none, transfers in the one-transaction style the floor's 2 (allowing
+// the rollout's periodic verdict flushes), in the two-phase style at
+// least 3, and every request took at least the provider's latency. It is not parallel: the commit counts are the
 // cluster's, so no other test may write meanwhile.
 func TestRunEffectsPostgres(t *testing.T) {
 	rep := runEffectsAndCheck(t, tinyEffects(pgtest.DSN(t)), "postgres")
@@ -33,9 +34,13 @@ func TestRunEffectsPostgres(t *testing.T) {
 			r.Floor.WALBytesPerOp == nil || r.Transfers.WALBytesPerOp == nil {
 			t.Fatalf("latency %vms, %d clients: commit or WAL figures missing", r.LatencyMs, r.Clients)
 		}
-		if *r.Plain.CommitsPerOp != 0 || *r.Floor.CommitsPerOp != 2 || *r.Transfers.CommitsPerOp < 2 {
-			t.Errorf("latency %vms, %d clients: commits per transfer plain %v, floor %v, transfers %v; want 0, 2, ≥ 2",
-				r.LatencyMs, r.Clients, *r.Plain.CommitsPerOp, *r.Floor.CommitsPerOp, *r.Transfers.CommitsPerOp)
+		if r.TransfersTwoPhase.CommitsPerOp == nil {
+			t.Fatalf("latency %vms, %d clients: two-phase commit figures missing", r.LatencyMs, r.Clients)
+		}
+		if *r.Plain.CommitsPerOp != 0 || *r.Floor.CommitsPerOp != 2 || *r.Transfers.CommitsPerOp < 2 || *r.Transfers.CommitsPerOp > 2.2 ||
+			*r.TransfersTwoPhase.CommitsPerOp < 3 {
+			t.Errorf("latency %vms, %d clients: commits per transfer plain %v, floor %v, transfers %v, two-phase %v; want 0, 2, 2, ≥ 3",
+				r.LatencyMs, r.Clients, *r.Plain.CommitsPerOp, *r.Floor.CommitsPerOp, *r.Transfers.CommitsPerOp, *r.TransfersTwoPhase.CommitsPerOp)
 		}
 		if *r.Floor.WALBytesPerOp <= 0 || *r.Transfers.WALBytesPerOp <= 0 {
 			t.Errorf("latency %vms, %d clients: WAL per transfer floor %v, transfers %v", r.LatencyMs, r.Clients,
@@ -90,7 +95,7 @@ func runEffectsAndCheck(t *testing.T, cfg Config, kind string) *EffectsReport {
 		if r.LatencyMs != float64(lat)/float64(time.Millisecond) || r.Clients != clients {
 			t.Errorf("result %d is latency %vms, %d clients; want %v, %d", i, r.LatencyMs, r.Clients, lat, clients)
 		}
-		for name, f := range map[string]EffectFigures{"plain": r.Plain, "floor": r.Floor, "transfers": r.Transfers} {
+		for name, f := range map[string]EffectFigures{"plain": r.Plain, "floor": r.Floor, "transfers": r.Transfers, "transfers 2p": r.TransfersTwoPhase} {
 			if f.RPS <= 0 || len(f.RoundsRPS) != cfg.Rounds || f.RPS != median(f.RoundsRPS) || f.Timed <= 0 ||
 				f.P50Ms > f.P99Ms || f.P50Ms < r.LatencyMs {
 				t.Errorf("latency %vms, %d clients, %s: %+v", r.LatencyMs, r.Clients, name, f)
@@ -98,7 +103,7 @@ func runEffectsAndCheck(t *testing.T, cfg Config, kind string) *EffectsReport {
 			timed += int64(f.Timed)
 		}
 		if r.TransfersFloorRatio != r.Transfers.RPS/r.Floor.RPS || r.TransfersPlainRatio != r.Transfers.RPS/r.Plain.RPS ||
-			r.FloorPlainRatio != r.Floor.RPS/r.Plain.RPS {
+			r.FloorPlainRatio != r.Floor.RPS/r.Plain.RPS || r.TwoPhaseFloorRatio != r.TransfersTwoPhase.RPS/r.Floor.RPS {
 			t.Errorf("latency %vms, %d clients: ratios %+v", r.LatencyMs, r.Clients, r)
 		}
 	}
@@ -117,7 +122,7 @@ func runEffectsAndCheck(t *testing.T, cfg Config, kind string) *EffectsReport {
 	if err := got.WriteTable(&table); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"idem bench --effects: " + kind, "transfers ÷ floor", "  floor  ", "  transfers  "} {
+	for _, want := range []string{"idem bench --effects: " + kind, "transfers ÷ floor", "  floor  ", "  transfers  ", "  transfers 2p  ", "transfers 2p ÷ floor"} {
 		if !strings.Contains(table.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, table.String())
 		}
