@@ -91,35 +91,11 @@ func runBench(ctx context.Context, args []string, std stdio) int {
 	if *effects {
 		cfg.Latencies = lats
 		rep, err := bench.RunEffects(ctx, cfg)
-		if err != nil {
-			fmt.Fprintln(std.err, "idem bench:", err)
-			return exitRefused
-		}
-		if err = writeReport(std.out, rep, *asJSON); err != nil {
-			fmt.Fprintln(std.err, "idem bench:", err)
-			return exitRefused
-		}
-		if m := rep.Misses(); *check && len(m) > 0 {
-			fmt.Fprintln(std.err, "idem bench: targets missed:", strings.Join(m, "; "))
-			return exitRefused
-		}
-		return exitOK
+		return benchAnswer(std, rep, err, *asJSON, *check)
 	}
 	if *tail {
 		rep, err := bench.RunTail(ctx, cfg)
-		if err != nil {
-			fmt.Fprintln(std.err, "idem bench:", err)
-			return exitRefused
-		}
-		if err = writeReport(std.out, rep, *asJSON); err != nil {
-			fmt.Fprintln(std.err, "idem bench:", err)
-			return exitRefused
-		}
-		if m := rep.Misses(); *check && len(m) > 0 {
-			fmt.Fprintln(std.err, "idem bench: targets missed:", strings.Join(m, "; "))
-			return exitRefused
-		}
-		return exitOK
+		return benchAnswer(std, rep, err, *asJSON, *check)
 	}
 	rep, err := bench.Run(ctx, cfg)
 	if err != nil {
@@ -132,6 +108,32 @@ func runBench(ctx context.Context, args []string, std stdio) int {
 	}
 	if *check && !rep.Met() {
 		fmt.Fprintln(std.err, "idem bench: targets missed:", strings.Join(rep.Misses(), "; "))
+		return exitRefused
+	}
+	return exitOK
+}
+
+// missReport is a report of the effect path or the tail: a table, and
+// the targets it missed.
+type missReport interface {
+	tableWriter
+	Misses() []string
+}
+
+// benchAnswer prints rep (or err) for runBench and returns its exit
+// status: exitRefused on an error, or with check set when a target was
+// missed.
+func benchAnswer(std stdio, rep missReport, err error, asJSON, check bool) int {
+	if err != nil {
+		fmt.Fprintln(std.err, "idem bench:", err)
+		return exitRefused
+	}
+	if err = writeReport(std.out, rep, asJSON); err != nil {
+		fmt.Fprintln(std.err, "idem bench:", err)
+		return exitRefused
+	}
+	if m := rep.Misses(); check && len(m) > 0 {
+		fmt.Fprintln(std.err, "idem bench: targets missed:", strings.Join(m, "; "))
 		return exitRefused
 	}
 	return exitOK
