@@ -258,8 +258,10 @@ func (c *Core) run(ctx context.Context, req Request, d Door) Result {
 			// A settled record cached by an earlier replay is decided
 			// below exactly as the registry's own would be (replaycache.go).
 			rec, cached = c.cache.get(claim)
-			if co, ok := c.Observer.(ReplayCacheObserver); ok && cached {
-				co.ReplayCacheHit(c.name())
+			if cached {
+				if co, ok := c.Observer.(ReplayCacheObserver); ok {
+					co.ReplayCacheHit(c.name())
+				}
 			}
 		}
 		switch {
