@@ -1,0 +1,57 @@
+-- The tenant fence of an operation's rows without the cost it had since
+-- migration 026 (docs/benchmarks.md, "The effect path"). Nothing here
+-- relaxes a rule: the database refuses exactly what it refused before.
+--
+-- 1. idem_id_scope_lo and idem_id_scope_hi (026) were SQL functions that
+--    PostgreSQL cannot inline (their bodies hold a sub-select), so every
+--    call planned their query afresh: about 100 µs each, two per lookup
+--    of a record by ID. As PL/pgSQL functions their one query's plan is
+--    cached for the session's life. Same arguments, same results.
+CREATE OR REPLACE FUNCTION idem_id_scope_lo(p_id text) RETURNS bytea LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    RETURN coalesce((SELECT scope FROM idem_legacy_operation_ids WHERE operation_id = p_id),
+                    CASE WHEN length(p_id) = 40 AND substr(p_id, 1, 4) = 'op_1' AND substr(p_id, 15, 10) ~ '^[0-9A-F]{10}$'
+                         THEN decode(substr(p_id, 15, 10) || repeat('00', 27), 'hex') END);
+END
+$$;
+CREATE OR REPLACE FUNCTION idem_id_scope_hi(p_id text) RETURNS bytea LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    RETURN coalesce((SELECT scope FROM idem_legacy_operation_ids WHERE operation_id = p_id),
+                    CASE WHEN length(p_id) = 40 AND substr(p_id, 1, 4) = 'op_1' AND substr(p_id, 15, 10) ~ '^[0-9A-F]{10}$'
+                         THEN decode(substr(p_id, 15, 10) || repeat('ff', 27), 'hex') END);
+END
+$$;
+
+-- 2. The fence of an operation's rows (effects, lookups, reconciliations,
+--    pending settlements, outbox messages; migration 020) looked the
+--    operation's record up by ID on every write, fence or none: 220 µs
+--    of each effect write and each outbox insert, 660 µs of a transfer.
+--    It now looks only while some tenant is fenced — the same test the
+--    relay's claim makes (queries.sql) — in one expression, so one
+--    snapshot decides both halves as it decided the one query before.
+CREATE OR REPLACE FUNCTION idem_operation_rows_tenant_fence() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF EXISTS (SELECT 1 FROM idem_tenant_fences)
+       AND EXISTS (SELECT 1 FROM idem_tenant_fences f
+                   JOIN idem_operations o ON o.tenant_hash = f.tenant_hash
+                   WHERE o.scope BETWEEN idem_id_scope_lo(NEW.operation_id) AND idem_id_scope_hi(NEW.operation_id)
+                     AND o.operation_id = NEW.operation_id) THEN
+        PERFORM idem_tenant_moved(NULL, NEW.operation_id);
+    END IF;
+    RETURN NEW;
+END
+$$;
+
+-- 3. The settled-response trigger (016) called its function on every
+--    update of a record, in flight or not, to find that it had nothing to
+--    check unless the record was settled and unretired and stays
+--    unretired. That test is now the trigger's WHEN, which runs no
+--    function: the function still refuses, for exactly those rows, what
+--    it refused before (its own IF repeats the test), and no other row
+--    could reach its RAISE. Every outcome, lease extension and takeover
+--    of an in-flight record skips a PL/pgSQL call.
+DROP TRIGGER idem_operations_settled_body ON idem_operations;
+CREATE TRIGGER idem_operations_settled_body BEFORE UPDATE ON idem_operations
+    FOR EACH ROW
+    WHEN (OLD.state IN ('SUCCEEDED', 'FAILED_FINAL', 'REJECTED') AND OLD.retired_at IS NULL AND NEW.retired_at IS NULL)
+    EXECUTE FUNCTION idem_operations_settled_body();
