@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"os"
 	"runtime"
 	"slices"
 	"strconv"
@@ -174,8 +175,19 @@ func RunEffects(ctx context.Context, cfg Config) (_ *EffectsReport, err error) {
 		}
 		defer wal.close(context.WithoutCancel(ctx))
 	}
+	meter := &cpuMeter{self: os.Getpid()}
+	if db.conn != nil {
+		if pm, err := postmasterPID(ctx, db.conn); err == nil {
+			meter.postmaster = pm
+		} else {
+			fmt.Fprintf(cfg.Progress, "bench: PostgreSQL's CPU not measured: %v\n", err)
+		}
+	}
+	if _, err := meter.read(); err != nil {
+		return nil, err
+	}
 	startLoad, haveLoad := machine.LoadAverage()
-	rep, err := measureEffects(ctx, cfg, db.kind, sets, client, runID, wal)
+	rep, err := measureEffects(ctx, cfg, db.kind, sets, client, runID, wal, meter)
 	if err != nil {
 		return nil, err
 	}
@@ -194,10 +206,11 @@ func RunEffects(ctx context.Context, cfg Config) (_ *EffectsReport, err error) {
 }
 
 // measureEffects times every cell cfg.Rounds times, interleaved, and
-// summarises. wal, if not nil, measures WAL bytes and write transactions.
-func measureEffects(ctx context.Context, cfg Config, kind string, sets []*effectSet, client *http.Client, runID string, wal *walMeter) (*EffectsReport, error) {
+// summarises. wal, if not nil, measures WAL bytes and write transactions;
+// meter the CPU of this process and of PostgreSQL (where it runs here).
+func measureEffects(ctx context.Context, cfg Config, kind string, sets []*effectSet, client *http.Client, runID string, wal *walMeter, meter *cpuMeter) (*EffectsReport, error) {
 	rep := &EffectsReport{
-		DB: kind, Go: runtime.Version(), CPUs: runtime.NumCPU(),
+		DB: kind, Go: runtime.Version(), CPUs: runtime.NumCPU(), DBCPUMeasured: meter.postmaster != 0,
 		Rounds: cfg.Rounds, DurationSeconds: cfg.Duration.Seconds(), WarmupSeconds: cfg.Warmup.Seconds(),
 		Target: EffectTarget, TargetClients: EffectTargetClients,
 		Requests: map[string]int64{},
@@ -254,11 +267,19 @@ func measureEffects(ctx context.Context, cfg Config, kind string, sets []*effect
 				if err != nil {
 					return nil, fmt.Errorf("bench: reading the WAL position: %w", err)
 				}
+				cpuBefore, err := meter.read()
+				if err != nil {
+					return nil, err
+				}
 				into.Store(c.lat[v])
 				w, err := drive(ctx, c.clients, cfg.Duration, &seq, do)
 				into.Store(nil)
 				if err != nil {
 					return nil, fmt.Errorf("bench: %s, %v, %d clients, round %d: %w", v, c.set.latency, c.clients, round+1, err)
+				}
+				use, err := meter.since(cpuBefore)
+				if err != nil {
+					return nil, err
 				}
 				walBytes, xids, measured, err := wal.sinceSnapshot(ctx, before)
 				if err != nil {
@@ -266,8 +287,13 @@ func measureEffects(ctx context.Context, cfg Config, kind string, sets []*effect
 				}
 				r := c.rounds[v]
 				r.rps = append(r.rps, w.rps())
-				line := fmt.Sprintf("round %d/%d  latency %-5v  clients %-3d  %-12s  %7.0f/s  (%d in %.2fs)",
-					round+1, cfg.Rounds, c.set.latency, c.clients, v, w.rps(), w.requests, w.elapsed.Seconds())
+				perOp := func(d time.Duration) float64 { return float64(d.Microseconds()) / float64(max(w.requests, 1)) }
+				r.selfCPU = append(r.selfCPU, perOp(use.self.cpu))
+				r.dbCPU = append(r.dbCPU, perOp(use.db.cpu))
+				r.busy = append(r.busy, use.machineBusy())
+				line := fmt.Sprintf("round %d/%d  latency %-5v  clients %-3d  %-12s  %7.0f/s  (%d in %.2fs)  CPU µs/op %.0f + %.0f (PostgreSQL)  busy %.0f%%",
+					round+1, cfg.Rounds, c.set.latency, c.clients, v, w.rps(), w.requests, w.elapsed.Seconds(),
+					r.selfCPU[len(r.selfCPU)-1], r.dbCPU[len(r.dbCPU)-1], 100*r.busy[len(r.busy)-1])
 				if measured {
 					r.wal = append(r.wal, float64(walBytes)/float64(w.requests))
 					r.commits = append(r.commits, float64(xids)/float64(w.requests))
@@ -301,8 +327,10 @@ func seqInts(from, to int) []int {
 	return out
 }
 
-// effectRounds holds one variant's per-round figures in one cell.
-type effectRounds struct{ rps, wal, commits []float64 }
+// effectRounds holds one variant's per-round figures in one cell: CPU
+// per request of this process and of PostgreSQL in µs, and the machine's
+// busy share.
+type effectRounds struct{ rps, wal, commits, selfCPU, dbCPU, busy []float64 }
 
 // summarise fills f from the rounds and the latency samples.
 func (r *effectRounds) summarise(f *EffectFigures, lat *samples) {
@@ -310,6 +338,7 @@ func (r *effectRounds) summarise(f *EffectFigures, lat *samples) {
 	f.RPS = median(r.rps)
 	f.P50Ms, _ = lat.quantile(0.50)
 	f.P99Ms, f.Timed = lat.quantile(0.99)
+	f.ProcessCPUMicros, f.DBCPUMicros, f.MachineBusy = median(r.selfCPU), median(r.dbCPU), median(r.busy)
 	if len(r.wal) > 0 {
 		w, c := median(r.wal), median(r.commits)
 		f.WALBytesPerOp, f.CommitsPerOp = &w, &c

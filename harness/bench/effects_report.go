@@ -11,9 +11,12 @@ import (
 type EffectsReport struct {
 	// DB, Go, CPUs, Load, Rounds, DurationSeconds and WarmupSeconds are
 	// as in Report.
-	DB              string  `json:"db"`
-	Go              string  `json:"go"`
-	CPUs            int     `json:"cpus"`
+	DB   string `json:"db"`
+	Go   string `json:"go"`
+	CPUs int    `json:"cpus"`
+	// DBCPUMeasured says whether EffectFigures.DBCPUMicros was measured:
+	// PostgreSQL on this machine, its processes readable (Linux).
+	DBCPUMeasured   bool    `json:"db_cpu_measured"`
 	Load            *Load   `json:"load_average,omitempty"`
 	Rounds          int     `json:"rounds"`
 	DurationSeconds float64 `json:"duration_seconds"`
@@ -73,6 +76,17 @@ type EffectFigures struct {
 	// (nil elsewhere), cluster-wide.
 	CommitsPerOp  *float64 `json:"commits_per_op,omitempty"`
 	WALBytesPerOp *float64 `json:"wal_bytes_per_op,omitempty"`
+	// ProcessCPUMicros is the CPU time per request of this process — the
+	// servers, the demo provider and the load generator, all in it — and
+	// DBCPUMicros that of PostgreSQL's processes (0 unless
+	// EffectsReport.DBCPUMeasured), both from Linux's per-thread
+	// schedstat; MachineBusy is the share of the machine's CPU time that
+	// was busy, whoever's. Medians over the rounds. Where MachineBusy is
+	// near 1 the variant is CPU-bound, and its throughput ratios follow
+	// the CPU per request.
+	ProcessCPUMicros float64 `json:"process_cpu_us_per_op"`
+	DBCPUMicros      float64 `json:"db_cpu_us_per_op"`
+	MachineBusy      float64 `json:"machine_busy"`
 }
 
 func (r *EffectResult) summarise() {
@@ -106,9 +120,10 @@ func (rep *EffectsReport) WriteTable(w io.Writer) error {
 	}
 	fmt.Fprintf(w, "\nmedians of %d rounds of %s per cell (warm-up %s); POST /v1/transfers against the demo provider\n",
 		rep.Rounds, seconds(rep.DurationSeconds), seconds(rep.WarmupSeconds))
-	fmt.Fprint(w, "\nrequests per second, client latency (p50/p99 ms); commits and WAL bytes per transfer (PostgreSQL)\n")
+	fmt.Fprint(w, "\nrequests per second, client latency (p50/p99 ms); commits and WAL bytes per transfer (PostgreSQL);\n"+
+		"CPU µs per transfer of this process (servers, provider, load generator) and of PostgreSQL; machine busy\n")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "latency\tclients\tvariant\treq/s\tp50\tp99\tcommits\tWAL B\t")
+	fmt.Fprintln(tw, "latency\tclients\tvariant\treq/s\tp50\tp99\tcommits\tWAL B\tCPU proc\tCPU db\tbusy\t")
 	opt := func(p *float64, f string) string {
 		if p == nil {
 			return "-"
@@ -120,8 +135,13 @@ func (rep *EffectsReport) WriteTable(w io.Writer) error {
 			name string
 			f    EffectFigures
 		}{{"plain", r.Plain}, {"floor", r.Floor}, {"transfers", r.Transfers}, {"transfers 2p", r.TransfersTwoPhase}} {
-			fmt.Fprintf(tw, "%s\t%d\t%s\t%.0f\t%.2f\t%.2f\t%s\t%s\t\n", ms(r.LatencyMs), r.Clients, v.name,
-				v.f.RPS, v.f.P50Ms, v.f.P99Ms, opt(v.f.CommitsPerOp, "%.2f"), opt(v.f.WALBytesPerOp, "%.0f"))
+			db := "-"
+			if rep.DBCPUMeasured {
+				db = fmt.Sprintf("%.0f", v.f.DBCPUMicros)
+			}
+			fmt.Fprintf(tw, "%s\t%d\t%s\t%.0f\t%.2f\t%.2f\t%s\t%s\t%.0f\t%s\t%.0f%%\t\n", ms(r.LatencyMs), r.Clients, v.name,
+				v.f.RPS, v.f.P50Ms, v.f.P99Ms, opt(v.f.CommitsPerOp, "%.2f"), opt(v.f.WALBytesPerOp, "%.0f"),
+				v.f.ProcessCPUMicros, db, 100*v.f.MachineBusy)
 		}
 	}
 	if err := tw.Flush(); err != nil {

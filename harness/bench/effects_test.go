@@ -25,11 +25,20 @@ func tinyEffects(dsn string) Config {
 // request, the floor writes exactly 2 transactions per transfer and plain
 // none, transfers in the one-transaction style the floor's 2 (allowing
 // the rollout's periodic verdict flushes), in the two-phase style at
-// least 3, and every request took at least the provider's latency. It is not parallel: the commit counts are the
+// least 3, every request took at least the provider's latency, and the
+// CPU per transfer of PostgreSQL (which writes for the floor and for
+// transfers) and of this process was measured. It is not parallel: the commit counts are the
 // cluster's, so no other test may write meanwhile.
 func TestRunEffectsPostgres(t *testing.T) {
 	rep := runEffectsAndCheck(t, tinyEffects(pgtest.DSN(t)), "postgres")
+	if !rep.DBCPUMeasured {
+		t.Fatal("PostgreSQL's CPU not measured: the test cluster runs on this machine")
+	}
 	for _, r := range rep.Results {
+		if r.Floor.DBCPUMicros <= 0 || r.Transfers.DBCPUMicros <= 0 || r.TransfersTwoPhase.DBCPUMicros <= 0 {
+			t.Errorf("latency %vms, %d clients: PostgreSQL CPU µs per transfer floor %v, transfers %v, two-phase %v; want > 0",
+				r.LatencyMs, r.Clients, r.Floor.DBCPUMicros, r.Transfers.DBCPUMicros, r.TransfersTwoPhase.DBCPUMicros)
+		}
 		if r.Plain.CommitsPerOp == nil || r.Floor.CommitsPerOp == nil || r.Transfers.CommitsPerOp == nil ||
 			r.Floor.WALBytesPerOp == nil || r.Transfers.WALBytesPerOp == nil {
 			t.Fatalf("latency %vms, %d clients: commit or WAL figures missing", r.LatencyMs, r.Clients)
@@ -49,13 +58,13 @@ func TestRunEffectsPostgres(t *testing.T) {
 	}
 }
 
-// TestRunEffectsSQLite: the same on SQLite, where commits and WAL bytes
-// are not measured, and the file is removed afterwards.
+// TestRunEffectsSQLite: the same on SQLite, where commits, WAL bytes and
+// a database's CPU are not measured, and the file is removed afterwards.
 func TestRunEffectsSQLite(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "effects.db")
 	rep := runEffectsAndCheck(t, tinyEffects("sqlite:"+path), "sqlite")
 	for _, r := range rep.Results {
-		if r.Floor.CommitsPerOp != nil || r.Transfers.WALBytesPerOp != nil {
+		if r.Floor.CommitsPerOp != nil || r.Transfers.WALBytesPerOp != nil || r.Transfers.DBCPUMicros != 0 {
 			t.Errorf("latency %vms, %d clients: commit or WAL figures on SQLite", r.LatencyMs, r.Clients)
 		}
 	}
@@ -97,7 +106,7 @@ func runEffectsAndCheck(t *testing.T, cfg Config, kind string) *EffectsReport {
 		}
 		for name, f := range map[string]EffectFigures{"plain": r.Plain, "floor": r.Floor, "transfers": r.Transfers, "transfers 2p": r.TransfersTwoPhase} {
 			if f.RPS <= 0 || len(f.RoundsRPS) != cfg.Rounds || f.RPS != median(f.RoundsRPS) || f.Timed <= 0 ||
-				f.P50Ms > f.P99Ms || f.P50Ms < r.LatencyMs {
+				f.P50Ms > f.P99Ms || f.P50Ms < r.LatencyMs || f.ProcessCPUMicros <= 0 || f.MachineBusy <= 0 || f.MachineBusy > 1 {
 				t.Errorf("latency %vms, %d clients, %s: %+v", r.LatencyMs, r.Clients, name, f)
 			}
 			timed += int64(f.Timed)
@@ -122,7 +131,7 @@ func runEffectsAndCheck(t *testing.T, cfg Config, kind string) *EffectsReport {
 	if err := got.WriteTable(&table); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"idem bench --effects: " + kind, "transfers ÷ floor", "  floor  ", "  transfers  ", "  transfers 2p  ", "transfers 2p ÷ floor"} {
+	for _, want := range []string{"idem bench --effects: " + kind, "transfers ÷ floor", "  floor  ", "  transfers  ", "  transfers 2p  ", "transfers 2p ÷ floor", "CPU proc"} {
 		if !strings.Contains(table.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, table.String())
 		}

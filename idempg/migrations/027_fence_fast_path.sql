@@ -55,3 +55,23 @@ CREATE TRIGGER idem_operations_settled_body BEFORE UPDATE ON idem_operations
     FOR EACH ROW
     WHEN (OLD.state IN ('SUCCEEDED', 'FAILED_FINAL', 'REJECTED') AND OLD.retired_at IS NULL AND NEW.retired_at IS NULL)
     EXECUTE FUNCTION idem_operations_settled_body();
+
+-- 4. The legacy-ID triggers (026) asked idem_id_leads in their WHEN. A
+--    trigger's WHEN is prepared afresh for every statement that fires it,
+--    and preparing inlines an SQL function by parsing its body: every
+--    insert of a record parsed and analysed idem_id_leads's text. The
+--    WHEN now holds that body's expression itself — the same test,
+--    written out once more here — so a record of layout v1 still pays one
+--    comparison and no call, and now no parse either.
+DROP TRIGGER idem_operations_legacy_id_insert ON idem_operations;
+CREATE TRIGGER idem_operations_legacy_id_insert AFTER INSERT ON idem_operations
+    FOR EACH ROW
+    WHEN (NOT (length(NEW.operation_id) = 40 AND substr(NEW.operation_id, 1, 4) = 'op_1'
+               AND substr(NEW.operation_id, 15, 10) = upper(encode(substr(NEW.scope, 1, 5), 'hex'))))
+    EXECUTE FUNCTION idem_legacy_id_note();
+DROP TRIGGER idem_operations_legacy_id_delete ON idem_operations;
+CREATE TRIGGER idem_operations_legacy_id_delete AFTER DELETE ON idem_operations
+    FOR EACH ROW
+    WHEN (NOT (length(OLD.operation_id) = 40 AND substr(OLD.operation_id, 1, 4) = 'op_1'
+               AND substr(OLD.operation_id, 15, 10) = upper(encode(substr(OLD.scope, 1, 5), 'hex'))))
+    EXECUTE FUNCTION idem_legacy_id_note();
