@@ -75,3 +75,16 @@ CREATE TRIGGER idem_operations_legacy_id_delete AFTER DELETE ON idem_operations
     WHEN (NOT (length(OLD.operation_id) = 40 AND substr(OLD.operation_id, 1, 4) = 'op_1'
                AND substr(OLD.operation_id, 15, 10) = upper(encode(substr(OLD.scope, 1, 5), 'hex'))))
     EXECUTE FUNCTION idem_legacy_id_note();
+
+-- 5. The attempts' guard (010) is one IF that raises: its test is now
+--    the trigger's WHEN too, so an update the guard accepts — every
+--    answer recorded — calls no function. The function keeps its IF.
+DROP TRIGGER idem_effects_guard ON idem_effects;
+CREATE TRIGGER idem_effects_guard BEFORE UPDATE ON idem_effects
+    FOR EACH ROW
+    WHEN (NEW.operation_id <> OLD.operation_id OR NEW.name <> OLD.name
+          OR NEW.downstream_key <> OLD.downstream_key OR NEW.created_at <> OLD.created_at
+          OR NEW.owner_gen < OLD.owner_gen
+          OR (OLD.request IS NOT NULL AND NEW.request IS DISTINCT FROM OLD.request
+              AND (NEW.request_key IS NULL OR NEW.request_key IS NOT DISTINCT FROM OLD.request_key)))
+    EXECUTE FUNCTION idem_effects_guard();
