@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -107,6 +108,27 @@ func postmasterPID(ctx context.Context, cfg *pgx.ConnConfig) (int, error) {
 type cpuMeter struct {
 	self       int
 	postmaster int // 0: PostgreSQL not measured
+}
+
+// openCPUMeter returns a cpuMeter of this process and, when conn is a
+// PostgreSQL server on this machine whose processes this one can read,
+// of that server; otherwise it says on progress why the server is not
+// measured, and measures this process only. It reads once, so that a
+// machine without per-thread schedstat fails here rather than mid-run.
+// ctx governs the connection that finds the server.
+func openCPUMeter(ctx context.Context, conn *pgx.ConnConfig, progress io.Writer) (*cpuMeter, error) {
+	m := &cpuMeter{self: os.Getpid()}
+	if conn != nil {
+		if pm, err := postmasterPID(ctx, conn); err == nil {
+			m.postmaster = pm
+		} else {
+			fmt.Fprintf(progress, "bench: PostgreSQL's CPU not measured: %v\n", err)
+		}
+	}
+	if _, err := m.read(); err != nil {
+		return nil, err
+	}
+	return m, nil
 }
 
 // cpuSnapshot is the meter's reading at one moment.

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"os"
 	"runtime"
 	"slices"
 	"strconv"
@@ -175,15 +174,8 @@ func RunEffects(ctx context.Context, cfg Config) (_ *EffectsReport, err error) {
 		}
 		defer wal.close(context.WithoutCancel(ctx))
 	}
-	meter := &cpuMeter{self: os.Getpid()}
-	if db.conn != nil {
-		if pm, err := postmasterPID(ctx, db.conn); err == nil {
-			meter.postmaster = pm
-		} else {
-			fmt.Fprintf(cfg.Progress, "bench: PostgreSQL's CPU not measured: %v\n", err)
-		}
-	}
-	if _, err := meter.read(); err != nil {
+	meter, err := openCPUMeter(ctx, db.conn, cfg.Progress)
+	if err != nil {
 		return nil, err
 	}
 	startLoad, haveLoad := machine.LoadAverage()

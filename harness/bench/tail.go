@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"os"
 	"runtime"
 	"slices"
 	"strconv"
@@ -157,15 +156,8 @@ func RunTail(ctx context.Context, cfg Config) (_ *TailReport, err error) {
 		return nil, err
 	}
 	defer unpin()
-	meter := &cpuMeter{self: os.Getpid()}
-	if db.conn != nil {
-		if pm, err := postmasterPID(ctx, db.conn); err == nil {
-			meter.postmaster = pm
-		} else {
-			fmt.Fprintf(cfg.Progress, "bench: PostgreSQL's CPU not measured: %v\n", err)
-		}
-	}
-	if _, err := meter.read(); err != nil {
+	meter, err := openCPUMeter(ctx, db.conn, cfg.Progress)
+	if err != nil {
 		return nil, err
 	}
 	rep.DBCPUMeasured = meter.postmaster != 0
