@@ -27,8 +27,8 @@ func tinyEffects(dsn string) Config {
 // the rollout's periodic verdict flushes), in the two-phase style at
 // least 3, every request took at least the provider's latency, and the
 // CPU per transfer of PostgreSQL (which writes for the floor and for
-// transfers) and of this process was measured. It is not parallel: the commit counts are the
-// cluster's, so no other test may write meanwhile.
+// transfers) and of this process was measured. It is not parallel: the
+// commit counts are the cluster's, so no other test may write meanwhile.
 func TestRunEffectsPostgres(t *testing.T) {
 	rep := runEffectsAndCheck(t, tinyEffects(pgtest.DSN(t)), "postgres")
 	if !rep.DBCPUMeasured {
@@ -65,7 +65,7 @@ func TestRunEffectsSQLite(t *testing.T) {
 	rep := runEffectsAndCheck(t, tinyEffects("sqlite:"+path), "sqlite")
 	for _, r := range rep.Results {
 		if r.Floor.CommitsPerOp != nil || r.Transfers.WALBytesPerOp != nil || r.Transfers.DBCPUMicros != 0 {
-			t.Errorf("latency %vms, %d clients: commit or WAL figures on SQLite", r.LatencyMs, r.Clients)
+			t.Errorf("latency %vms, %d clients: commit, WAL or database CPU figures on SQLite", r.LatencyMs, r.Clients)
 		}
 	}
 	if m := rep.Misses(); m != nil {

@@ -4,9 +4,11 @@
 --
 -- 1. idem_id_scope_lo and idem_id_scope_hi (026) were SQL functions that
 --    PostgreSQL cannot inline (their bodies hold a sub-select), so every
---    call planned their query afresh: about 100 µs each, two per lookup
---    of a record by ID. As PL/pgSQL functions their one query's plan is
---    cached for the session's life. Same arguments, same results.
+--    statement that called them planned their query afresh: a lookup of a
+--    record by ID spent 0.3–0.6 ms in the two calls (EXPLAIN ANALYZE,
+--    generic plan, about 2,200 records). As PL/pgSQL functions their one
+--    query's plan is cached for the session's life, and the whole lookup
+--    takes about 0.03 ms. Same arguments, same results.
 CREATE OR REPLACE FUNCTION idem_id_scope_lo(p_id text) RETURNS bytea LANGUAGE plpgsql STABLE AS $$
 BEGIN
     RETURN coalesce((SELECT scope FROM idem_legacy_operation_ids WHERE operation_id = p_id),
@@ -62,7 +64,10 @@ CREATE TRIGGER idem_operations_settled_body BEFORE UPDATE ON idem_operations
 --    insert of a record parsed and analysed idem_id_leads's text. The
 --    WHEN now holds that body's expression itself — the same test,
 --    written out once more here — so a record of layout v1 still pays one
---    comparison and no call, and now no parse either.
+--    comparison and no call, and now no parse either. The conformance
+--    case GetByIDScopeLed holds the copy to the original: an imported ID
+--    of layout v1 that does not carry its scope's prefix must be noted,
+--    or it is not found by ID.
 DROP TRIGGER idem_operations_legacy_id_insert ON idem_operations;
 CREATE TRIGGER idem_operations_legacy_id_insert AFTER INSERT ON idem_operations
     FOR EACH ROW
