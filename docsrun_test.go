@@ -11,9 +11,10 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/idemkit/idem/internal/procgroup"
 )
 
 // runnableDocs are the files whose marked blocks TestRunnableDocs runs.
@@ -211,18 +212,17 @@ func runSession(t *testing.T, root, bin string, blocks []runnableBlock) {
 	cmd := exec.CommandContext(ctx, "bash", "-c", script.String())
 	cmd.Dir = scratch
 	cmd.Env = append(os.Environ(), "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"))
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	// bash leads a process group; the servers the blocks started, which
+	// may outlive it, are killed with it (procgroup.Group.Wait).
+	group := procgroup.New(cmd)
 	cmd.WaitDelay = 10 * time.Second // a server that escaped the job list does not hold the test
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err = cmd.Start()
+	err = group.Start()
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The servers the blocks started outlive bash: kill its group.
-	defer syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-	if err := cmd.Wait(); err != nil {
+	if err := group.Wait(); err != nil {
 		t.Fatalf("the session failed: %v\nstderr:\n%s", err, stderr.String())
 	}
 	outs := strings.Split(strings.ReplaceAll(stdout.String(), "\r", ""), "@@block ")[1:]

@@ -6,7 +6,10 @@
 // Start runs the program in its own process group, keeps its combined
 // standard output and error, and returns once it logged its address.
 // Stop asks it to end with SIGTERM and kills the whole group when it does
-// not in time; Kill kills the group at once. WaitLog waits, without
+// not in time; Kill kills the group at once. When the child exits, what
+// is left of its group is killed with it, and the group is never
+// signalled after that: once the child is reaped its number may lead
+// another process's group (internal/procgroup). WaitLog waits, without
 // polling, until the child has logged a given text.
 //
 //	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
@@ -35,6 +38,8 @@ import (
 	"slices"
 	"syscall"
 	"time"
+
+	"github.com/idemkit/idem/internal/procgroup"
 )
 
 // DefaultStopTimeout is how long Stop waits after SIGTERM, before it kills
@@ -94,6 +99,7 @@ type Child struct {
 	name   string
 	args   []string
 	cmd    *exec.Cmd
+	group  *procgroup.Group // cmd's process group, signalled only while cmd is unreaped
 	out    *output
 	addr   string
 	exited chan struct{} // closed once cmd.Wait returned
@@ -125,12 +131,14 @@ func Start(ctx context.Context, spec Spec) (*Child, error) {
 		c.cmd.Env = append(os.Environ(), spec.Env...)
 	}
 	c.cmd.Dir = spec.Dir
-	c.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	c.group = procgroup.New(c.cmd)
 	c.cmd.Stdout, c.cmd.Stderr = c.out, c.out
-	if err := c.cmd.Start(); err != nil {
+	if err := c.group.Start(); err != nil {
 		return nil, fmt.Errorf("starting %s: %w", c.name, err)
 	}
-	go func() { c.err = c.cmd.Wait(); close(c.exited) }()
+	// Wait kills what is left of the group as the child exits, before it
+	// reaps the child: after that the group's number may be another's.
+	go func() { c.err = c.group.Wait(); close(c.exited) }()
 
 	select {
 	case <-c.out.ready:
@@ -214,7 +222,7 @@ func (c *Child) Signal(sig os.Signal) error {
 
 // Stop ends the child: SIGTERM to its process, then up to timeout (zero
 // or less means DefaultStopTimeout) for it to exit, then SIGKILL to its
-// process group, whose other members, if any, are killed in any case. It
+// process group (whose other members die with the child in any case). It
 // returns nil only when the child exited with status 0 after the SIGTERM.
 // Otherwise the error wraps ErrExited (it had exited before Stop was
 // called), ErrStopTimeout (killed), or the exit error (*exec.ExitError).
@@ -223,7 +231,6 @@ func (c *Child) Stop(timeout time.Duration) error {
 	timeout = cmp.Or(max(timeout, 0), DefaultStopTimeout)
 	select {
 	case <-c.exited:
-		c.killGroup()
 		return fmt.Errorf("%s had %w: %w", c.name, ErrExited, exitError(c.err))
 	default:
 	}
@@ -233,14 +240,12 @@ func (c *Child) Stop(timeout time.Duration) error {
 			return fmt.Errorf("%s: sending SIGTERM: %w", c.name, err)
 		}
 		<-c.exited // it exited between the check above and the signal
-		c.killGroup()
 		return fmt.Errorf("%s had %w: %w", c.name, ErrExited, exitError(c.err))
 	}
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
 	select {
 	case <-c.exited:
-		c.killGroup() // stragglers of the group, if any
 		if c.err != nil {
 			return fmt.Errorf("%s did not exit cleanly on SIGTERM: %w", c.name, c.err)
 		}
@@ -252,23 +257,20 @@ func (c *Child) Stop(timeout time.Duration) error {
 }
 
 // Kill sends SIGKILL to the child's process group and waits until the
-// child has exited. After the child exited on its own it still kills what
-// is left of the group and returns nil.
+// child has exited. After the child exited on its own (what was left of
+// its group died with it) it sends nothing and returns nil.
 func (c *Child) Kill() error {
-	if err := syscall.Kill(-c.cmd.Process.Pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
+	err := c.group.Signal(syscall.SIGKILL)
+	if err != nil && !errors.Is(err, os.ErrProcessDone) && !errors.Is(err, syscall.ESRCH) {
 		return fmt.Errorf("%s: killing its process group: %w", c.name, err)
 	}
 	<-c.exited
 	return nil
 }
 
-// killGroup kills the members of the group left after the child exited.
-func (c *Child) killGroup() { syscall.Kill(-c.cmd.Process.Pid, syscall.SIGKILL) }
-
 // Exited returns a channel closed once the child has exited and its
-// output has been read to the end (a process it started that keeps the
-// output open delays this until it exits too, or Stop or Kill kills the
-// group).
+// output has been read to the end. The other processes of its group, if
+// any, are killed as it exits, so none of them holds the output open.
 func (c *Child) Exited() <-chan struct{} { return c.exited }
 
 // Wait waits until the child has exited and returns how: nil for status

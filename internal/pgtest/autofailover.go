@@ -13,6 +13,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/idemkit/idem/internal/procgroup"
 )
 
 // AutoctlEnv names the pg_autoctl binary (pg_auto_failover) an HA test
@@ -85,8 +87,9 @@ type haNode struct {
 	env  []string // pg_autoctl's environment: its own XDG directories
 
 	mu     sync.Mutex
-	keeper *exec.Cmd     // the running pg_autoctl, nil when stopped
-	exited chan struct{} // closed when keeper exited
+	keeper *exec.Cmd        // the running pg_autoctl, nil when stopped
+	group  *procgroup.Group // keeper's process group
+	exited chan struct{}    // closed when keeper exited
 }
 
 // NodeState is one node as the monitor reports it (pg_autoctl show

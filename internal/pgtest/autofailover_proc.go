@@ -13,6 +13,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/idemkit/idem/internal/procgroup"
 )
 
 // KillPostmaster kills the node's postmaster alone with SIGKILL: its
@@ -53,12 +55,11 @@ func (h *HACluster) StopNode(name string) (stopped time.Time, err error) {
 		return time.Time{}, err
 	}
 	n.mu.Lock()
-	k, exited := n.keeper, n.exited
+	k, group, exited := n.keeper, n.group, n.exited
 	n.mu.Unlock()
 	if k == nil {
 		return time.Time{}, fmt.Errorf("pgtest: %s is not running", name)
 	}
-	pgid := k.Process.Pid
 	// Reading /proc takes a while on a busy machine: the children are
 	// listed before anything stops, so that the stops land within
 	// microseconds of each other, and listed again once the postmaster
@@ -72,7 +73,7 @@ func (h *HACluster) StopNode(name string) (stopped time.Time, err error) {
 		pg = append([]int{pm}, children(pm)...)
 	}
 	stopped = time.Now()
-	_ = syscall.Kill(-pgid, syscall.SIGSTOP) // the keeper restarts nothing now
+	_ = group.Signal(syscall.SIGSTOP) // the keeper restarts nothing now
 	for _, pid := range pg {
 		_ = syscall.Kill(pid, syscall.SIGSTOP) // gone already: nothing to stop
 	}
@@ -84,8 +85,8 @@ func (h *HACluster) StopNode(name string) (stopped time.Time, err error) {
 			}
 		}
 	}
-	if err := syscall.Kill(-pgid, syscall.SIGKILL); err != nil {
-		return stopped, fmt.Errorf("pgtest: killing %s (process group %d): %w", name, pgid, err)
+	if err := group.Signal(syscall.SIGKILL); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		return stopped, fmt.Errorf("pgtest: killing %s: %w", name, err)
 	}
 	for _, pid := range pg {
 		_ = syscall.Kill(pid, syscall.SIGKILL)
@@ -166,18 +167,19 @@ func (n *haNode) start(autoctl string) error {
 	}
 	cmd := exec.Command(autoctl, "run", "--pgdata", n.c.data)
 	cmd.Env, cmd.Dir, cmd.Stdout, cmd.Stderr = n.env, n.c.dir, log, log
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM, Credential: n.c.cred}
-	if err := cmd.Start(); err != nil {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM, Credential: n.c.cred}
+	group := procgroup.New(cmd)
+	if err := group.Start(); err != nil {
 		log.Close()
 		return fmt.Errorf("pgtest: starting %s's keeper: %w", n.name, err)
 	}
 	exited := make(chan struct{})
 	go func() {
-		cmd.Wait()
+		group.Wait() // kills what is left of the group before the number is free
 		log.Close()
 		close(exited)
 	}()
-	n.keeper, n.exited = cmd, exited
+	n.keeper, n.group, n.exited = cmd, group, exited
 	go func() {
 		<-exited
 		n.mu.Lock()
@@ -193,14 +195,14 @@ func (n *haNode) start(autoctl string) error {
 // group after haStopWait) and deletes the node's directory.
 func (n *haNode) stop() error {
 	n.mu.Lock()
-	k, exited := n.keeper, n.exited
+	k, group, exited := n.keeper, n.group, n.exited
 	n.mu.Unlock()
 	if k != nil {
 		_ = k.Process.Signal(syscall.SIGTERM)
 		select {
 		case <-exited:
 		case <-time.After(haStopWait):
-			_ = syscall.Kill(-k.Process.Pid, syscall.SIGKILL)
+			_ = group.Signal(syscall.SIGKILL) // reaped already: nothing left to kill
 			<-exited
 		}
 	}

@@ -197,9 +197,19 @@ func (c *cluster) stop() error {
 
 // client runs a client binary (createdb, dropdb, ...) against the cluster
 // over TCP as the postgres superuser.
+// When the command fails and the server log records a server process
+// that died (a crash that made the postmaster restart every connection),
+// the error carries those log lines, so that a failure in a run nobody
+// can repeat still names the process, its signal and its statement.
 func (c *cluster) client(name string, args ...string) error {
 	base := []string{"-h", "127.0.0.1", "-p", strconv.Itoa(c.port), "-U", "postgres", "-w"}
-	return c.run(false, name, append(base, args...)...)
+	err := c.run(false, name, append(base, args...)...)
+	if err != nil {
+		if crash := c.crashLines(); crash != "" {
+			err = fmt.Errorf("%w\n--- server processes that died (%s) ---\n%s", err, c.log, crash)
+		}
+	}
+	return err
 }
 
 // run executes a binary from c.bin. Server binaries (asServer) run in c.dir
@@ -243,6 +253,30 @@ func (c *cluster) logTail() string {
 		b = b[len(b)-logTailBytes:]
 	}
 	return string(b)
+}
+
+// crashLines returns the server log's lines about a server process that
+// died abnormally ("server process (PID n) was terminated by signal 11",
+// "... exited with exit code 1") with the statement it was running (the
+// DETAIL line after), or "" when the log records none or cannot be read.
+func (c *cluster) crashLines() string {
+	b, err := os.ReadFile(c.log)
+	if err != nil {
+		return ""
+	}
+	var out []string
+	lines := strings.Split(string(b), "\n")
+	for i, l := range lines {
+		if !strings.Contains(l, "process (PID") ||
+			!strings.Contains(l, "terminated by signal") && !strings.Contains(l, "exited with exit code") {
+			continue
+		}
+		out = append(out, l)
+		if i+1 < len(lines) && strings.Contains(lines[i+1], "DETAIL:") {
+			out = append(out, lines[i+1])
+		}
+	}
+	return strings.Join(out, "\n")
 }
 
 // cleanEnv returns the environment without PG* variables, so that a

@@ -38,6 +38,11 @@
 // pg_auto_failover formation (pg_autoctl from PATH, or the binary
 // [AutoctlEnv] names) whose monitor fails over by itself.
 //
+// When the server log records a server process that died abnormally (a
+// crash, or a signal from outside: PostgreSQL then ends every connection
+// and recovers), Main prints those lines to standard error and a failing
+// createdb or dropdb carries them in its error.
+//
 // If the test binary is killed (or panics, e.g. on -timeout) before Main
 // returns, the server and its directory outlive it. The next cluster started
 // on the machine reaps them: each directory records its owner's process ID
@@ -91,6 +96,11 @@ func Main(m interface{ Run() int }) {
 	// failed, or nothing was ever started and no later start is possible.
 	shared.once.Do(func() { shared.err = errStopped })
 	if c := shared.c; c != nil {
+		// A backend that died takes every connection with it; tests then
+		// fail far from the cause. Say so, whether or not they failed.
+		if crash := c.crashLines(); crash != "" {
+			fmt.Fprintf(os.Stderr, "pgtest: the shared cluster's log records server processes that died:\n%s\n", crash)
+		}
 		if err := c.stop(); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			if code == 0 {

@@ -49,6 +49,8 @@ import (
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/idemkit/idem/internal/procgroup"
 )
 
 // RequireEnv is the environment variable that turns a missing RabbitMQ
@@ -77,7 +79,7 @@ var (
 type broker struct {
 	dir        string
 	url        string
-	node, epmd *exec.Cmd
+	node, epmd *procgroup.Group // each leads its process group
 }
 
 // Main runs the tests and then stops the broker, if one was started, and
@@ -147,14 +149,15 @@ func start(epmd string) (*broker, error) {
 	}
 	// Our own epmd, in the foreground, so it dies with the broker (and,
 	// through Pdeathsig, with this process).
-	b.epmd = exec.Command(epmd, "-port", strconv.Itoa(epmdPort))
-	b.epmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	epmdCmd := exec.Command(epmd, "-port", strconv.Itoa(epmdPort))
+	epmdCmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	b.epmd = procgroup.New(epmdCmd)
 	if err := b.epmd.Start(); err != nil {
 		return nil, fmt.Errorf("rabbittest: starting epmd: %w", err)
 	}
 	name := fmt.Sprintf("idemtest%d", os.Getpid())
-	b.node = exec.Command(serverScript)
-	b.node.Env = append(os.Environ(),
+	node := exec.Command(serverScript)
+	node.Env = append(os.Environ(),
 		"HOME="+dir,
 		"RABBITMQ_NODENAME="+name+"@localhost",
 		"RABBITMQ_NODE_IP_ADDRESS=127.0.0.1",
@@ -169,13 +172,14 @@ func start(epmd string) (*broker, error) {
 		"RABBITMQ_FEATURE_FLAGS_FILE="+filepath.Join(dir, "feature_flags"),
 		"RABBITMQ_PID_FILE="+filepath.Join(dir, "rabbit.pid"),
 	)
-	b.node.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	b.node.Stdout, b.node.Stderr = nil, nil
+	node.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	node.Stdout, node.Stderr = nil, nil
+	b.node = procgroup.New(node)
 	if err := b.node.Start(); err != nil {
 		b.stop()
 		return nil, fmt.Errorf("rabbittest: starting rabbitmq-server: %w", err)
 	}
-	groups := fmt.Sprintf("%d %d", b.node.Process.Pid, b.epmd.Process.Pid)
+	groups := fmt.Sprintf("%d %d", b.node.Pid(), b.epmd.Pid())
 	if err := write("groups", groups); err != nil {
 		b.stop()
 		return nil, err
@@ -205,14 +209,16 @@ func start(epmd string) (*broker, error) {
 	}
 }
 
-// stop kills the broker's process groups and removes its directory.
+// stop kills the broker's process groups and removes its directory. A
+// group whose leader has exited and been reaped is not signalled: what
+// was left of it died then, and its number may be another's now.
 func (b *broker) stop() {
-	for _, c := range []*exec.Cmd{b.node, b.epmd} {
-		if c != nil && c.Process != nil {
-			syscall.Kill(-c.Process.Pid, syscall.SIGKILL)
+	for _, g := range []*procgroup.Group{b.node, b.epmd} {
+		if g != nil {
+			g.Signal(syscall.SIGKILL) // not started, or reaped: nothing to kill
 		}
 	}
-	if b.epmd != nil {
+	if b.epmd != nil && b.epmd.Pid() != 0 {
 		b.epmd.Wait()
 	}
 	os.RemoveAll(b.dir)
@@ -239,8 +245,8 @@ func reap() {
 		}
 		groups, _ := os.ReadFile(filepath.Join(dir, "groups"))
 		for _, f := range strings.Fields(string(groups)) {
-			if g, err := strconv.Atoi(f); err == nil && g > 1 {
-				syscall.Kill(-g, syscall.SIGKILL)
+			if g, err := strconv.Atoi(f); err == nil {
+				procgroup.KillAbandoned(g) // never a group that took the number since
 			}
 		}
 		os.RemoveAll(dir)
