@@ -215,6 +215,12 @@ func (op *Config) Validate() error {
 	if op.ReplayCache.Entries < 0 || op.ReplayCache.Bytes < 0 {
 		return fmt.Errorf("operation %s: negative ReplayCache bound", op.Name)
 	}
+	if retention := cmp.Or(max(op.Retention, 0), registry.DefaultRetention); op.ReplayCache.On() && op.ReplayCache.margin() >= retention {
+		// An entry is served only until its record's expiry minus the
+		// margin, and a record expires Retention after it settles: such
+		// a cache would hold answers and never serve one.
+		return fmt.Errorf("operation %s: ReplayCache.Margin %v is not shorter than Retention %v: the cache would never serve an answer", op.Name, op.ReplayCache.margin(), retention)
+	}
 	if op.TombstoneTTL < 0 {
 		return fmt.Errorf("operation %s: negative TombstoneTTL %v", op.Name, op.TombstoneTTL)
 	}

@@ -46,7 +46,9 @@ type ReplayCache struct {
 	// Margin is how long before a record's ExpiresAt the cache stops
 	// serving it: the clock skew between this process and the database
 	// it tolerates. 0 means DefaultReplayCacheMargin; negative means none
-	// (only for a clock that is the database's, as in tests).
+	// (only for a clock that is the database's, as in tests). It must be
+	// shorter than the operation's Retention, else the cache would serve
+	// nothing: Config.Validate refuses it.
 	Margin time.Duration
 	// Now is the clock the cache compares ExpiresAt with; nil means
 	// time.Now. A test that injects "now" into its Store (the drivers'

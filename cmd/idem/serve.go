@@ -161,7 +161,7 @@ func runServe(ctx context.Context, args []string, std stdio) int {
 	twoPhase := fs.Bool("two-phase", false, "run POST /v1/payments and POST /v1/transfers in the two-phase style: reserve the key (committed), then run the payment and record its outcome; a duplicate sent meanwhile gets 409 IN_PROGRESS or waits (Prefer: wait). Default: one database transaction — payment, outbox message and operation record commit together, and a duplicate sent meanwhile waits for it and replays; a transfer commits its record with the provider call's downstream key before the call and the answer with the outcome after it")
 	replayCache := fs.Int("replay-cache", 0, "answer replays of settled operations from an in-process cache of up to `N` records per operation (0: off, every replay reads the registry); a cached answer is never served within --replay-cache-margin of its record's retirement (docs/contract.md §8)")
 	replayCacheBytes := fs.Int64("replay-cache-bytes", operation.DefaultReplayCacheBytes, "with --replay-cache: the memory bound of each operation's cache in `BYTES` (response bodies and headers, plus 512 bytes a record)")
-	replayCacheMargin := fs.Duration("replay-cache-margin", operation.DefaultReplayCacheMargin, "with --replay-cache: how long before a record's expiry the cache stops serving it; must exceed the clock skew between this server and the database")
+	replayCacheMargin := fs.Duration("replay-cache-margin", operation.DefaultReplayCacheMargin, "with --replay-cache: how long before a record's expiry the cache stops serving it; must exceed the clock skew between this server and the database, and be shorter than --retention")
 	webhook := addWebhookFlags(fs.FlagSet)
 	eventSecrets := addEventSecretFlag(fs.FlagSet)
 	keys := addKeysFlag(fs.FlagSet)
@@ -182,6 +182,12 @@ func runServe(ctx context.Context, args []string, std stdio) int {
 	}
 	if *lease <= 0 || *recoverEvery <= 0 || *retention <= 0 || *pruneEvery < 0 || *storeTimeout < 0 {
 		fmt.Fprintln(std.err, "idem serve: --lease, --recover-interval and --retention must be positive, --prune-interval and --store-timeout not negative")
+		return exitUsage
+	}
+	if *replayCache > 0 && *replayCacheMargin >= *retention {
+		// A cached answer is served only until its record's expiry minus
+		// the margin: this cache would hold answers and serve none.
+		fmt.Fprintf(std.err, "idem serve: --replay-cache-margin %v must be shorter than --retention %v, or the replay cache never serves an answer\n", *replayCacheMargin, *retention)
 		return exitUsage
 	}
 	if err := windows.check(*retention); err != nil {

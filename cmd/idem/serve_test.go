@@ -221,6 +221,7 @@ func TestServeRefuses(t *testing.T) {
 		{[]string{"serve", "--replay-cache", "-1"}, exitUsage},
 		{[]string{"serve", "--replay-cache", "10", "--replay-cache-margin", "0s"}, exitUsage},
 		{[]string{"serve", "--replay-cache", "10", "--replay-cache-bytes", "0"}, exitUsage},
+		{[]string{"serve", "--db", db, "--replay-cache", "10", "--replay-cache-margin", "24h"}, exitUsage}, // = the default --retention: would serve nothing
 		{[]string{"serve", "--nope"}, exitUsage},
 		{[]string{"serve", "--db", db, "--auth", badAuth}, exitRefused},
 		{[]string{"serve", "--db", "mysql://u:hunter2@h/db"}, exitRefused},
