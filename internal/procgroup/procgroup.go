@@ -93,16 +93,23 @@ func (g *Group) Signal(sig syscall.Signal) error {
 // waits for the copying of the child's output, as Cmd.Wait does).
 func (g *Group) Wait() error {
 	pid := g.cmd.Process.Pid
+	var err error
 	for {
 		var info unix.Siginfo
 		// WNOWAIT leaves the leader a zombie: its number stays taken.
-		err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
-		if !errors.Is(err, unix.EINTR) {
-			break // on any other error Cmd.Wait below reports it
+		if err = unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT, nil); !errors.Is(err, unix.EINTR) {
+			break
 		}
 	}
 	g.mu.Lock()
-	syscall.Kill(-pid, syscall.SIGKILL) // ESRCH: nothing was left
+	if err == nil {
+		syscall.Kill(-pid, syscall.SIGKILL) // ESRCH: nothing was left
+	}
+	// Whatever waitid said, Cmd.Wait reaps the leader next: from here on
+	// the group is never signalled. (waitid fails only for a process
+	// that is not this one's child, which cannot be: nothing else reaps
+	// it. Then nothing is killed, rather than a group that may not be
+	// done.)
 	g.reaped = true
 	g.mu.Unlock()
 	return g.cmd.Wait()
