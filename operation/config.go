@@ -215,7 +215,8 @@ func (op *Config) Validate() error {
 	if op.ReplayCache.Entries < 0 || op.ReplayCache.Bytes < 0 {
 		return fmt.Errorf("operation %s: negative ReplayCache bound", op.Name)
 	}
-	if retention := cmp.Or(max(op.Retention, 0), registry.DefaultRetention); op.ReplayCache.On() && op.ReplayCache.margin() >= retention {
+	// The retention the operation's claims carry, defaulted as the drivers default it.
+	if retention := (registry.Claim{Retention: op.Retention}).RetentionOrDefault(); op.ReplayCache.On() && op.ReplayCache.margin() >= retention {
 		// An entry is served only until its record's expiry minus the
 		// margin, and a record expires Retention after it settles: such
 		// a cache would hold answers and never serve one.
