@@ -69,7 +69,7 @@ func TestMainReportsDeadProcess(t *testing.T) {
 }
 
 // crashBackend starts a session on c that sleeps, kills its backend with
-// SIGKILL and waits until c's log records the death; it returns the
+// SIGKILL once the sleep runs and waits until c's log records the death; it returns the
 // text crashLines must hold ("(PID n) was terminated by signal 9").
 func crashBackend(t *testing.T, c *cluster) string {
 	t.Helper()
@@ -83,7 +83,7 @@ func crashBackend(t *testing.T, c *cluster) string {
 	var pid int
 	for deadline := time.Now().Add(30 * time.Second); pid == 0; {
 		out, err := c.output(false, "psql", "-X", "-At", "-h", "127.0.0.1", "-p", strconv.Itoa(c.port), "-U", "postgres", "-d", "postgres",
-			"-c", "select pid from pg_stat_activity where application_name = 'victim'")
+			"-c", "select pid from pg_stat_activity where application_name = 'victim' and state = 'active' and query = 'select pg_sleep(300)'")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -91,9 +91,11 @@ func crashBackend(t *testing.T, c *cluster) string {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatal("the victim session never showed up in pg_stat_activity")
+			t.Fatal("the victim session's sleep never showed up in pg_stat_activity")
 		}
-		time.Sleep(20 * time.Millisecond) // polling pg_stat_activity for the session
+		// Polling pg_stat_activity until the sleep runs: a backend killed
+		// before its statement began has no statement to log.
+		time.Sleep(20 * time.Millisecond)
 	}
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
