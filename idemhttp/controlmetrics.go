@@ -81,3 +81,25 @@ func flag(b bool) float64 {
 	}
 	return 0
 }
+
+// NewStoreUpCollector returns a collector of idem_store_up alone, read as
+// NewControlCollector reads it (one Controller.Control per scrape,
+// bounded by two seconds), for a process that accepts no operations and
+// so has no writer epoch or drain of its own to report: idem relay. Its
+// metric is the one the IdemStoreUnavailable alert reads. Never register
+// it beside a NewControlCollector: both describe idem_store_up. Safe for
+// concurrent use.
+func NewStoreUpCollector(store registry.Controller) prometheus.Collector {
+	return storeUpCollector{store: store}
+}
+
+type storeUpCollector struct{ store registry.Controller }
+
+func (c storeUpCollector) Describe(ch chan<- *prometheus.Desc) { ch <- storeUpDesc }
+
+func (c storeUpCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	_, err := c.store.Control(ctx)
+	ch <- prometheus.MustNewConstMetric(storeUpDesc, prometheus.GaugeValue, flag(err == nil))
+}

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/idemkit/idem/idemhttp"
 	"github.com/idemkit/idem/idemstore"
 	"github.com/idemkit/idem/outbox"
 	"github.com/idemkit/idem/registry"
@@ -27,9 +28,11 @@ import (
 // in hand and exits 0. Any number of relays and servers may deliver one
 // outbox at once: each message is claimed by one of them at a time.
 //
-// With --metrics-addr it serves GET /metrics (the relay metrics, see
-// outbox.NewMetrics) there, answering only the Host names of that address
-// and localhost as the admin listener of "idem serve" does (421
+// With --metrics-addr it serves GET /metrics there: the relay metrics
+// (outbox.NewMetrics) and idem_store_up (idemhttp.NewStoreUpCollector);
+// with the database down, still 200, idem_store_up 0 and without the
+// outbox gauges. It answers only the Host names of that address and
+// localhost, as the admin listener of "idem serve" does (421
 // HOST_NOT_ALLOWED otherwise), and logs "listening on ADDR" once bound.
 // Logs go to stderr as slog text.
 func runRelay(ctx context.Context, args []string, std stdio) int {
@@ -60,7 +63,8 @@ func runRelay(ctx context.Context, args []string, std stdio) int {
 	}
 	defer store.Close()
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		idemhttp.NewStoreUpCollector(store))
 	relay, err := wf.relay(store, reg, log)
 	if err != nil {
 		log.Error("idem relay: cannot start", "err", err)
@@ -80,7 +84,11 @@ func runRelay(ctx context.Context, args []string, std stdio) int {
 		return exitRefused
 	}
 	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	// ContinueOnError, as "idem serve" does: when the database does not
+	// answer, the outbox gauges are left out of the scrape and the rest —
+	// idem_store_up 0 among it — is served, rather than the whole scrape
+	// failing 500.
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError}))
 	guard := hostGuard{allowed: allowedHosts(*metricsAddr, ln.Addr(), nil)} // as the admin listener: against DNS rebinding
 	return serveUntilDone(ctx, log, "idem relay", ln, &http.Server{Handler: guard.Handler(mux)}, "db", idemstore.Kind(*dsn))
 }
