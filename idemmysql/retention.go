@@ -83,7 +83,7 @@ func prune(ctx context.Context, tx *sql.Tx, nowParam any, limit int) (registry.P
 		// The operations first: the other tables' deletion triggers
 		// allow a row whose operation is gone or an expiring tombstone.
 		for _, q := range []string{"PruneDelete", "PruneDeleteOutbox", "PruneDeleteEffects", "PruneDeleteReconciliations",
-			"PruneDeleteLookups", "PruneDeletePending"} {
+			"PruneDeleteLookups", "PruneDeletePending", "PruneDeleteRecoveryAttempts"} {
 			if _, err := exec(ctx, tx, retentionQueries.Get(q), string(list)); err != nil {
 				return registry.PruneResult{}, err
 			}

@@ -61,3 +61,9 @@ WHERE operation_id IN (SELECT j.id FROM JSON_TABLE($1, '$[*]' COLUMNS (id VARCHA
 -- name: PruneDeletePending
 DELETE FROM idem_pending_settlements
 WHERE operation_id IN (SELECT j.id FROM JSON_TABLE($1, '$[*]' COLUMNS (id VARCHAR(64) CHARACTER SET ascii PATH '$')) AS j);
+
+-- name: PruneDeleteRecoveryAttempts
+-- idem_recovery_attempts (migration 010): left when an operator settled
+-- the operation.
+DELETE FROM idem_recovery_attempts
+WHERE operation_id IN (SELECT j.id FROM JSON_TABLE($1, '$[*]' COLUMNS (id VARCHAR(64) CHARACTER SET ascii PATH '$')) AS j);

@@ -19,7 +19,8 @@
 -- deletion time go. With a deleted tombstone go its published outbox
 -- messages (unpublished ones stay for the relay, which does not need the
 -- record), its effect attempts and reconciliation log (migration 005), and
--- its recorded lookups and pending settlement (migration 017).
+-- its recorded lookups and pending settlement (migration 017), and its
+-- recovery attempts (migration 024).
 WITH clock AS (SELECT coalesce($2::timestamptz, statement_timestamp()) AS t),
 due AS (
     SELECT o.scope
@@ -91,6 +92,11 @@ lookups AS (
 ),
 pending AS (
     DELETE FROM idem_pending_settlements x USING doomed WHERE x.operation_id = doomed.operation_id
+),
+attempts AS (
+    -- The recovery worker's last failed attempt (migration 024), left
+    -- when an operator settled the operation.
+    DELETE FROM idem_recovery_attempts x USING doomed WHERE x.operation_id = doomed.operation_id
 ),
 deleted AS (
     DELETE FROM idem_operations o USING doomed

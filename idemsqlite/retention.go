@@ -94,7 +94,7 @@ func prune(ctx context.Context, tx *sql.Tx, nowParam any, limit int) (registry.P
 			return registry.PruneResult{}, err
 		}
 		for _, q := range []string{"PruneDeleteOutbox", "PruneDeleteEffects", "PruneDeleteReconciliations",
-			"PruneDeleteLookups", "PruneDeletePending"} {
+			"PruneDeleteLookups", "PruneDeletePending", "PruneDeleteRecoveryAttempts"} {
 			if _, err := tx.ExecContext(ctx, retentionQueries.Get(q), string(list)); err != nil {
 				return registry.PruneResult{}, err
 			}

@@ -79,3 +79,8 @@ DELETE FROM idem_effect_lookups WHERE operation_id IN (SELECT value FROM json_ea
 -- $1 JSON array of the deleted operations' IDs (idem_pending_settlements,
 -- migration 013).
 DELETE FROM idem_pending_settlements WHERE operation_id IN (SELECT value FROM json_each($1));
+
+-- name: PruneDeleteRecoveryAttempts
+-- $1 JSON array of the deleted operations' IDs (idem_recovery_attempts,
+-- migration 019: left when an operator settled the operation).
+DELETE FROM idem_recovery_attempts WHERE operation_id IN (SELECT value FROM json_each($1));

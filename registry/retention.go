@@ -80,7 +80,8 @@ type Pruner interface {
 	// their state kept (Retired counts both), and deletes up to limit
 	// tombstones whose TombstoneUntil is at or before "now", together
 	// with their published outbox messages (unpublished ones are kept for
-	// the relay) and their effect and reconciliation rows. A record
+	// the relay), their effect, reconciliation, lookup and pending
+	// settlement rows, and their recovery attempts. A record
 	// retired by a call is never deleted by the same call. In-flight and
 	// UNKNOWN records are never touched. Concurrent calls work on
 	// disjoint records (rows another call holds are skipped, not waited
