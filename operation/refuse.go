@@ -61,7 +61,7 @@ func (c *Core) finish(ctx context.Context, res Result) Result {
 	default:
 		return res
 	}
-	out.Waited = res.Waited
+	out.Waited, out.cached = res.Waited, res.cached && out.Kind == Replayed
 	return out
 }
 

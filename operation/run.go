@@ -118,6 +118,10 @@ type Result struct {
 	Waited  time.Duration
 	Refusal Refusal
 
+	// cached (Replayed): the record came from the replay cache, not
+	// from a registry read (the replay span says so: trace.go).
+	cached bool
+
 	// err, within a run: the request is refused for this error (Refuse,
 	// at the run's one exit, finish).
 	err error
@@ -319,7 +323,7 @@ func (c *Core) run(ctx context.Context, req Request, d Door) Result {
 			if !cached {
 				c.cache.put(rec, claim)
 			}
-			return Result{Kind: Replayed, Record: rec}
+			return Result{Kind: Replayed, Record: rec, cached: cached}
 		case dec.Verdict == registry.Unknown && c.Config.Effects != nil:
 			return c.settleUnknown(ctx, rec) // settle.go
 		case dec.Verdict == registry.InProgress && leaseExpired(rec):

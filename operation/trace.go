@@ -19,8 +19,9 @@ import (
 // idem.downstream.send and idem.downstream.lookup, idem.settle and
 // idem.takeover. A step's span is started only when its parent records,
 // so an untraced request allocates nothing for them. Attributes: the
-// operation's name, the outcome, the state, the owner generation and a
-// refusal's contract code — never a key, a scope, a body, an identity, a
+// operation's name, the outcome, the state, the owner generation, a
+// refusal's contract code and, on idem.replay, idem.cached when the
+// replay cache answered without a registry read — never a key, a scope, a body, an identity, a
 // downstream key or an operation ID.
 
 // Span names.
@@ -80,6 +81,9 @@ func (c *Core) endRun(ctx context.Context, span trace.Span, res Result) Result {
 	if res.Kind == Replayed {
 		_, rs := c.span(ctx, SpanReplay, res.Record)
 		rs.SetAttributes(tracing.State.String(string(res.Record.State)))
+		if res.cached { // no idem.claim or idem.reserve span: the registry was not read
+			rs.SetAttributes(tracing.Cached.Bool(true))
+		}
 		rs.End()
 	}
 	span.End()
