@@ -21,8 +21,8 @@ import (
 // so an untraced request allocates nothing for them. Attributes: the
 // operation's name, the outcome, the state, the owner generation, a
 // refusal's contract code and, on idem.replay, idem.cached when the
-// replay cache answered without a registry read — never a key, a scope, a body, an identity, a
-// downstream key or an operation ID.
+// replay cache answered without a registry read — never a key, a scope,
+// a body, an identity, a downstream key or an operation ID.
 
 // Span names.
 const (
