@@ -138,6 +138,40 @@ func exportsAll(t *testing.T, s *server, want []string) {
 	t.Logf("all %d metric names deploy/ reads are exported: %s", len(want), strings.Join(want, " "))
 }
 
+// proxiedDSN returns the test database's DSN through a pgproxy, which
+// cuts the database away when closed (closed at the test's end too).
+func proxiedDSN(t *testing.T) (string, *pgproxy.Proxy) {
+	u, err := url.Parse(pgtest.DSN(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy, err := pgproxy.Listen(u.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { proxy.Close() })
+	u.Host = proxy.Addr()
+	return u.String(), proxy
+}
+
+// scrapeMetrics is a pollUntil try that GETs /metrics at addr.
+func scrapeMetrics(t *testing.T, addr string) func(int) (*http.Response, []byte) {
+	return func(int) (*http.Response, []byte) {
+		req, _ := http.NewRequest(http.MethodGet, "http://"+addr+"/metrics", nil)
+		return do(t, req)
+	}
+}
+
+var storeUpLine = regexp.MustCompile(`(?m)^idem_store_up (\d+)$`)
+
+// storeUp is a pollUntil want: a 200 scrape with idem_store_up want.
+func storeUp(want string) func(*http.Response, []byte) bool {
+	return func(resp *http.Response, body []byte) bool {
+		m := storeUpLine.FindSubmatch(body)
+		return resp.StatusCode == http.StatusOK && m != nil && string(m[1]) == want
+	}
+}
+
 // TestServeMetricsStoreDown: with its database cut away, "idem serve"
 // still answers /metrics 200, with idem_store_up 0 (what
 // IdemStoreUnavailable fires on) and without the gauges it reads from the
@@ -148,29 +182,9 @@ func exportsAll(t *testing.T, s *server, want []string) {
 // threat:alert-blind-spot
 func TestServeMetricsStoreDown(t *testing.T) {
 	t.Parallel()
-	u, err := url.Parse(pgtest.DSN(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxy, err := pgproxy.Listen(u.Host)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer proxy.Close()
-	u.Host = proxy.Addr()
-	s := startServe(t, "--db", u.String(), "--admin-addr", "127.0.0.1:0")
-	admin := adminAddr(t, s)
-	scrape := func(int) (*http.Response, []byte) {
-		req, _ := http.NewRequest(http.MethodGet, "http://"+admin+"/metrics", nil)
-		return do(t, req)
-	}
-	up := regexp.MustCompile(`(?m)^idem_store_up (\d+)$`)
-	storeUp := func(want string) func(*http.Response, []byte) bool {
-		return func(resp *http.Response, body []byte) bool {
-			m := up.FindSubmatch(body)
-			return resp.StatusCode == http.StatusOK && m != nil && string(m[1]) == want
-		}
-	}
+	dsn, proxy := proxiedDSN(t)
+	s := startServe(t, "--db", dsn, "--admin-addr", "127.0.0.1:0")
+	scrape := scrapeMetrics(t, adminAddr(t, s))
 	_, body := pollUntil(t, "idem_store_up 1", 30*time.Second, scrape, storeUp("1"))
 	if !strings.Contains(string(body), "\nidem_unknown_operations 0\n") {
 		t.Fatalf("with the database up, /metrics lacks idem_unknown_operations 0:\n%s", body)

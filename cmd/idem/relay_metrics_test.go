@@ -3,15 +3,10 @@ package main
 import (
 	"context"
 	"io"
-	"net/http"
-	"net/url"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/idemkit/idem/internal/pgproxy"
-	"github.com/idemkit/idem/internal/pgtest"
 )
 
 // TestRelayMetricsStoreDown: with its database cut away, "idem relay
@@ -23,22 +18,13 @@ import (
 // threat:alert-blind-spot
 func TestRelayMetricsStoreDown(t *testing.T) {
 	t.Parallel()
-	u, err := url.Parse(pgtest.DSN(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxy, err := pgproxy.Listen(u.Host)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer proxy.Close()
-	u.Host = proxy.Addr()
+	dsn, proxy := proxiedDSN(t)
 	secret, key := secretFile(t)
 	h := newHook(t, key)
 	ctx, cancel := context.WithCancel(context.Background())
 	done, logs := make(chan int, 1), newLogWatch()
 	go func() {
-		done <- run(ctx, []string{"relay", "--db", u.String(), "--webhook", h.URL, "--webhook-secret-file", secret, "--metrics-addr", "127.0.0.1:0"},
+		done <- run(ctx, []string{"relay", "--db", dsn, "--webhook", h.URL, "--webhook-secret-file", secret, "--metrics-addr", "127.0.0.1:0"},
 			stdio{in: strings.NewReader(""), out: io.Discard, err: logs})
 	}()
 	defer func() {
@@ -51,17 +37,7 @@ func TestRelayMetricsStoreDown(t *testing.T) {
 	case code := <-done:
 		t.Fatalf("relay exited %d before listening:\n%s", code, logs)
 	}
-	scrape := func(int) (*http.Response, []byte) {
-		req, _ := http.NewRequest(http.MethodGet, "http://"+addr+"/metrics", nil)
-		return do(t, req)
-	}
-	up := regexp.MustCompile(`(?m)^idem_store_up (\d+)$`)
-	storeUp := func(want string) func(*http.Response, []byte) bool {
-		return func(resp *http.Response, body []byte) bool {
-			m := up.FindSubmatch(body)
-			return resp.StatusCode == http.StatusOK && m != nil && string(m[1]) == want
-		}
-	}
+	scrape := scrapeMetrics(t, addr)
 	_, body := pollUntil(t, "idem_store_up 1", 30*time.Second, scrape, storeUp("1"))
 	if !strings.Contains(string(body), "\nidem_outbox_pending 0\n") {
 		t.Fatalf("with the database up, /metrics lacks idem_outbox_pending 0:\n%s", body)
