@@ -61,7 +61,7 @@ func (c *Core) finish(ctx context.Context, res Result) Result {
 	default:
 		return res
 	}
-	out.Waited, out.cached = res.Waited, res.cached && out.Kind == Replayed
+	out.Waited = res.Waited
 	return out
 }
 

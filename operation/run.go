@@ -118,10 +118,6 @@ type Result struct {
 	Waited  time.Duration
 	Refusal Refusal
 
-	// cached (Replayed): the record came from the replay cache, not
-	// from a registry read (the replay span says so: trace.go).
-	cached bool
-
 	// err, within a run: the request is refused for this error (Refuse,
 	// at the run's one exit, finish).
 	err error
@@ -266,6 +262,7 @@ func (c *Core) run(ctx context.Context, req Request, d Door) Result {
 				if co, ok := c.Observer.(ReplayCacheObserver); ok {
 					co.ReplayCacheHit(c.name())
 				}
+				markCached(ctx) // trace.go
 			}
 		}
 		switch {
@@ -323,7 +320,7 @@ func (c *Core) run(ctx context.Context, req Request, d Door) Result {
 			if !cached {
 				c.cache.put(rec, claim)
 			}
-			return Result{Kind: Replayed, Record: rec, cached: cached}
+			return Result{Kind: Replayed, Record: rec}
 		case dec.Verdict == registry.Unknown && c.Config.Effects != nil:
 			return c.settleUnknown(ctx, rec) // settle.go
 		case dec.Verdict == registry.InProgress && leaseExpired(rec):

@@ -20,9 +20,10 @@ import (
 // idem.takeover. A step's span is started only when its parent records,
 // so an untraced request allocates nothing for them. Attributes: the
 // operation's name, the outcome, the state, the owner generation, a
-// refusal's contract code and, on idem.replay, idem.cached when the
-// replay cache answered without a registry read — never a key, a scope,
-// a body, an identity, a downstream key or an operation ID.
+// refusal's contract code and, on idem.run, idem.cached when the replay
+// cache answered (a replay or a conflict) without a registry read —
+// never a key, a scope, a body, an identity, a downstream key or an
+// operation ID.
 
 // Span names.
 const (
@@ -64,6 +65,16 @@ func (c *Core) startRun(ctx context.Context) (context.Context, trace.Span) {
 	return ctx, span
 }
 
+// markCached marks the run's span (in ctx) as answered from the replay
+// cache: the run then has no idem.claim or idem.reserve span, since the
+// registry was not read. Nothing is built for a span that does not
+// record (the replay path is measured).
+func markCached(ctx context.Context) {
+	if span := trace.SpanFromContext(ctx); span.IsRecording() {
+		span.SetAttributes(tracing.Cached.Bool(true))
+	}
+}
+
 // endRun ends the run's span with what the run answered, and returns
 // res. A replay gets its own child span, idem.replay.
 func (c *Core) endRun(ctx context.Context, span trace.Span, res Result) Result {
@@ -81,9 +92,6 @@ func (c *Core) endRun(ctx context.Context, span trace.Span, res Result) Result {
 	if res.Kind == Replayed {
 		_, rs := c.span(ctx, SpanReplay, res.Record)
 		rs.SetAttributes(tracing.State.String(string(res.Record.State)))
-		if res.cached { // no idem.claim or idem.reserve span: the registry was not read
-			rs.SetAttributes(tracing.Cached.Bool(true))
-		}
 		rs.End()
 	}
 	span.End()

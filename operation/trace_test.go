@@ -6,7 +6,6 @@ import (
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
-	"go.opentelemetry.io/otel/trace"
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/idemsqlite"
@@ -14,11 +13,11 @@ import (
 	"github.com/idemkit/idem/registry"
 )
 
-// TestTraceReplayFromCache: a replay answered from the replay cache says
-// so on its idem.replay span (idem.cached true) and has no idem.reserve
-// span, since the registry was not read; the replay that read the
-// registry (and filled the cache) has its idem.reserve and no
-// idem.cached.
+// TestTraceReplayFromCache: a run the replay cache answered — a replay,
+// or a conflict of another request with the key — says so on its
+// idem.run span (idem.cached true) and has no idem.reserve span, since
+// the registry was not read; the replay that read the registry (and
+// filled the cache) has its idem.reserve and no idem.cached.
 func TestTraceReplayFromCache(t *testing.T) {
 	ctx := t.Context()
 	store, err := idemsqlite.OpenMemory(ctx, idemsqlite.Options{})
@@ -40,51 +39,56 @@ func TestTraceReplayFromCache(t *testing.T) {
 		t.Fatal(err)
 	}
 	req := operation.Request{Identity: id, Scope: idem.ScopeOf(id, cfg.Name, cfg.ScopeRevision(), k), Fingerprint: idem.Fingerprint{1}}
+	other := req
+	other.Fingerprint = idem.Fingerprint{2}
 	door := operation.ExecuteFunc(func(context.Context, registry.Tx, registry.Record) (operation.Answer, error) {
 		return operation.Answer{Status: 201, State: cfg.StateFor(201, true),
 			Response: idem.Response{Status: 201, MediaType: "text/plain", Body: []byte("created")}}, nil
 	})
-	var traces []trace.TraceID
-	for i, want := range []operation.Kind{operation.Executed, operation.Replayed, operation.Replayed} {
+	for i, c := range []struct {
+		req     operation.Request
+		kind    operation.Kind
+		reserve int    // idem.reserve spans of the run
+		cached  string // its idem.run's idem.cached
+	}{
+		{req, operation.Executed, 1, ""},
+		{req, operation.Replayed, 1, ""},      // from the registry; fills the cache
+		{req, operation.Replayed, 0, "true"},  // from the cache
+		{other, operation.Refused, 0, "true"}, // a conflict, from the cache
+	} {
 		runCtx, span := tp.Tracer("test").Start(ctx, "request")
-		traces = append(traces, span.SpanContext().TraceID())
-		if res := core.Run(runCtx, req, door); res.Kind != want {
-			t.Fatalf("request %d: %v, want %v", i+1, res.Kind, want)
-		}
+		res := core.Run(runCtx, c.req, door)
 		span.End()
-	}
-	if st := core.ReplayCacheStats(); st.Hits != 1 {
-		t.Fatalf("replay cache stats %+v, want 1 hit", st)
-	}
-	spansOf := func(tr trace.TraceID) map[string][]sdktrace.ReadOnlySpan {
-		out := map[string][]sdktrace.ReadOnlySpan{}
+		if res.Kind != c.kind {
+			t.Fatalf("request %d: %v, want %v", i+1, res.Kind, c.kind)
+		}
+		var run []sdktrace.ReadOnlySpan
+		reserve := 0
 		for _, s := range sr.Ended() {
-			if s.SpanContext().TraceID() == tr {
-				out[s.Name()] = append(out[s.Name()], s)
+			if s.SpanContext().TraceID() != span.SpanContext().TraceID() {
+				continue
+			}
+			switch s.Name() {
+			case operation.SpanRun:
+				run = append(run, s)
+			case operation.SpanReserve:
+				reserve++
 			}
 		}
-		return out
-	}
-	cachedAttr := func(s sdktrace.ReadOnlySpan) string {
-		for _, kv := range s.Attributes() {
+		if len(run) != 1 || reserve != c.reserve {
+			t.Fatalf("request %d: %d %s and %d %s spans, want 1 and %d", i+1, len(run), operation.SpanRun, reserve, operation.SpanReserve, c.reserve)
+		}
+		cached := ""
+		for _, kv := range run[0].Attributes() {
 			if kv.Key == "idem.cached" {
-				return kv.Value.Emit()
+				cached = kv.Value.Emit()
 			}
 		}
-		return ""
+		if cached != c.cached {
+			t.Errorf("request %d: idem.run has idem.cached %q, want %q", i+1, cached, c.cached)
+		}
 	}
-	for _, c := range []struct {
-		i       int // the request: 1 replayed from the registry, 2 from the cache
-		reserve int
-		cached  string
-	}{{1, 1, ""}, {2, 0, "true"}} {
-		i, spans := c.i, spansOf(traces[c.i])
-		if len(spans[operation.SpanReplay]) != 1 || len(spans[operation.SpanReserve]) != c.reserve {
-			t.Fatalf("request %d: %d %s and %d %s spans, want 1 and %d", i+1,
-				len(spans[operation.SpanReplay]), operation.SpanReplay, len(spans[operation.SpanReserve]), operation.SpanReserve, c.reserve)
-		}
-		if got := cachedAttr(spans[operation.SpanReplay][0]); got != c.cached {
-			t.Errorf("request %d: idem.replay has idem.cached %q, want %q", i+1, got, c.cached)
-		}
+	if st := core.ReplayCacheStats(); st.Hits != 2 {
+		t.Errorf("replay cache stats %+v, want 2 hits", st)
 	}
 }

@@ -45,7 +45,7 @@ const (
 	Topic              = attribute.Key("idem.topic")    // an outbox message's topic
 	Attempt            = attribute.Key("idem.attempt")  // the delivery attempt of an outbox message (1 for the first)
 	Messages           = attribute.Key("idem.messages") // how many messages a batch publish carried
-	Cached             = attribute.Key("idem.cached")   // true on a replay answered from the in-process replay cache, without a registry read
+	Cached             = attribute.Key("idem.cached")   // true on a run the in-process replay cache answered (a replay or a conflict), without a registry read
 )
 
 // Tracer returns the tracer of tp, or of otel.GetTracerProvider() when tp
