@@ -63,7 +63,7 @@ DELETE FROM idem_pending_settlements
 WHERE operation_id IN (SELECT j.id FROM JSON_TABLE($1, '$[*]' COLUMNS (id VARCHAR(64) CHARACTER SET ascii PATH '$')) AS j);
 
 -- name: PruneDeleteRecoveryAttempts
--- idem_recovery_attempts (migration 010): left when an operator settled
--- the operation.
+-- idem_recovery_attempts (migration 010): left when the worker that
+-- wrote it stopped before the operation was settled.
 DELETE FROM idem_recovery_attempts
 WHERE operation_id IN (SELECT j.id FROM JSON_TABLE($1, '$[*]' COLUMNS (id VARCHAR(64) CHARACTER SET ascii PATH '$')) AS j);

@@ -95,7 +95,8 @@ pending AS (
 ),
 attempts AS (
     -- The recovery worker's last failed attempt (migration 024), left
-    -- when an operator settled the operation.
+    -- when the worker that wrote it stopped before the operation was
+    -- settled.
     DELETE FROM idem_recovery_attempts x USING doomed WHERE x.operation_id = doomed.operation_id
 ),
 deleted AS (

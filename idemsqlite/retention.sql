@@ -82,5 +82,6 @@ DELETE FROM idem_pending_settlements WHERE operation_id IN (SELECT value FROM js
 
 -- name: PruneDeleteRecoveryAttempts
 -- $1 JSON array of the deleted operations' IDs (idem_recovery_attempts,
--- migration 019: left when an operator settled the operation).
+-- migration 019: left when the worker that wrote it stopped before the
+-- operation was settled).
 DELETE FROM idem_recovery_attempts WHERE operation_id IN (SELECT value FROM json_each($1));

@@ -255,9 +255,9 @@ func testTombstoneTTL(t *testing.T, nh NewHarness) {
 	if _, err := e.h.Store.MarkUnknown(e.ctx, rec); err != nil {
 		t.Fatalf("MarkUnknown: %v", err)
 	}
-	// The recovery worker failed once before an operator settled it: its
-	// attempt row outlives the settlement (it is display only), not the
-	// record.
+	// The recovery worker failed once and stopped before an operator
+	// settled it: its attempt row (display only) outlives the
+	// settlement, not the record.
 	if _, err := registry.RecordRecoveryAttempt(e.ctx, e.h.Store, rec.OperationID, "GET /transfers/k: connection refused", base, base.Add(time.Minute)); err != nil {
 		t.Fatalf("RecordRecoveryAttempt: %v", err)
 	}
